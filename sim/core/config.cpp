@@ -1,0 +1,236 @@
+#include "sim/core/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+namespace {
+
+std::string join(const std::vector<std::string>& xs, std::string_view sep) {
+  std::string out;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (i) out += sep;
+    out += xs[i];
+  }
+  return out;
+}
+
+std::string mark_text(const std::string& file, const YAML::Mark& m) {
+  if (m.is_null()) return file;
+  return fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
+}
+
+}  // namespace
+
+ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& source) {
+  auto src = std::make_shared<Source>();
+  src->file = source;
+  try {
+    YAML::Node root = YAML::Load(text);
+    return ConfigNode(root, src, "");
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}: malformed YAML: {}", mark_text(source, e.mark), e.msg));
+  }
+}
+
+ConfigNode ConfigNode::parse_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_text(text.str(), path);
+}
+
+void ConfigNode::override_value(const std::vector<std::string>& path, const std::string& value,
+                                const std::string& origin) {
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(value);
+  } catch (const YAML::Exception& e) {
+    throw InputError(fmt::format("{}: malformed value: {}", origin, e.msg));
+  }
+  // yaml-cpp nodes are handles: walking with operator[] on a non-const node creates maps.
+  std::vector<YAML::Node> chain{node_};
+  std::string key_path = path_;
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    YAML::Node here = chain.back();
+    if (here.IsDefined() && !here.IsNull() && !here.IsMap())
+      throw InputError(fmt::format("{}: {} is not a map, cannot set '{}' in it", origin,
+                                   key_path.empty() ? "the document" : key_path, path[i]));
+    key_path += (key_path.empty() ? "" : ".") + path[i];
+    if (i + 1 == path.size())
+      here[path[i]] = parsed;
+    else
+      chain.push_back(here[path[i]]);
+  }
+  source_->overrides.emplace_back(key_path, origin);
+}
+
+const std::string* ConfigNode::override_origin() const {
+  for (const auto& [key, origin] : source_->overrides)
+    if (path_ == key || (path_.size() > key.size() && path_.compare(0, key.size(), key) == 0 &&
+                         (path_[key.size()] == '.' || path_[key.size()] == '[')))
+      return &origin;
+  return nullptr;
+}
+
+std::string ConfigNode::where() const {
+  if (const auto* origin = override_origin()) return *origin;
+  return mark_text(source_->file, node_.Mark());
+}
+
+std::string ConfigNode::describe() const {
+  if (!node_.IsDefined() || node_.IsNull()) return "nothing";
+  if (node_.IsMap()) return "a map";
+  if (node_.IsSequence()) return "a list";
+  return fmt::format("'{}'", node_.Scalar());
+}
+
+void ConfigNode::fail(std::string_view message) const {
+  if (path_.empty()) throw InputError(fmt::format("{}: {}", where(), message));
+  throw InputError(fmt::format("{}: {}: {}", where(), path_, message));
+}
+
+void ConfigNode::fail_expected(std::string_view expected) const {
+  fail(fmt::format("expected {}, got {}", expected, describe()));
+}
+
+ConfigNode ConfigNode::child(const YAML::Node& node, std::string_view key) const {
+  std::string p = path_.empty() ? std::string(key) : fmt::format("{}.{}", path_, key);
+  return ConfigNode(node, source_, std::move(p));
+}
+
+bool ConfigNode::has(std::string_view key) const {
+  if (!node_.IsMap()) return false;
+  for (const auto& kv : node_)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return true;
+  return false;
+}
+
+std::optional<ConfigNode> ConfigNode::find(std::string_view key) const {
+  if (!node_.IsMap()) fail_expected("a map");
+  for (const auto& kv : node_)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return child(kv.second, key);
+  return std::nullopt;
+}
+
+ConfigNode ConfigNode::at(std::string_view key) const {
+  auto found = find(key);
+  if (!found) fail(fmt::format("missing required key '{}'", key));
+  return *found;
+}
+
+std::vector<std::pair<std::string, ConfigNode>> ConfigNode::entries() const {
+  if (!node_.IsMap()) fail_expected("a map");
+  std::vector<std::pair<std::string, ConfigNode>> out;
+  for (const auto& kv : node_) {
+    if (!kv.first.IsScalar())
+      ConfigNode(kv.first, source_, path_).fail_expected("a plain key");
+    out.emplace_back(kv.first.Scalar(), child(kv.second, kv.first.Scalar()));
+  }
+  return out;
+}
+
+void ConfigNode::allow_only(const std::vector<std::string>& allowed) const {
+  if (!node_.IsMap()) fail_expected("a map");
+  for (const auto& kv : node_) {
+    const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    ConfigNode at_key = child(kv.first, key);
+    at_key.fail(fmt::format("unknown key '{}'; expected one of: {}", key, join(allowed, ", ")));
+  }
+}
+
+void ConfigNode::allow_only(std::initializer_list<std::string_view> allowed) const {
+  std::vector<std::string> keys;
+  for (auto k : allowed) keys.emplace_back(k);
+  allow_only(keys);
+}
+
+std::vector<ConfigNode> ConfigNode::items() const {
+  if (!node_.IsSequence()) fail_expected("a list");
+  std::vector<ConfigNode> out;
+  std::size_t i = 0;
+  for (const auto& item : node_) {
+    out.push_back(ConfigNode(item, source_, fmt::format("{}[{}]", path_, i)));
+    ++i;
+  }
+  return out;
+}
+
+std::string ConfigNode::as_string() const {
+  if (!node_.IsScalar()) fail_expected("a string");
+  return node_.Scalar();
+}
+
+std::int64_t ConfigNode::as_int() const {
+  if (!node_.IsScalar()) fail_expected("an integer");
+  const std::string& s = node_.Scalar();
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size()) fail_expected("an integer");
+  return v;
+}
+
+std::int64_t ConfigNode::as_int_in(std::int64_t lo, std::int64_t hi) const {
+  std::int64_t v = as_int();
+  if (v < lo || v > hi) {
+    if (hi == INT64_MAX)
+      fail_expected(fmt::format("an integer >= {}", lo));
+    fail_expected(fmt::format("an integer from {} to {}", lo, hi));
+  }
+  return v;
+}
+
+double ConfigNode::as_double() const {
+  if (!node_.IsScalar()) fail_expected("a number");
+  const std::string& s = node_.Scalar();
+  double v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || !std::isfinite(v))
+    fail_expected("a number");
+  return v;
+}
+
+double ConfigNode::as_fraction() const {
+  double v = node_.IsScalar() ? as_double() : (fail_expected("a number from 0 to 1"), 0.0);
+  if (v < 0 || v > 1) fail_expected("a number from 0 to 1");
+  return v;
+}
+
+bool ConfigNode::as_bool() const {
+  if (node_.IsScalar()) {
+    const std::string& s = node_.Scalar();
+    if (s == "true") return true;
+    if (s == "false") return false;
+  }
+  fail_expected("true or false");
+}
+
+std::uint64_t ConfigNode::as_bytes() const {
+  if (node_.IsScalar())
+    if (auto v = parse_bytes(node_.Scalar())) return *v;
+  fail_expected(unit_example(UnitKind::size));
+}
+
+double ConfigNode::as_unit(UnitKind kind) const {
+  if (node_.IsScalar())
+    if (auto v = parse_unit(node_.Scalar(), kind)) return *v;
+  fail_expected(unit_example(kind));
+}
+
+std::string ConfigNode::as_choice(const std::vector<std::string>& choices) const {
+  if (node_.IsScalar() &&
+      std::find(choices.begin(), choices.end(), node_.Scalar()) != choices.end())
+    return node_.Scalar();
+  fail_expected(fmt::format("one of {}", join(choices, ", ")));
+}
+
+}  // namespace memsim

@@ -1,0 +1,22 @@
+#pragma once
+// Errors that reach the user. Bad input (a file, a value, a trace) is an InputError and
+// exits with code 1; a malformed command line is a UsageError and exits with code 2.
+// Messages are complete sentences of the form "file:line:col: key.path: expected X, got Y".
+#include <stdexcept>
+#include <string>
+
+namespace memsim {
+
+/// Something the user gave us is wrong. The message is shown verbatim.
+class InputError : public std::runtime_error {
+ public:
+  explicit InputError(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// The command line itself is wrong (unknown flag, missing argument).
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+}  // namespace memsim

@@ -1,0 +1,179 @@
+#include "sim/workload/trace.h"
+
+#include <array>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+namespace {
+
+constexpr std::array<std::string_view, kCategoryCount> kCategoryNames{
+    "weight", "gradient", "optimizer_state", "activation", "activation_grad",
+    "input",  "workspace", "other"};
+constexpr std::array<std::string_view, 3> kPhaseNames{"forward", "backward", "optimizer"};
+constexpr std::array<std::string_view, kDTypeCount> kDTypeNames{
+    "fp32", "tf32", "fp16", "bf16", "fp8", "int64", "int32", "int8", "bool"};
+constexpr std::array<int, kDTypeCount> kDTypeBytes{4, 4, 2, 2, 1, 8, 4, 1, 1};
+
+template <typename E, std::size_t N>
+std::optional<E> lookup(const std::array<std::string_view, N>& names, std::string_view s) {
+  for (std::size_t i = 0; i < N; ++i)
+    if (names[i] == s) return static_cast<E>(i);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string_view to_string(Category c) { return kCategoryNames[static_cast<int>(c)]; }
+std::optional<Category> category_from_string(std::string_view s) {
+  return lookup<Category>(kCategoryNames, s);
+}
+std::string_view to_string(Phase p) { return kPhaseNames[static_cast<int>(p)]; }
+std::optional<Phase> phase_from_string(std::string_view s) { return lookup<Phase>(kPhaseNames, s); }
+std::string_view to_string(DType d) { return kDTypeNames[static_cast<int>(d)]; }
+std::optional<DType> dtype_from_string(std::string_view s) { return lookup<DType>(kDTypeNames, s); }
+int dtype_bytes(DType d) { return kDTypeBytes[static_cast<int>(d)]; }
+
+BufferId Trace::add_buffer(std::string buffer_name, std::uint64_t bytes, Category category,
+                           bool persistent) {
+  Buffer b;
+  b.id = static_cast<BufferId>(buffers.size());
+  b.name = std::move(buffer_name);
+  b.bytes = bytes;
+  b.category = category;
+  b.persistent = persistent;
+  buffers.push_back(std::move(b));
+  return buffers.back().id;
+}
+
+OpId Trace::add_op(Op op) {
+  op.id = static_cast<OpId>(ops.size());
+  for (BufferId out : op.outputs) buffers.at(out).producer = op.id;
+  ops.push_back(std::move(op));
+  return ops.back().id;
+}
+
+std::uint64_t Trace::total_bytes(Category c) const {
+  std::uint64_t sum = 0;
+  for (const auto& b : buffers)
+    if (b.category == c) sum += b.bytes;
+  return sum;
+}
+
+void validate(const Trace& trace, const std::string& source) {
+  const auto n_buffers = trace.buffers.size();
+  const auto n_ops = trace.ops.size();
+  auto bad = [&](const std::string& what) {
+    throw InputError(fmt::format("{}: {}", source, what));
+  };
+  for (std::size_t i = 0; i < n_buffers; ++i) {
+    const Buffer& b = trace.buffers[i];
+    if (b.id != i) bad(fmt::format("buffer '{}' has id {}, expected {}", b.name, b.id, i));
+    if (b.producer != kNoOp && b.producer >= n_ops)
+      bad(fmt::format("buffer '{}' names producer op {} but the trace has {} ops", b.name,
+                      b.producer, n_ops));
+  }
+  std::vector<OpId> made_by(n_buffers, kNoOp);
+  for (std::size_t i = 0; i < n_ops; ++i) {
+    const Op& op = trace.ops[i];
+    if (op.id != i) bad(fmt::format("op '{}' has id {}, expected {}", op.name, op.id, i));
+    auto check_ref = [&](BufferId id, const char* list) {
+      if (id >= n_buffers)
+        bad(fmt::format("op '{}' {} buffer {}, which is not in the trace", op.name, list, id));
+    };
+    for (BufferId id : op.inputs) check_ref(id, "reads");
+    for (BufferId id : op.updates) check_ref(id, "updates");
+    for (BufferId id : op.outputs) {
+      check_ref(id, "writes");
+      if (made_by[id] != kNoOp)
+        bad(fmt::format("buffer '{}' is written by both op '{}' and op '{}'",
+                        trace.buffers[id].name, trace.ops[made_by[id]].name, op.name));
+      made_by[id] = op.id;
+      if (trace.buffers[id].producer != op.id)
+        bad(fmt::format("buffer '{}' is written by op '{}' but names another producer",
+                        trace.buffers[id].name, op.name));
+    }
+    if (op.flops < 0 || op.bytes_moved < 0)
+      bad(fmt::format("op '{}' has negative flops or bytes", op.name));
+  }
+  for (std::size_t i = 0; i < n_buffers; ++i)
+    if (trace.buffers[i].producer != kNoOp && made_by[i] == kNoOp)
+      bad(fmt::format("buffer '{}' names producer op {} which does not write it",
+                      trace.buffers[i].name, trace.buffers[i].producer));
+
+  // Dependencies: op -> the producers of what it reads or updates. A producer later in issue
+  // order is either a cycle (reported as such) or an op that reads a buffer before it exists.
+  // Iterative DFS with colours finds a cycle in O(ops + edges).
+  enum Colour : std::uint8_t { white, grey, black };
+  std::vector<Colour> colour(n_ops, white);
+  std::vector<OpId> parent(n_ops, kNoOp);
+  auto deps = [&](OpId o) {
+    std::vector<OpId> d;
+    for (const auto* list : {&trace.ops[o].inputs, &trace.ops[o].updates})
+      for (BufferId b : *list)
+        if (made_by[b] != kNoOp) d.push_back(made_by[b]);
+    return d;
+  };
+  for (OpId start = 0; start < n_ops; ++start) {
+    if (colour[start] != white) continue;
+    std::vector<std::pair<OpId, std::vector<OpId>>> stack;
+    stack.emplace_back(start, deps(start));
+    colour[start] = grey;
+    while (!stack.empty()) {
+      auto& [o, pending] = stack.back();
+      if (pending.empty()) {
+        colour[o] = black;
+        stack.pop_back();
+        continue;
+      }
+      OpId next = pending.back();
+      pending.pop_back();
+      if (colour[next] == grey) {
+        // Walk the grey stack from `next` to `o` to name the cycle.
+        std::string names;
+        bool in_cycle = false;
+        for (const auto& frame : stack) {
+          if (frame.first == next) in_cycle = true;
+          if (in_cycle) names += fmt::format("'{}' -> ", trace.ops[frame.first].name);
+        }
+        names += fmt::format("'{}'", trace.ops[next].name);
+        bad(fmt::format("the trace has a dependency cycle: {}", names));
+      }
+      if (colour[next] == white) {
+        colour[next] = grey;
+        OpId n = next;
+        stack.emplace_back(n, deps(n));
+      }
+    }
+  }
+  for (std::size_t i = 0; i < n_ops; ++i)
+    for (OpId d : deps(static_cast<OpId>(i)))
+      if (d > i)
+        bad(fmt::format("op '{}' uses buffer made by op '{}', which comes later in issue order",
+                        trace.ops[i].name, trace.ops[d].name));
+}
+
+Liveness compute_liveness(const Trace& trace) {
+  Liveness l;
+  const auto n = trace.buffers.size();
+  l.first.assign(n, kNoOp);
+  l.last_use.assign(n, kNoOp);
+  l.dies_after.assign(trace.ops.size(), {});
+  for (const Buffer& b : trace.buffers) l.first[b.id] = b.producer;
+  for (const Op& op : trace.ops) {
+    for (BufferId b : op.inputs) l.last_use[b] = op.id;
+    for (BufferId b : op.updates) l.last_use[b] = op.id;
+  }
+  for (const Buffer& b : trace.buffers) {
+    if (b.persistent || trace.ops.empty()) continue;
+    OpId end = l.last_use[b.id];
+    if (end == kNoOp || (b.producer != kNoOp && end < b.producer))
+      end = b.producer == kNoOp ? 0 : b.producer;  // never used: dead right after creation
+    l.dies_after[end].push_back(b.id);
+  }
+  return l;
+}
+
+}  // namespace memsim

@@ -1,0 +1,106 @@
+#pragma once
+// The training step as data: buffers (units of memory) and ops (units of work) in issue
+// order. Everything downstream — planning passes, the engine, the reports — reads a Trace.
+//
+// A Buffer is one allocation (a PyTorch storage): views and aliases share it, so memory is
+// counted per buffer. An Op reads `inputs`, creates `outputs` (allocated just before it runs)
+// and may overwrite some existing buffers in place (`updates`: an in-place ReLU, an
+// optimizer step writing the weights). Data dependencies form a DAG; validate() proves it.
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace memsim {
+
+using BufferId = std::uint32_t;  // index into Trace::buffers
+using OpId = std::uint32_t;      // index into Trace::ops (issue order)
+inline constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
+
+/// What a buffer holds, for the per-category memory split.
+enum class Category : std::uint8_t {
+  weight,           // parameters (and fp32 master copies)
+  gradient,         // gradients of the parameters
+  optimizer_state,  // momentum, Adam moments
+  activation,       // forward outputs, kept for backward until their last use
+  activation_grad,  // gradients flowing back through the activations
+  input,            // the mini-batch: samples and labels
+  workspace,        // per-op scratch (also the category of Op::workspace_bytes)
+  other,
+};
+inline constexpr int kCategoryCount = 8;
+std::string_view to_string(Category c);
+std::optional<Category> category_from_string(std::string_view s);
+
+enum class Phase : std::uint8_t { forward, backward, optimizer };
+std::string_view to_string(Phase p);
+std::optional<Phase> phase_from_string(std::string_view s);
+
+enum class DType : std::uint8_t { fp32, tf32, fp16, bf16, fp8, int64, int32, int8, boolean };
+inline constexpr int kDTypeCount = 9;
+std::string_view to_string(DType d);
+std::optional<DType> dtype_from_string(std::string_view s);
+/// Bytes per element (tf32 is stored as fp32).
+int dtype_bytes(DType d);
+
+struct Buffer {
+  BufferId id = 0;
+  std::string name;
+  std::uint64_t bytes = 0;
+  Category category = Category::other;
+  OpId producer = kNoOp;    // kNoOp: resident when the iteration starts
+  bool persistent = false;  // lives across iterations (weights, optimizer state)
+};
+
+struct Op {
+  OpId id = 0;
+  std::string name;
+  std::string kind;  // conv2d, matmul, relu, batch_norm, sgd_step, ...
+  Phase phase = Phase::forward;
+  std::uint32_t device = 0;  // index of the compute device in the platform
+  std::uint32_t stream = 0;
+  std::vector<BufferId> inputs;   // read
+  std::vector<BufferId> outputs;  // created by this op
+  std::vector<BufferId> updates;  // existing buffers overwritten in place
+  double flops = 0;
+  double bytes_moved = 0;  // bytes read and written in the compute tier
+  DType dtype = DType::fp32;
+  std::uint64_t workspace_bytes = 0;     // transient, freed right after the op
+  std::optional<double> measured_s;      // a duration measured on real hardware
+};
+
+struct Trace {
+  std::string name;                  // "resnet50"
+  std::string description;           // "resnet50 (batch 64, fp32, momentum)"
+  std::vector<Buffer> buffers;
+  std::vector<Op> ops;
+
+  /// Appends a buffer and returns its id.
+  BufferId add_buffer(std::string name, std::uint64_t bytes, Category category,
+                      bool persistent = false);
+  /// Appends an op, sets its id, and records it as the producer of its outputs.
+  OpId add_op(Op op);
+
+  std::uint64_t total_bytes(Category c) const;
+};
+
+/// Checks ids, that every output has exactly this op as producer, that no op reads a buffer
+/// before it exists, and that the dependencies are acyclic (naming the cycle if not).
+/// `source` prefixes the messages. Throws InputError.
+void validate(const Trace& trace, const std::string& source);
+
+/// When each buffer is live, in op indices.
+struct Liveness {
+  /// Op index that creates the buffer; kNoOp when resident at the start.
+  std::vector<OpId> first;
+  /// Last op that reads or updates the buffer; kNoOp when nothing uses it after creation
+  /// (its producer's output is then dead at once).
+  std::vector<OpId> last_use;
+  /// For each op, the non-persistent buffers whose last use it is, in id order.
+  std::vector<std::vector<BufferId>> dies_after;
+};
+Liveness compute_liveness(const Trace& trace);
+
+}  // namespace memsim
