@@ -1,5 +1,8 @@
-# Writes OUT: a C++ file holding the text of each preset in FILES, keyed by its path
-# relative to ROOT. Raw string literals keep the YAML byte for byte.
+# Writes OUT: a C++ file holding the text of each preset (ROOT/configs/devices/*.yaml,
+# ROOT/workloads/*.yaml), keyed by its path relative to ROOT. Raw string literals keep the
+# YAML byte for byte.
+file(GLOB FILES ${ROOT}/configs/devices/*.yaml ${ROOT}/workloads/*.yaml)
+list(SORT FILES)
 set(body "")
 foreach(f ${FILES})
   file(READ ${f} text)

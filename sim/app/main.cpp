@@ -1,1 +1,3 @@
-int main() { return 0; }
+#include "sim/app/cli.h"
+
+int main(int argc, char** argv) { return memsim::cli_main(argc, argv); }

@@ -121,6 +121,13 @@ std::optional<ConfigNode> ConfigNode::find(std::string_view key) const {
   return std::nullopt;
 }
 
+ConfigNode ConfigNode::key_node(std::string_view key) const {
+  if (!node_.IsMap()) fail_expected("a map");
+  for (const auto& kv : node_)
+    if (kv.first.IsScalar() && kv.first.Scalar() == key) return child(kv.first, key);
+  return *this;
+}
+
 ConfigNode ConfigNode::at(std::string_view key) const {
   auto found = find(key);
   if (!found) fail(fmt::format("missing required key '{}'", key));

@@ -50,6 +50,8 @@ class ConfigNode {
   /// The value of a required key; a missing key is an InputError.
   ConfigNode at(std::string_view key) const;
   std::optional<ConfigNode> find(std::string_view key) const;
+  /// The key itself (for messages about the key rather than its value).
+  ConfigNode key_node(std::string_view key) const;
   /// Key/value pairs in file order (requires a map).
   std::vector<std::pair<std::string, ConfigNode>> entries() const;
   /// Requires a map and rejects keys outside `allowed`, pointing at the offending key.

@@ -1,5 +1,7 @@
 #include "sim/core/params.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
@@ -9,9 +11,17 @@ namespace memsim {
 Params::Params(const ConfigNode& map, std::vector<ParamSpec> specs, const std::string& owner,
                const std::vector<std::string>& extra_keys)
     : map_(map), specs_(std::move(specs)), owner_(owner) {
-  std::vector<std::string> allowed = extra_keys;
-  for (const auto& s : specs_) allowed.push_back(s.name);
-  map_.allow_only(allowed);
+  if (!map_.is_map()) map_.fail_expected("a map");
+  for (const auto& entry : map_.entries()) {
+    const std::string& key = entry.first;
+    bool known = std::find(extra_keys.begin(), extra_keys.end(), key) != extra_keys.end();
+    for (const auto& s : specs_) known |= s.name == key;
+    if (known) continue;
+    std::string names;
+    for (const auto& s : specs_) names += (names.empty() ? "" : ", ") + s.name;
+    map_.key_node(key).fail(names.empty() ? fmt::format("unknown key '{}'; {} takes no parameters", key, owner_)
+                             : fmt::format("unknown key '{}'; {} takes: {}", key, owner_, names));
+  }
   for (const auto& s : specs_)
     if (!s.default_value && !map_.has(s.name))
       map_.fail(fmt::format("missing required key '{}' ({} requires it: {})", s.name, owner_,

@@ -74,6 +74,8 @@ struct Op {
 struct Trace {
   std::string name;                  // "resnet50"
   std::string description;           // "resnet50 (batch 64, fp32, momentum)"
+  std::string measured_on;           // platform name the ops' measured_s come from, if any
+  std::uint64_t parameters = 0;      // trainable parameters, when the source knows (0: unknown)
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
 

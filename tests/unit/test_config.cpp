@@ -68,5 +68,5 @@ TEST(Params, DefaultsRequiredAndUnknown) {
             "p.yaml:1:1: missing required key 'depth' (model m requires it: layers)");
   auto unknown = ConfigNode::parse_text("model: m\ndepth: 1\ndepht: 2\n", "p.yaml");
   EXPECT_EQ(error_of([&] { Params(unknown, specs, "model m", {"model"}); }),
-            "p.yaml:3:1: depht: unknown key 'depht'; expected one of: model, depth, batch");
+            "p.yaml:3:1: depht: unknown key 'depht'; model m takes: depth, batch");
 }

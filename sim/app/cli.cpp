@@ -1,0 +1,294 @@
+#include "sim/app/cli.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/app/inputs.h"
+#include "sim/app/policy_args.h"
+#include "sim/core/error.h"
+#include "sim/core/presets.h"
+#include "sim/core/units.h"
+#include "sim/engine/engine.h"
+#include "sim/memory/allocator.h"
+#include "sim/report/writers.h"
+#include "sim/workload/models/models.h"
+#include "sim/workload/trace_io.h"
+
+namespace memsim {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
+  std::vector<Override> out;
+  for (const auto& s : sets) out.push_back(parse_override(s));
+  return out;
+}
+
+// `memsim run X`: one argument may be the device or the workload; decide by what it is.
+bool names_a_platform(const std::string& arg) {
+  if (std::filesystem::exists(arg)) return classify(ConfigNode::parse_file(arg)) == InputKind::platform;
+  return find_preset("configs/devices", arg) != nullptr;
+}
+
+int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
+            const std::vector<std::string>& sets, const std::string& out_dir, bool json) {
+  std::string device = kDefaultDevice, workload = kDefaultWorkload;
+  if (positional.size() == 1) {
+    (names_a_platform(positional[0]) ? device : workload) = positional[0];
+  } else if (positional.size() == 2) {
+    device = positional[0];
+    workload = positional[1];
+  } else if (positional.size() > 2) {
+    throw UsageError("run takes at most two arguments: DEVICE and WORKLOAD");
+  }
+  const auto overrides = parse_overrides(sets);
+  PlatformSpec platform = load_platform_arg(device, overrides);
+  Trace trace = load_workload_arg(workload, overrides);
+  auto policy = make_policy_arg(policy_arg, overrides);
+
+  Recorder recorder;
+  Summary summary = simulate(platform, trace, *policy, recorder);
+  summary.platform_source = platform.source;
+  summary.workload_source = std::filesystem::exists(workload) ? workload : "(built in) " + workload;
+
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
+  const std::string json_text = summary_json(summary);
+  write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform));
+  write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform));
+  write_file_atomic(out_dir + "/summary.json", json_text);
+  if (json)
+    std::cout << json_text;
+  else
+    std::cout << terminal_summary(summary, out_dir);
+  return 0;
+}
+
+std::uint64_t parameter_count(const Trace& t) {
+  // Parameters are the elements of the weight buffers in the model's dtype.
+  std::uint64_t bytes = t.total_bytes(Category::weight);
+  int element = 4;
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::forward) {
+      element = dtype_bytes(op.dtype);
+      break;
+    }
+  return t.parameters ? t.parameters : bytes / element;
+}
+
+int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool json) {
+  const auto overrides = parse_overrides(sets);
+  const bool platform_arg = names_a_platform(arg);
+  if (platform_arg) {
+    PlatformSpec p = load_platform_arg(arg, overrides);
+    if (json) {
+      ordered_json j;
+      j["name"] = p.name;
+      j["source"] = p.source;
+      for (const auto& d : p.devices) {
+        ordered_json dj;
+        dj["kind"] = to_string(d.kind);
+        for (int i = 0; i < kDTypeCount; ++i)
+          if (d.peak_flops[i] > 0) dj["peak_flops"][std::string(to_string(static_cast<DType>(i)))] = d.peak_flops[i];
+        dj["launch_overhead_s"] = d.launch_overhead_s;
+        dj["streams"] = d.streams;
+        dj["copy_engines"] = d.copy_engines;
+        j["devices"][d.name] = dj;
+      }
+      for (const auto& t : p.tiers)
+        j["tiers"][t.name] = {{"role", to_string(t.role)}, {"capacity_bytes", t.capacity_bytes},
+                              {"bandwidth_Bps", t.bandwidth_Bps}, {"allocator", t.allocator}};
+      for (const auto& l : p.links)
+        j["links"][l.name] = {{"from", l.from}, {"to", l.to}, {"bandwidth_Bps", l.bandwidth_Bps},
+                              {"latency_s", l.latency_s}, {"duplex", l.full_duplex ? "full" : "half"}};
+      std::cout << j.dump(2) << "\n";
+      return 0;
+    }
+    std::cout << fmt::format("platform {} ({})\n", p.name, p.source);
+    for (const auto& d : p.devices) {
+      std::string rates;
+      for (int i = 0; i < kDTypeCount; ++i)
+        if (d.peak_flops[i] > 0)
+          rates += fmt::format("{}{} {}", rates.empty() ? "" : ", ", to_string(static_cast<DType>(i)),
+                               format_rate(d.peak_flops[i]));
+      std::cout << fmt::format("  device {:<8} {}  {}\n", d.name, to_string(d.kind),
+                               rates.empty() ? "(no compute)" : rates);
+    }
+    for (const auto& t : p.tiers)
+      std::cout << fmt::format("  tier   {:<12} {:<8} {:>10}  {}  allocator {}\n", t.name,
+                               to_string(t.role), format_bytes(t.capacity_bytes),
+                               format_bandwidth(t.bandwidth_Bps), t.allocator);
+    for (const auto& l : p.links)
+      std::cout << fmt::format("  link   {:<8} {} <-> {}  {} {}-duplex, latency {}\n", l.name,
+                               l.from, l.to, format_bandwidth(l.bandwidth_Bps),
+                               l.full_duplex ? "full" : "half", format_seconds(l.latency_s));
+    return 0;
+  }
+  Trace t = load_workload_arg(arg, overrides);
+  CategoryBytes by{};
+  for (const auto& b : t.buffers) by[static_cast<int>(b.category)] += b.bytes;
+  double flops[3] = {0, 0, 0};
+  std::size_t ops_by_phase[3] = {0, 0, 0};
+  for (const auto& op : t.ops) {
+    flops[static_cast<int>(op.phase)] += op.flops;
+    ++ops_by_phase[static_cast<int>(op.phase)];
+  }
+  const std::uint64_t params = parameter_count(t);
+  if (json) {
+    ordered_json j;
+    j["name"] = t.name;
+    j["description"] = t.description;
+    j["parameters"] = params;
+    j["ops"] = t.ops.size();
+    j["buffers"] = t.buffers.size();
+    for (int p = 0; p < 3; ++p) {
+      const std::string phase(to_string(static_cast<Phase>(p)));
+      j["ops_by_phase"][phase] = ops_by_phase[p];
+      j["flops_by_phase"][phase] = flops[p];
+    }
+    for (int c = 0; c < kCategoryCount; ++c) j["bytes_by_category"][std::string(to_string(static_cast<Category>(c)))] = by[c];
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << fmt::format("{}\n", t.description.empty() ? t.name : t.description);
+  std::cout << fmt::format("  parameters  {}\n", params);
+  std::cout << fmt::format("  ops         {} (forward {}, backward {}, optimizer {})\n", t.ops.size(),
+                           ops_by_phase[0], ops_by_phase[1], ops_by_phase[2]);
+  std::cout << fmt::format("  buffers     {}\n", t.buffers.size());
+  std::cout << fmt::format("  FLOPs       {:.4g} (forward {:.4g}, backward {:.4g}, optimizer {:.4g})\n",
+                           flops[0] + flops[1] + flops[2], flops[0], flops[1], flops[2]);
+  std::cout << "  bytes by category (all buffers, not a peak):\n";
+  for (int c = 0; c < kCategoryCount; ++c)
+    if (by[c] > 0)
+      std::cout << fmt::format("    {:<16} {}\n", to_string(static_cast<Category>(c)), format_bytes(by[c]));
+  return 0;
+}
+
+int cmd_validate(const std::vector<std::string>& files) {
+  int bad = 0;
+  for (const auto& f : files) {
+    try {
+      ConfigNode root = ConfigNode::parse_file(f);
+      switch (classify(root)) {
+        case InputKind::platform: load_platform(root); break;
+        case InputKind::workload_spec: load_workload_arg(f, {}); break;
+        case InputKind::trace: read_trace(root); break;
+        case InputKind::unknown:
+          throw InputError(fmt::format(
+              "{}: not a memsim input: expected a platform (devices:), a workload spec (model:) "
+              "or a memsim trace",
+              f));
+      }
+      std::cout << fmt::format("{}: ok\n", f);
+    } catch (const InputError& e) {
+      std::cerr << e.what() << "\n";
+      ++bad;
+    }
+  }
+  return bad ? 1 : 0;
+}
+
+int cmd_trace(const std::string& workload, const std::vector<std::string>& sets, const std::string& out) {
+  Trace t = load_workload_arg(workload, parse_overrides(sets));
+  std::ostringstream text;
+  write_trace_json(t, text);
+  if (out == "-")
+    std::cout << text.str();
+  else
+    write_file_atomic(out, text.str());
+  return 0;
+}
+
+void print_params(const std::vector<ParamSpec>& params) {
+  for (const auto& p : params)
+    std::cout << fmt::format("      {:<16} {}{}\n", p.name, p.description,
+                             p.default_value ? fmt::format(" (default {})", *p.default_value)
+                                             : std::string(" (required)"));
+}
+
+int cmd_list() {
+  std::cout << "policies (--policy NAME, parameters with --set policy.KEY=VALUE):\n";
+  for (const auto& p : builtin_policies()) {
+    std::cout << fmt::format("  {:<18} {}\n", p.name, p.description);
+    print_params(p.params);
+  }
+  std::cout << "\nallocators (a tier's allocator:):\n";
+  for (const auto& a : builtin_allocators()) std::cout << fmt::format("  {:<18} {}\n", a.name, a.description);
+  std::cout << "\nmodels (a workload spec's model:, parameters with --set workload.KEY=VALUE):\n";
+  for (const auto& m : builtin_models()) {
+    std::cout << fmt::format("  {:<18} {}\n", m.name, m.description);
+    print_params(m.params);
+  }
+  std::cout << "\nbuilt-in devices:   ";
+  for (const auto& n : preset_names("configs/devices")) std::cout << n << " ";
+  std::cout << "\nbuilt-in workloads: ";
+  for (const auto& n : preset_names("workloads")) std::cout << n << " ";
+  std::cout << "\n";
+  return 0;
+}
+
+}  // namespace
+
+int cli_main(int argc, char** argv) {
+  CLI::App app{"memsim: a discrete-event simulator of accelerator memory for deep-learning training"};
+  app.set_version_flag("--version", std::string("memsim ") + MEMSIM_VERSION);
+  app.require_subcommand(1);
+
+  std::vector<std::string> positional, sets;
+  std::string policy = "none", out_dir = "out", out_file;
+  bool json = false;
+
+  auto* run = app.add_subcommand("run", "simulate one training iteration of WORKLOAD on DEVICE");
+  run->add_option("inputs", positional,
+                  "[DEVICE] [WORKLOAD]: files or built-in presets (default: a100-40gb resnet50)");
+  run->add_option("--policy", policy, "policy name or policy YAML (default none; see `memsim list`)");
+  run->add_option("--set", sets, "override a value: workload.batch=128, policy.KEY=V, gpu0.hbm.capacity=12GiB");
+  run->add_option("--out", out_dir, "output folder (default out)");
+  run->add_flag("--json", json, "print summary.json instead of the table");
+
+  std::string target;
+  auto* info = app.add_subcommand("info", "describe a workload (parameters, ops, bytes, FLOPs) or a device");
+  info->add_option("target", target, "WORKLOAD or DEVICE.yaml (file or built-in preset)")->required();
+  info->add_option("--set", sets, "override a value, as for run");
+  info->add_flag("--json", json, "print JSON");
+
+  std::vector<std::string> files;
+  auto* validate_cmd = app.add_subcommand("validate", "check platform, workload and trace files");
+  validate_cmd->add_option("files", files, "files to check")->required();
+
+  auto* trace = app.add_subcommand("trace", "write a workload's trace in the native JSON format");
+  trace->add_option("workload", target, "WORKLOAD (file or built-in preset)")->required();
+  trace->add_option("-o,--output", out_file, "output file ('-' for stdout)")->required();
+  trace->add_option("--set", sets, "override a workload value: workload.batch=8");
+
+  app.add_subcommand("list", "list policies, allocators, models and built-in presets");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (run->parsed()) return cmd_run(positional, policy, sets, out_dir, json);
+    if (info->parsed()) return cmd_info(target, sets, json);
+    if (validate_cmd->parsed()) return cmd_validate(files);
+    if (trace->parsed()) return cmd_trace(target, sets, out_file);
+    return cmd_list();
+  } catch (const UsageError& e) {
+    std::cerr << "memsim: " << e.what() << "\n";
+    return 2;
+  } catch (const InputError& e) {
+    std::cerr << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace memsim

@@ -1,0 +1,108 @@
+#include "sim/app/inputs.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/core/presets.h"
+#include "sim/workload/trace_io.h"
+#include "sim/workload/workload.h"
+
+namespace memsim {
+namespace {
+
+std::vector<std::string> split_dots(const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    auto dot = key.find('.', start);
+    parts.push_back(key.substr(start, dot - start));
+    if (dot == std::string::npos) return parts;
+    start = dot + 1;
+  }
+}
+
+std::string join(const std::vector<std::string>& xs) {
+  std::string out;
+  for (const auto& x : xs) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+}  // namespace
+
+Override parse_override(const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError(fmt::format("--set expects KEY=VALUE, got '{}'", text));
+  Override o;
+  std::string key = text.substr(0, eq);
+  o.value = text.substr(eq + 1);
+  o.origin = "--set " + text;
+  auto dot = key.find('.');
+  std::string head = key.substr(0, dot);
+  if ((head == "workload" || head == "policy" || head == "platform") && dot != std::string::npos) {
+    o.target = head;
+    o.key = key.substr(dot + 1);
+  } else {
+    o.target = "platform";  // gpu0.hbm.capacity, pcie0.bandwidth
+    o.key = key;
+  }
+  if (o.key.empty() || o.key.back() == '.' || o.key.find("..") != std::string::npos)
+    throw UsageError(fmt::format("--set: malformed key '{}'", key));
+  return o;
+}
+
+ConfigNode open_input(const std::string& arg, const std::string& folder) {
+  if (std::filesystem::exists(arg)) return ConfigNode::parse_file(arg);
+  if (const Preset* p = find_preset(folder, arg))
+    return ConfigNode::parse_text(p->text, p->path + " (built in)");
+  throw InputError(fmt::format("{}: no such file, and no built-in preset of that name (presets: {})",
+                               arg, join(preset_names(folder))));
+}
+
+PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides) {
+  ConfigNode root = open_input(arg, "configs/devices");
+  for (const auto& o : overrides) {
+    if (o.target != "platform") continue;
+    auto path = platform_override_path(root, o.key);
+    if (!path)
+      throw InputError(fmt::format(
+          "{}: '{}' names nothing in platform {} (use DEVICE.TIER.KEY like gpu0.hbm.capacity, "
+          "DEVICE.KEY, or LINK.KEY)",
+          o.origin, o.key, root.file()));
+    root.override_value(*path, o.value, o.origin);
+  }
+  return load_platform(root);
+}
+
+Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides) {
+  ConfigNode root = open_input(arg, "workloads");
+  const InputKind kind = classify(root);
+  std::vector<const Override*> mine;
+  for (const auto& o : overrides)
+    if (o.target == "workload") mine.push_back(&o);
+  if (kind == InputKind::trace) {
+    if (!mine.empty())
+      throw InputError(fmt::format("{}: {} is a trace, which has no parameters to set",
+                                   mine.front()->origin, root.file()));
+    return read_trace(root);
+  }
+  if (kind != InputKind::workload_spec)
+    throw InputError(fmt::format(
+        "{}: not a workload: expected a workload spec (a map with 'model') or a memsim trace "
+        "(\"format\": \"memsim-trace\")",
+        root.file()));
+  for (const auto* o : mine) root.override_value(split_dots(o->key), o->value, o->origin);
+  return generate_workload(root);
+}
+
+InputKind classify(const ConfigNode& root) {
+  if (!root.is_map()) return InputKind::unknown;
+  if (is_native_trace(root)) return InputKind::trace;
+  if (is_workload_spec(root)) return InputKind::workload_spec;
+  if (root.has("devices")) return InputKind::platform;
+  return InputKind::unknown;
+}
+
+}  // namespace memsim

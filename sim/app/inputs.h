@@ -1,0 +1,38 @@
+#pragma once
+// Turning command-line arguments into inputs: a DEVICE or WORKLOAD argument is a file path,
+// or the name of a built-in preset (`a100-40gb`, `resnet50`). --set overrides are applied to
+// the parsed document before it is read, so their values get the same checks.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sim/core/config.h"
+#include "sim/platform/platform.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+/// One --set KEY=VALUE, split and sorted by target.
+struct Override {
+  std::string target;  // "workload", "policy" or "platform"
+  std::string key;     // the rest of the key: "batch", "budget", "gpu0.hbm.capacity"
+  std::string value;
+  std::string origin;  // "--set workload.batch=128"
+};
+/// Parses "KEY=VALUE" (UsageError when malformed).
+Override parse_override(const std::string& text);
+
+inline constexpr const char* kDefaultDevice = "a100-40gb";
+inline constexpr const char* kDefaultWorkload = "resnet50";
+
+/// A path, or a preset under `folder` ("configs/devices", "workloads").
+ConfigNode open_input(const std::string& arg, const std::string& folder);
+
+PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides);
+Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides);
+
+/// What kind of document a parsed file is, for `validate` and `info`.
+enum class InputKind { platform, workload_spec, trace, unknown };
+InputKind classify(const ConfigNode& root);
+
+}  // namespace memsim

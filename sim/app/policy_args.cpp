@@ -1,0 +1,33 @@
+#include "sim/app/policy_args.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+
+std::unique_ptr<Policy> make_policy_arg(const std::string& arg,
+                                        const std::vector<Override>& overrides) {
+  ConfigNode root = ConfigNode::parse_text("{}", "--policy " + arg);
+  std::string name = arg;
+  const bool is_file = arg.size() > 5 && (arg.ends_with(".yaml") || arg.ends_with(".yml"));
+  if (is_file || std::filesystem::exists(arg)) {
+    root = ConfigNode::parse_file(arg);
+    name = root.at("policy").as_string();
+  }
+  const PolicyInfo* info = find_policy(name);
+  if (!info) {
+    std::string names;
+    for (const auto& p : builtin_policies()) names += (names.empty() ? "" : ", ") + p.name;
+    if (is_file) root.at("policy").fail_expected("a policy name (" + names + ")");
+    throw InputError(fmt::format("--policy {}: no such policy (policies: {})", arg, names));
+  }
+  for (const auto& o : overrides)
+    if (o.target == "policy") root.override_value({o.key}, o.value, o.origin);
+  Params params(root, info->params, "policy " + name, {"policy"});
+  return info->create(params);
+}
+
+}  // namespace memsim

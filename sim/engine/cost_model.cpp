@@ -1,0 +1,48 @@
+#include "sim/engine/cost_model.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+
+double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& tier) {
+  const double eff = device.efficiency_for(op.kind);
+  const double peak = device.peak_flops[static_cast<int>(op.dtype)];
+  const double compute = op.flops > 0 ? op.flops / (peak * eff) : 0.0;
+  const double memory = op.bytes_moved > 0 ? op.bytes_moved / (tier.bandwidth_Bps * eff) : 0.0;
+  return std::max(compute, memory) + device.launch_overhead_s;
+}
+
+std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platform) {
+  const auto devices = platform.compute_devices();
+  const bool measured_here = !trace.measured_on.empty() && trace.measured_on == platform.name;
+  std::vector<double> out;
+  out.reserve(trace.ops.size());
+  for (const Op& op : trace.ops) {
+    if (op.device >= devices.size())
+      throw InputError(fmt::format(
+          "{}: op '{}' runs on compute device {}, but platform '{}' has {} compute device(s)",
+          trace.name, op.name, op.device, platform.name, devices.size()));
+    const DeviceSpec& d = platform.devices[devices[op.device]];
+    if (op.stream >= static_cast<std::uint32_t>(d.streams))
+      throw InputError(fmt::format("{}: op '{}' runs on stream {}, but device '{}' has {} stream(s)",
+                                   trace.name, op.name, op.stream, d.name, d.streams));
+    if (measured_here && op.measured_s) {
+      out.push_back(*op.measured_s);
+      continue;
+    }
+    if (op.flops > 0 && d.peak_flops[static_cast<int>(op.dtype)] <= 0)
+      throw InputError(fmt::format(
+          "{}: op '{}' computes in {}, but device '{}' of platform '{}' has no {} rate "
+          "(add it under devices.{}.compute)",
+          trace.name, op.name, to_string(op.dtype), d.name, platform.name, to_string(op.dtype),
+          d.name));
+    out.push_back(roofline_s(op, d, platform.tiers[*d.compute_tier]));
+  }
+  return out;
+}
+
+}  // namespace memsim

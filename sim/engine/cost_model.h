@@ -1,0 +1,22 @@
+#pragma once
+// How long an op takes on a device. Pure arithmetic, no SimGrid, so it is unit-tested alone.
+//
+//   duration = max(FLOPs / (peak[dtype] x eff[kind]), bytes / (tier bandwidth x eff[kind]))
+//              + launch overhead
+//
+// unless the trace carries a duration measured on this very platform, which then wins.
+#include <string>
+#include <vector>
+
+#include "sim/platform/platform.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& compute_tier);
+
+/// Durations of every op of the trace on the platform, checking that each op's device
+/// exists and has a rate for its dtype (InputError otherwise, naming op and device).
+std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platform);
+
+}  // namespace memsim

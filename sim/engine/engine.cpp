@@ -1,0 +1,463 @@
+#include "sim/engine/engine.h"
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <map>
+
+#include <fmt/format.h>
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "sim/core/error.h"
+#include "sim/engine/cost_model.h"
+
+namespace sg4 = simgrid::s4u;
+
+namespace memsim {
+namespace {
+
+// Device hosts run 1e9 "flops" per simulated second: an op of duration d executes d x 1e9,
+// which SimGrid resolves to within a few ULPs of d.
+constexpr double kHostSpeed = 1e9;
+constexpr std::size_t kOomLiveBuffers = 10;
+
+class Simulation final : public RuntimeView {
+ public:
+  Simulation(const PlatformSpec& platform, const Trace& trace, Policy& policy, Recorder& recorder)
+      : platform_(platform),
+        trace_(trace),
+        policy_(policy),
+        recorder_(recorder),
+        liveness_(compute_liveness(trace)),
+        memory_(platform, trace),
+        durations_(op_durations(trace, platform)),
+        compute_devices_(platform.compute_devices()),
+        ready_(trace.buffers.size(), 0),
+        in_flight_(trace.buffers.size(), 0),
+        free_on_arrival_(trace.buffers.size(), 0) {
+    memory_.set_listener(&recorder_);
+    plan_ = policy_.plan(trace_, liveness_, platform_);
+    recorder_.reserve(trace.ops.size() + 16, 2 * trace.ops.size() + trace.buffers.size());
+  }
+
+  Summary run();
+
+  // RuntimeView
+  double now_s() const override { return sg4::Engine::get_clock(); }
+  const Trace& trace() const override { return trace_; }
+  const Liveness& liveness() const override { return liveness_; }
+  const PlatformSpec& platform() const override { return platform_; }
+  const MemoryState& memory() const override { return memory_; }
+  OpId current_op() const override { return current_op_; }
+
+ private:
+  struct Stream {
+    std::uint32_t device;  // index into compute_devices_
+    std::uint32_t stream;
+    std::vector<Step> steps;
+  };
+
+  void build_platform();
+  void split_plan();
+  void place_initial_buffers();
+  void run_stream(const Stream& s);
+  void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream);
+  bool ensure_resident(BufferId b, std::size_t tier, const Op& op, std::uint32_t device_slot,
+                       std::uint32_t stream);
+  bool allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
+                const std::function<bool()>& attempt);
+  void start_copy(BufferId b, std::size_t to);
+  void release(BufferId b);
+  void wait_for_change();
+  void notify();
+  void report_oom(std::size_t tier, std::uint64_t bytes, const Op& op);
+  std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
+  void guarded(const std::function<void()>& body);
+
+  const PlatformSpec& platform_;
+  const Trace& trace_;
+  Policy& policy_;
+  Recorder& recorder_;
+  Liveness liveness_;
+  MemoryState memory_;
+  std::vector<double> durations_;
+  std::vector<std::size_t> compute_devices_;
+  Plan plan_;
+  std::vector<Stream> streams_;
+
+  std::vector<sg4::Host*> device_hosts_;  // by platform device index
+  std::vector<sg4::Host*> tier_hosts_;    // by tier index
+  std::vector<std::vector<bool>> routed_;  // tier x tier
+  std::vector<sg4::SemaphorePtr> copy_slots_;  // device x {out, in}
+  sg4::MutexPtr mutex_;
+  sg4::ConditionVariablePtr changed_;
+  int waiters_ = 0;
+
+  std::vector<std::uint8_t> ready_;      // produced (or resident at start)
+  std::vector<std::uint8_t> in_flight_;  // a copy of it is under way
+  std::vector<std::uint8_t> free_on_arrival_;
+  OpId current_op_ = 0;
+  bool stopped_ = false;
+  std::exception_ptr error_;
+  Summary summary_;
+};
+
+void Simulation::guarded(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (...) {
+    if (!error_) error_ = std::current_exception();
+    stopped_ = true;
+    notify();
+  }
+}
+
+void Simulation::build_platform() {
+  auto* zone = sg4::create_full_zone(platform_.name.empty() ? "platform" : platform_.name);
+  for (const auto& d : platform_.devices) device_hosts_.push_back(zone->create_host(d.name, kHostSpeed));
+  for (const auto& t : platform_.tiers) tier_hosts_.push_back(zone->create_host(t.name, 1.0));
+
+  // Links, and the adjacency of tiers they make.
+  struct Hop {
+    std::size_t to;
+    sg4::Link* link;
+    sg4::LinkInRoute::Direction dir;
+  };
+  std::vector<std::vector<Hop>> adj(platform_.tiers.size());
+  for (const auto& l : platform_.links) {
+    std::size_t a = *platform_.find_tier(l.from), b = *platform_.find_tier(l.to);
+    if (l.full_duplex) {
+      auto* link = zone->create_split_duplex_link(l.name, l.bandwidth_Bps);
+      link->set_latency(l.latency_s);
+      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::UP});
+      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::DOWN});
+    } else {
+      auto* link = zone->create_link(l.name, l.bandwidth_Bps);
+      link->set_latency(l.latency_s);
+      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::NONE});
+      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::NONE});
+    }
+  }
+  // Fewest-hop routes between every pair of tiers, by breadth-first search in file order.
+  const std::size_t n = platform_.tiers.size();
+  routed_.assign(n, std::vector<bool>(n, false));
+  for (std::size_t src = 0; src < n; ++src) {
+    std::vector<std::size_t> prev(n, SIZE_MAX);
+    std::vector<const Hop*> via(n, nullptr);
+    std::deque<std::size_t> queue{src};
+    prev[src] = src;
+    while (!queue.empty()) {
+      std::size_t u = queue.front();
+      queue.pop_front();
+      for (const Hop& h : adj[u])
+        if (prev[h.to] == SIZE_MAX) {
+          prev[h.to] = u;
+          via[h.to] = &h;
+          queue.push_back(h.to);
+        }
+    }
+    for (std::size_t dst = 0; dst < n; ++dst) {
+      if (dst == src || prev[dst] == SIZE_MAX) continue;
+      std::vector<sg4::LinkInRoute> route;
+      for (std::size_t v = dst; v != src; v = prev[v])
+        route.emplace_back(via[v]->link, via[v]->dir);
+      std::reverse(route.begin(), route.end());
+      zone->add_route(tier_hosts_[src]->get_netpoint(), tier_hosts_[dst]->get_netpoint(), nullptr,
+                      nullptr, route, false);
+      routed_[src][dst] = true;
+    }
+  }
+  zone->seal();
+  for (const auto& d : platform_.devices)
+    for (int dir = 0; dir < 2; ++dir) copy_slots_.push_back(sg4::Semaphore::create(d.copy_engines));
+  mutex_ = sg4::Mutex::create();
+  changed_ = sg4::ConditionVariable::create();
+}
+
+void Simulation::split_plan() {
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> index;
+  auto stream_of = [&](std::uint32_t device, std::uint32_t stream) -> Stream& {
+    auto [it, fresh] = index.try_emplace({device, stream}, streams_.size());
+    if (fresh) streams_.push_back({device, stream, {}});
+    return streams_[it->second];
+  };
+  Stream* current = &stream_of(0, 0);
+  for (const Step& step : plan_.steps) {
+    if (step.kind == StepKind::compute) {
+      const Op& op = trace_.ops.at(step.id);
+      current = &stream_of(op.device, op.stream);  // taken anew: streams_ may have grown
+    }
+    current->steps.push_back(step);
+  }
+}
+
+void Simulation::place_initial_buffers() {
+  // Buffers resident when the iteration starts live in the compute tier of device 0 (the
+  // trace's ops name devices by compute-device index; a buffer is placed with its first user).
+  std::vector<std::size_t> home(trace_.buffers.size(), SIZE_MAX);
+  for (const Op& op : trace_.ops) {
+    std::size_t tier = *platform_.devices[compute_devices_[op.device]].compute_tier;
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list)
+        if (home[b] == SIZE_MAX) home[b] = tier;
+  }
+  const std::size_t default_tier = *platform_.devices[compute_devices_[0]].compute_tier;
+  for (const Buffer& b : trace_.buffers) {
+    if (b.producer != kNoOp) continue;
+    ready_[b.id] = 1;
+    std::size_t tier = home[b.id] == SIZE_MAX ? default_tier : home[b.id];
+    if (!memory_.allocate(b.id, tier, 0.0)) {
+      Op none;
+      none.name = "(start of iteration: resident buffers)";
+      none.id = 0;
+      report_oom(tier, b.bytes, none);
+      return;
+    }
+  }
+}
+
+void Simulation::notify() {
+  if (waiters_ > 0) changed_->notify_all();
+}
+
+void Simulation::wait_for_change() {
+  std::unique_lock lock(*mutex_);
+  ++waiters_;
+  changed_->wait(lock);
+  --waiters_;
+}
+
+void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const Op& op) {
+  if (stopped_) return;
+  stopped_ = true;
+  OomReport r;
+  r.op = op.name;
+  r.op_id = op.id;
+  r.tier = platform_.tiers[tier].name;
+  r.requested_bytes = bytes;
+  r.allocated_bytes = memory_.usage(tier).allocated_bytes;
+  r.capacity_bytes = memory_.usage(tier).capacity_bytes;
+  r.largest_free_block = memory_.largest_free_block(tier);
+  for (BufferId b : memory_.largest_resident(tier, kOomLiveBuffers))
+    r.largest_live.push_back({trace_.buffers[b].name, trace_.buffers[b].category, trace_.buffers[b].bytes});
+  summary_.status = "oom";
+  summary_.oom = std::move(r);
+  notify();
+}
+
+bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
+                          const std::function<bool()>& attempt) {
+  std::vector<Action> actions;
+  while (!stopped_) {
+    if (attempt()) return true;
+    actions.clear();
+    policy_.on_alloc_failure(*this, AllocationFailure{tier, bytes, op.id}, actions);
+    if (actions.empty()) {
+      report_oom(tier, bytes, op);
+      return false;
+    }
+    for (const Action& a : actions) start_copy(a.buffer, a.to_tier);
+    const double t0 = now_s();
+    for (const Action& a : actions)
+      while (in_flight_[a.buffer] && !stopped_) wait_for_change();
+    if (now_s() > t0) {
+      summary_.stall_time_s += now_s() - t0;
+      recorder_.record({EventKind::stall, t0, now_s(), op.device, op.stream, op.id, kNoId, bytes,
+                        kNoId, static_cast<std::uint32_t>(tier)});
+    }
+  }
+  return false;
+}
+
+std::uint32_t Simulation::copy_owner(std::size_t from, std::size_t to, int& direction) const {
+  // The copy runs on the engines of the accelerator it leaves (out) or enters (in); between
+  // two host tiers, on the host's.
+  auto dev_from = *platform_.find_device(platform_.tiers[from].device);
+  auto dev_to = *platform_.find_device(platform_.tiers[to].device);
+  if (platform_.devices[dev_from].kind != DeviceKind::cpu) {
+    direction = 0;
+    return static_cast<std::uint32_t>(dev_from);
+  }
+  direction = platform_.devices[dev_to].kind != DeviceKind::cpu ? 1 : 0;
+  return static_cast<std::uint32_t>(direction == 1 ? dev_to : dev_from);
+}
+
+void Simulation::start_copy(BufferId b, std::size_t to) {
+  const Buffer& buf = trace_.buffers[b];
+  const std::size_t from = memory_.placement(b).tier;
+  if (in_flight_[b] || from == to) return;
+  if (from == Placement::kNowhere)
+    throw InputError(fmt::format("policy {} moves buffer '{}', which is in no tier",
+                                 policy_.label(), buf.name));
+  if (!routed_[from][to])
+    throw InputError(fmt::format("platform '{}' has no link from {} to {} (needed to move '{}')",
+                                 platform_.name, platform_.tiers[from].name,
+                                 platform_.tiers[to].name, buf.name));
+  Op for_what;
+  for_what.name = fmt::format("(copy of {} to {})", buf.name, platform_.tiers[to].name);
+  for_what.id = current_op_;
+  std::uint64_t address = 0;
+  if (!allocate(to, buf.bytes, for_what, [&] {
+        auto a = memory_.reserve_move(b, to, now_s());
+        if (a) address = *a;
+        return a.has_value();
+      }))
+    return;
+  in_flight_[b] = 1;
+  int direction = 0;
+  const std::uint32_t owner = copy_owner(from, to, direction);
+  const bool to_compute = platform_.tiers[to].role == TierRole::compute;
+  sg4::Actor::create("copy", device_hosts_[owner], [this, b, from, to, address, owner, direction,
+                                                    to_compute] {
+    guarded([&] {
+      auto slot = copy_slots_[2 * owner + direction];
+      slot->acquire();
+      const double t0 = now_s();
+      const std::uint64_t bytes = trace_.buffers[b].bytes;
+      sg4::Comm::sendto(tier_hosts_[from], tier_hosts_[to], bytes);
+      const double t1 = now_s();
+      slot->release();
+      memory_.finish_move(b, to, address, t1);
+      in_flight_[b] = 0;
+      if (to_compute)
+        summary_.swap_in_bytes += bytes;
+      else
+        summary_.swap_out_bytes += bytes;
+      summary_.transfer_time_s += t1 - t0;
+      recorder_.record({to_compute ? EventKind::swap_in : EventKind::swap_out, t0, t1, owner,
+                        static_cast<std::uint32_t>(direction), kNoOp, b, bytes,
+                        static_cast<std::uint32_t>(from), static_cast<std::uint32_t>(to)});
+      if (free_on_arrival_[b]) {
+        free_on_arrival_[b] = 0;
+        memory_.release(b, t1);
+      }
+      notify();
+    });
+  });
+}
+
+void Simulation::release(BufferId b) {
+  if (in_flight_[b])
+    free_on_arrival_[b] = 1;
+  else
+    memory_.release(b, now_s());
+}
+
+bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op,
+                                 std::uint32_t device_slot, std::uint32_t stream) {
+  if (ready_[b] && !in_flight_[b] && memory_.resident(b, tier)) return true;  // the usual case
+  const double t0 = now_s();
+  bool memory_wait = false;
+  while (!stopped_) {
+    if (!ready_[b] || in_flight_[b]) {
+      memory_wait |= in_flight_[b] != 0;
+      wait_for_change();
+    } else if (!memory_.resident(b, tier)) {
+      if (memory_.placement(b).tier == Placement::kNowhere)
+        throw InputError(fmt::format("op '{}' reads buffer '{}', which was freed before its last use",
+                                     op.name, trace_.buffers[b].name));
+      start_copy(b, tier);  // on demand: the reader stalls for the whole copy
+      memory_wait = true;
+    } else {
+      break;
+    }
+  }
+  if (memory_wait && now_s() > t0) {
+    summary_.stall_time_s += now_s() - t0;
+    recorder_.record({EventKind::stall, t0, now_s(), device_slot, stream, op.id, b,
+                      trace_.buffers[b].bytes, kNoId, static_cast<std::uint32_t>(tier)});
+  }
+  return !stopped_;
+}
+
+void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream) {
+  current_op_ = op.id;
+  const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].compute_tier;
+  for (const auto* list : {&op.inputs, &op.updates})
+    for (BufferId b : *list)
+      if (!ensure_resident(b, tier, op, device_slot, stream)) return;
+  for (BufferId b : op.outputs) {
+    const double now = now_s();
+    if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now); }))
+      return;
+  }
+  std::uint64_t workspace_address = 0;
+  if (op.workspace_bytes > 0) {
+    const double now = now_s();
+    if (!allocate(tier, op.workspace_bytes, op, [&] {
+          auto a = memory_.allocate_anonymous(tier, op.workspace_bytes, Category::workspace, now);
+          if (a) workspace_address = *a;
+          return a.has_value();
+        }))
+      return;
+  }
+  const double t0 = now_s();
+  sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
+  const double t1 = now_s();
+  summary_.compute_time_s += t1 - t0;
+  ++summary_.ops_run;
+  recorder_.record({EventKind::compute, t0, t1, device_slot, stream, op.id, kNoId, 0, kNoId,
+                    static_cast<std::uint32_t>(tier)});
+  if (op.workspace_bytes > 0)
+    memory_.release_anonymous(tier, workspace_address, op.workspace_bytes, Category::workspace, t1);
+  for (BufferId b : op.outputs) ready_[b] = 1;
+  notify();
+}
+
+void Simulation::run_stream(const Stream& s) {
+  for (const Step& step : s.steps) {
+    if (stopped_) return;
+    switch (step.kind) {
+      case StepKind::compute: run_op(trace_.ops[step.id], s.device, s.stream); break;
+      case StepKind::free: release(step.id); break;
+      case StepKind::swap_out:
+      case StepKind::swap_in: start_copy(step.id, step.tier); break;
+    }
+  }
+}
+
+Summary Simulation::run() {
+  // SimGrid reads its options from argv; memsim sets them here so every run is the same.
+  int argc = 1;
+  char name[] = "memsim";
+  char* argv[] = {name, nullptr};
+  xbt_log_control_set("root.thres:warning");
+  sg4::Engine engine(&argc, argv);
+  // CM02 with no cross-traffic and no TCP window bound: a copy of S bytes over a link of
+  // bandwidth B takes exactly S/B + latency, and copies sharing a link share it fairly.
+  engine.set_config("network/model:CM02");
+  engine.set_config("network/crosstraffic:0");
+  engine.set_config("network/TCP-gamma:0");
+  build_platform();
+  split_plan();
+  place_initial_buffers();
+  for (const Stream& s : streams_) {
+    const std::size_t device = compute_devices_[s.device];
+    sg4::Actor::create(fmt::format("{}.stream{}", platform_.devices[device].name, s.stream),
+                       device_hosts_[device], [this, &s] { guarded([&] { run_stream(s); }); });
+  }
+  engine.run();
+  if (error_) std::rethrow_exception(error_);
+
+  summary_.iteration_time_s = sg4::Engine::get_clock();
+  summary_.workload = trace_.name;
+  summary_.description = trace_.description;
+  summary_.platform = platform_.name;
+  summary_.policy = policy_.label();
+  summary_.ops_total = trace_.ops.size();
+  for (std::size_t t = 0; t < platform_.tiers.size(); ++t)
+    summary_.tiers.push_back({platform_.tiers[t].name, std::string(to_string(platform_.tiers[t].role)),
+                              memory_.usage(t)});
+  return summary_;
+}
+
+}  // namespace
+
+Summary simulate(const PlatformSpec& platform, const Trace& trace, Policy& policy,
+                 Recorder& recorder) {
+  Simulation sim(platform, trace, policy, recorder);
+  return sim.run();
+}
+
+}  // namespace memsim

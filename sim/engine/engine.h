@@ -1,0 +1,22 @@
+#pragma once
+// The engine: runs one training iteration of a Trace on a platform as timed events on
+// SimGrid, following the policy's Plan. The only part of memsim that knows SimGrid.
+//
+// Devices and tiers become SimGrid hosts, links become SimGrid links (so copies that share a
+// link share its bandwidth). One actor per device stream runs its steps in order; each copy
+// runs on a copy-engine slot of its device (copy_engines per direction). Around each op its
+// inputs are made resident (waiting for in-flight copies is stall time), its outputs and
+// workspace are allocated, and after it the workspace is released.
+#include "sim/policy/policy.h"
+#include "sim/report/recorder.h"
+#include "sim/report/summary.h"
+
+namespace memsim {
+
+/// Runs the simulation and returns its summary; events and memory samples go to `recorder`.
+/// SimGrid's engine is a process singleton: call this at most once per process.
+/// Throws InputError for a trace that does not fit the platform (unknown device, no rate).
+Summary simulate(const PlatformSpec& platform, const Trace& trace, Policy& policy,
+                 Recorder& recorder);
+
+}  // namespace memsim

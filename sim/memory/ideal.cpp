@@ -1,0 +1,46 @@
+#include <stdexcept>
+
+#include "sim/memory/allocator.h"
+
+namespace memsim {
+namespace {
+
+// A counter: any request fits while the sum of live bytes stays within capacity. No
+// fragmentation, no rounding — the lower bound of what any real allocator needs.
+// Addresses are handed out by a bump pointer so events can name them; they carry no layout.
+class IdealAllocator final : public Allocator {
+ public:
+  explicit IdealAllocator(std::uint64_t capacity) : capacity_(capacity) {}
+  std::optional<std::uint64_t> allocate(std::uint64_t bytes) override {
+    if (bytes > capacity_ - allocated_) return std::nullopt;
+    allocated_ += bytes;
+    std::uint64_t address = next_address_;
+    next_address_ += bytes;
+    return address;
+  }
+  void release(std::uint64_t, std::uint64_t bytes) override { allocated_ -= bytes; }
+  std::uint64_t allocated_bytes() const override { return allocated_; }
+  std::uint64_t reserved_bytes() const override { return allocated_; }
+  std::uint64_t largest_free_block() const override { return capacity_ - allocated_; }
+  std::uint64_t capacity_bytes() const override { return capacity_; }
+
+ private:
+  std::uint64_t capacity_;
+  std::uint64_t allocated_ = 0;
+  std::uint64_t next_address_ = 0;
+};
+
+}  // namespace
+
+const std::vector<AllocatorInfo>& builtin_allocators() {
+  static const std::vector<AllocatorInfo> all{
+      {"ideal", "a counter: fits while live bytes stay within capacity (no fragmentation)"}};
+  return all;
+}
+
+std::unique_ptr<Allocator> make_allocator(const std::string& name, std::uint64_t capacity) {
+  if (name == "ideal") return std::make_unique<IdealAllocator>(capacity);
+  throw std::invalid_argument("unknown allocator: " + name);
+}
+
+}  // namespace memsim

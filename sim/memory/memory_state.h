@@ -1,0 +1,83 @@
+#pragma once
+// Which buffer lives where, and how full each tier is. Pure bookkeeping (no SimGrid): the
+// engine calls it with the simulated time, it keeps per-tier totals by category, peaks and
+// the time of each peak. Every method is O(1) except the OOM report.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "sim/memory/allocator.h"
+#include "sim/platform/platform.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+using CategoryBytes = std::array<std::uint64_t, kCategoryCount>;
+
+struct TierUsage {
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t allocated_bytes = 0;
+  std::uint64_t reserved_bytes = 0;
+  CategoryBytes by_category{};
+  std::uint64_t peak_allocated_bytes = 0;
+  std::uint64_t peak_reserved_bytes = 0;
+  double peak_time_s = 0;
+  CategoryBytes peak_by_category{};
+};
+
+/// Where a buffer is. A buffer may briefly hold space in two tiers while it is copied.
+struct Placement {
+  static constexpr std::size_t kNowhere = SIZE_MAX;
+  std::size_t tier = kNowhere;  // where it is readable
+  std::uint64_t address = 0;
+};
+
+/// Told of every change of a tier's occupancy (the recorder's memory curve).
+class MemoryListener {
+ public:
+  virtual ~MemoryListener() = default;
+  virtual void on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) = 0;
+};
+
+class MemoryState {
+ public:
+  MemoryState(const PlatformSpec& platform, const Trace& trace);
+  void set_listener(MemoryListener* listener) { listener_ = listener; }
+
+  /// Takes space for `buffer` in `tier`; false when the allocator says no (nothing changes).
+  bool allocate(BufferId buffer, std::size_t tier, double now_s);
+  /// Releases the buffer's space in the tier it occupies (a no-op if it is nowhere).
+  void release(BufferId buffer, double now_s);
+  /// A copy of `b` into tier `to` starts: space there is held from now on. Returns the
+  /// address, or nullopt when it does not fit (nothing changes).
+  std::optional<std::uint64_t> reserve_move(BufferId b, std::size_t to, double now_s);
+  /// The copy is done: `b` now lives at `address` in `to`; its old space is released.
+  void finish_move(BufferId b, std::size_t to, std::uint64_t address, double now_s);
+  /// Workspace and other anonymous space: returns the address, nullopt if it does not fit.
+  std::optional<std::uint64_t> allocate_anonymous(std::size_t tier, std::uint64_t bytes,
+                                                  Category category, double now_s);
+  void release_anonymous(std::size_t tier, std::uint64_t address, std::uint64_t bytes,
+                         Category category, double now_s);
+
+  const Placement& placement(BufferId b) const { return placement_[b]; }
+  bool resident(BufferId b, std::size_t tier) const { return placement_[b].tier == tier; }
+  const TierUsage& usage(std::size_t tier) const { return usage_[tier]; }
+  std::size_t tier_count() const { return usage_.size(); }
+  std::uint64_t largest_free_block(std::size_t tier) const;
+
+  /// The `n` largest buffers resident in `tier`, largest first (ties by id). O(buffers).
+  std::vector<BufferId> largest_resident(std::size_t tier, std::size_t n) const;
+
+ private:
+  void changed(std::size_t tier, double now_s);
+
+  const Trace& trace_;
+  std::vector<std::unique_ptr<Allocator>> allocators_;
+  std::vector<TierUsage> usage_;
+  std::vector<Placement> placement_;
+  MemoryListener* listener_ = nullptr;
+};
+
+}  // namespace memsim

@@ -1,0 +1,188 @@
+#include "sim/platform/platform.h"
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+namespace {
+
+const std::vector<std::string> kDeviceKinds{"gpu", "tpu", "ipu", "cpu"};
+const std::vector<std::string> kTierRoles{"compute", "offload", "scratch"};
+const std::vector<std::string> kAllocators{"ideal"};
+const std::vector<std::string> kComputeDTypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
+
+double positive(const ConfigNode& n, UnitKind kind) {
+  double v = n.as_unit(kind);
+  if (v <= 0) n.fail_expected("a value above zero, " + unit_example(kind));
+  return v;
+}
+
+TierSpec load_tier(const std::string& device, const std::string& name, const ConfigNode& n) {
+  n.allow_only({"role", "capacity", "bandwidth", "latency", "allocator"});
+  TierSpec t;
+  t.name = device + "." + name;
+  t.device = device;
+  std::string role = n.at("role").as_choice(kTierRoles);
+  t.role = role == "compute" ? TierRole::compute
+           : role == "offload" ? TierRole::offload
+                               : TierRole::scratch;
+  auto cap = n.at("capacity");
+  if (cap.is_scalar() && !cap.as_string().empty() && cap.as_string()[0] == '-')
+    cap.fail_expected("a positive size like '80GiB'");
+  t.capacity_bytes = cap.as_bytes();
+  if (t.capacity_bytes == 0) cap.fail_expected("a positive size like '80GiB'");
+  t.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
+  if (auto l = n.find("latency")) t.latency_s = l->as_unit(UnitKind::time);
+  if (auto a = n.find("allocator")) t.allocator = a->as_choice(kAllocators);
+  return t;
+}
+
+void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) {
+  n.allow_only({"kind", "compute", "launch_overhead", "streams", "copy_engines", "efficiency",
+                "tiers"});
+  if (name.find('.') != std::string::npos) n.fail("a device name may not contain '.'");
+  DeviceSpec d;
+  d.name = name;
+  std::string kind = n.at("kind").as_choice(kDeviceKinds);
+  d.kind = static_cast<DeviceKind>(
+      std::find(kDeviceKinds.begin(), kDeviceKinds.end(), kind) - kDeviceKinds.begin());
+  if (auto c = n.find("compute")) {
+    c->allow_only({"fp32", "tf32", "fp16", "bf16", "fp8"});
+    for (const auto& [dtype, rate] : c->entries())
+      d.peak_flops[static_cast<int>(*dtype_from_string(dtype))] = positive(rate, UnitKind::rate);
+  }
+  if (auto l = n.find("launch_overhead")) d.launch_overhead_s = l->as_unit(UnitKind::time);
+  if (auto s = n.find("streams")) d.streams = static_cast<int>(s->as_int_in(1, 1024));
+  if (auto c = n.find("copy_engines")) d.copy_engines = static_cast<int>(c->as_int_in(1, 1024));
+  if (auto e = n.find("efficiency")) {
+    for (const auto& [kind_name, value] : e->entries()) {
+      double v = value.as_fraction();
+      if (v <= 0) value.fail_expected("a number above 0 and at most 1");
+      if (kind_name == "default")
+        d.default_efficiency = v;
+      else
+        d.efficiency[kind_name] = v;
+    }
+  }
+  auto tiers = n.at("tiers");
+  if (tiers.entries().empty()) tiers.fail_expected("at least one tier");
+  for (const auto& [tier_name, tier] : tiers.entries()) {
+    if (tier_name.find('.') != std::string::npos) tier.fail("a tier name may not contain '.'");
+    TierSpec t = load_tier(name, tier_name, tier);
+    if (t.role == TierRole::compute) {
+      if (d.compute_tier)
+        tier.at("role").fail(fmt::format("device '{}' already has compute tier '{}'", name,
+                                         p.tiers[*d.compute_tier].name));
+      d.compute_tier = p.tiers.size();
+    }
+    d.tiers.push_back(p.tiers.size());
+    p.tiers.push_back(std::move(t));
+  }
+  if (d.compute_tier) {
+    bool any_rate = false;
+    for (double r : d.peak_flops) any_rate |= r > 0;
+    if (!any_rate)
+      n.fail(fmt::format("device '{}' has a compute tier but no compute rates (key 'compute')",
+                         name));
+  }
+  p.devices.push_back(std::move(d));
+}
+
+}  // namespace
+
+std::string_view to_string(DeviceKind k) { return kDeviceKinds[static_cast<int>(k)]; }
+std::string_view to_string(TierRole r) { return kTierRoles[static_cast<int>(r)]; }
+
+double DeviceSpec::efficiency_for(const std::string& op_kind) const {
+  auto it = efficiency.find(op_kind);
+  return it == efficiency.end() ? default_efficiency : it->second;
+}
+
+std::optional<std::size_t> PlatformSpec::find_device(const std::string& n) const {
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].name == n) return i;
+  return std::nullopt;
+}
+
+std::optional<std::size_t> PlatformSpec::find_tier(const std::string& n) const {
+  for (std::size_t i = 0; i < tiers.size(); ++i)
+    if (tiers[i].name == n) return i;
+  return std::nullopt;
+}
+
+std::vector<std::size_t> PlatformSpec::compute_devices() const {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    if (devices[i].compute_tier) out.push_back(i);
+  return out;
+}
+
+PlatformSpec load_platform(const ConfigNode& root) {
+  root.allow_only({"name", "description", "devices", "links"});
+  PlatformSpec p;
+  p.source = root.file();
+  p.name = root.at("name").as_string();
+  auto devices = root.at("devices");
+  for (const auto& [name, dev] : devices.entries()) load_device(p, name, dev);
+  if (p.compute_devices().empty())
+    devices.fail("no device has a compute tier (a tier with role: compute)");
+  if (auto links = root.find("links")) {
+    for (const auto& [name, n] : links->entries()) {
+      n.allow_only({"endpoints", "bandwidth", "latency", "duplex"});
+      LinkSpec l;
+      l.name = name;
+      auto ends = n.at("endpoints");
+      auto items = ends.items();
+      if (items.size() != 2) ends.fail_expected("two tier names like [gpu0.hbm, host.dram]");
+      for (const auto& e : items)
+        if (!p.find_tier(e.as_string()))
+          e.fail_expected("a tier of this platform (device.tier, e.g. gpu0.hbm)");
+      l.from = items[0].as_string();
+      l.to = items[1].as_string();
+      if (l.from == l.to) ends.fail("a link must join two different tiers");
+      l.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
+      if (auto lat = n.find("latency")) l.latency_s = lat->as_unit(UnitKind::time);
+      if (auto dup = n.find("duplex")) l.full_duplex = dup->as_choice({"full", "half"}) == "full";
+      p.links.push_back(std::move(l));
+    }
+  }
+  return p;
+}
+
+std::optional<std::vector<std::string>> platform_override_path(const ConfigNode& root,
+                                                               const std::string& key) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    auto dot = key.find('.', start);
+    parts.push_back(key.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  if (!root.is_map()) return std::nullopt;
+  if (parts[0] == "name") return parts;
+  auto devices = root.find("devices");
+  if (devices && devices->is_map() && devices->has(parts[0]) && parts.size() >= 2) {
+    auto dev = devices->at(parts[0]);
+    auto tiers = dev.is_map() ? dev.find("tiers") : std::nullopt;
+    if (parts.size() >= 3 && tiers && tiers->is_map() && tiers->has(parts[1])) {
+      std::vector<std::string> path{"devices", parts[0], "tiers"};
+      path.insert(path.end(), parts.begin() + 1, parts.end());
+      return path;
+    }
+    std::vector<std::string> path{"devices"};
+    path.insert(path.end(), parts.begin(), parts.end());
+    return path;
+  }
+  auto links = root.find("links");
+  if (links && links->is_map() && links->has(parts[0]) && parts.size() >= 2) {
+    std::vector<std::string> path{"links"};
+    path.insert(path.end(), parts.begin(), parts.end());
+    return path;
+  }
+  if ((parts[0] == "devices" || parts[0] == "links") && parts.size() >= 2) return parts;
+  return std::nullopt;
+}
+
+}  // namespace memsim

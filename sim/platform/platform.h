@@ -1,0 +1,93 @@
+#pragma once
+// The machine a step runs on, as plain data: devices (each with compute rates, streams and
+// copy engines), the memory tiers they own, and the links between tiers. Loaded from YAML
+// (configs/devices/*.yaml); every value carries a unit and is checked on load.
+//
+//   name: a100-40gb
+//   devices:
+//     gpu0:
+//       kind: gpu
+//       compute: {fp32: 19.5TFLOPS, tf32: 156TFLOPS, fp16: 312TFLOPS, bf16: 312TFLOPS}
+//       launch_overhead: 5us
+//       efficiency: {default: 0.7, matmul: 0.8}
+//       tiers:
+//         hbm: {role: compute, capacity: 40GiB, bandwidth: 1555GB/s}
+//     host:
+//       kind: cpu
+//       tiers:
+//         dram: {role: offload, capacity: 512GiB, bandwidth: 204.8GB/s}
+//   links:
+//     pcie0: {endpoints: [gpu0.hbm, host.dram], bandwidth: 31.5GB/s, latency: 1us}
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/core/config.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+enum class DeviceKind : std::uint8_t { gpu, tpu, ipu, cpu };
+enum class TierRole : std::uint8_t { compute, offload, scratch };
+std::string_view to_string(DeviceKind k);
+std::string_view to_string(TierRole r);
+
+struct TierSpec {
+  std::string name;  // "gpu0.hbm"
+  std::string device;
+  TierRole role = TierRole::compute;
+  std::uint64_t capacity_bytes = 0;
+  double bandwidth_Bps = 0;  // the tier's own bandwidth, for the memory-bound roofline term
+  double latency_s = 0;
+  std::string allocator = "ideal";
+};
+
+struct DeviceSpec {
+  std::string name;  // "gpu0"
+  DeviceKind kind = DeviceKind::gpu;
+  /// Peak dense FLOP/s per dtype; 0 means the device has no rate for it.
+  std::array<double, kDTypeCount> peak_flops{};
+  double launch_overhead_s = 0;
+  int streams = 1;
+  int copy_engines = 1;  // per direction
+  double default_efficiency = 1.0;
+  std::map<std::string, double> efficiency;  // per op kind, overrides the default
+  std::vector<std::size_t> tiers;            // indices into PlatformSpec::tiers
+  std::optional<std::size_t> compute_tier;   // where operands must be; none for a pure store
+
+  double efficiency_for(const std::string& op_kind) const;
+};
+
+struct LinkSpec {
+  std::string name;
+  std::string from, to;  // tier names
+  double bandwidth_Bps = 0;
+  double latency_s = 0;
+  bool full_duplex = true;  // each direction has the full bandwidth
+};
+
+struct PlatformSpec {
+  std::string name;
+  std::string source;  // the file it came from
+  std::vector<DeviceSpec> devices;
+  std::vector<TierSpec> tiers;
+  std::vector<LinkSpec> links;
+
+  std::optional<std::size_t> find_device(const std::string& name) const;
+  std::optional<std::size_t> find_tier(const std::string& name) const;
+  /// Devices that run ops (those with a compute tier), in file order.
+  std::vector<std::size_t> compute_devices() const;
+};
+
+/// Reads and checks a platform. Throws InputError naming file, line, key.
+PlatformSpec load_platform(const ConfigNode& root);
+
+/// Turns a --set key for a platform ("gpu0.hbm.capacity", "gpu0.launch_overhead",
+/// "pcie0.bandwidth") into its path in the YAML document; nullopt if it names nothing.
+std::optional<std::vector<std::string>> platform_override_path(const ConfigNode& root,
+                                                               const std::string& key);
+
+}  // namespace memsim

@@ -1,0 +1,24 @@
+#include "sim/policy/policy.h"
+
+namespace memsim {
+namespace {
+
+// Memory sharing by liveness: each buffer is freed right after its last use, as PyTorch
+// does when a tensor's last reference goes. Nothing is moved; a step that does not fit is
+// an OOM.
+class NonePolicy final : public Policy {
+ public:
+  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec&) const override {
+    return plan_free_at_last_use(trace, liveness);
+  }
+  std::string label() const override { return "none"; }
+};
+
+}  // namespace
+
+PolicyInfo none_policy() {
+  return {"none", "free each buffer after its last use (memory sharing by liveness); no swapping",
+          {}, [](const Params&) { return std::make_unique<NonePolicy>(); }};
+}
+
+}  // namespace memsim

@@ -1,0 +1,35 @@
+#pragma once
+// A Plan is the trace with memory operations inserted: what each stream does, in order.
+// Planning passes (static policies) write it; the engine runs it. Compute steps run an op;
+// free, swap_out and swap_in steps act on a buffer. A step runs on the stream of the most
+// recent compute step before it (device 0, stream 0 for steps before any compute).
+#include <cstdint>
+#include <vector>
+
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+enum class StepKind : std::uint8_t {
+  compute,   // run op `id`: inputs resident, outputs and workspace allocated first
+  free,      // release buffer `id` wherever it lives
+  swap_out,  // start copying buffer `id` to tier `tier`; its old space is freed on arrival
+  swap_in,   // start copying buffer `id` to tier `tier` (a prefetch); a reader waits for it
+};
+std::string_view to_string(StepKind k);
+
+struct Step {
+  StepKind kind = StepKind::compute;
+  std::uint32_t id = 0;     // op id for compute, buffer id otherwise
+  std::uint32_t tier = 0;   // destination tier of a swap
+};
+
+struct Plan {
+  std::vector<Step> steps;
+};
+
+/// Every op in issue order, each buffer freed right after its last use (memory sharing by
+/// liveness); persistent buffers are never freed.
+Plan plan_free_at_last_use(const Trace& trace, const Liveness& liveness);
+
+}  // namespace memsim

@@ -1,0 +1,56 @@
+#pragma once
+// What a run concluded: the figures summary.json holds and the terminal table shows.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/memory/memory_state.h"
+
+namespace memsim {
+
+struct TierSummary {
+  std::string name;
+  std::string role;
+  TierUsage usage;  // capacity, peaks, time of the peak, split by category at the peak
+};
+
+struct LiveBuffer {
+  std::string name;
+  Category category;
+  std::uint64_t bytes;
+};
+
+struct OomReport {
+  std::string op;
+  OpId op_id = 0;
+  std::string tier;
+  std::uint64_t requested_bytes = 0;
+  std::uint64_t allocated_bytes = 0;
+  std::uint64_t capacity_bytes = 0;
+  std::uint64_t largest_free_block = 0;
+  std::vector<LiveBuffer> largest_live;  // largest first
+};
+
+struct Summary {
+  std::string status = "ok";  // ok | oom
+  std::string workload;       // trace name
+  std::string description;    // "resnet50 (batch 64, fp32, momentum)"
+  std::string platform;
+  std::string policy;
+  std::string workload_source, platform_source;
+  double iteration_time_s = 0;
+  double compute_time_s = 0;
+  double stall_time_s = 0;
+  double recompute_time_s = 0;
+  double transfer_time_s = 0;  // total busy time of copies
+  std::uint64_t swap_out_bytes = 0;
+  std::uint64_t swap_in_bytes = 0;
+  double recompute_flops = 0;
+  std::uint64_t ops_run = 0;
+  std::uint64_t ops_total = 0;
+  std::vector<TierSummary> tiers;
+  std::optional<OomReport> oom;
+};
+
+}  // namespace memsim

@@ -1,0 +1,187 @@
+#include "sim/report/writers.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.h"
+#include "sim/core/units.h"
+
+namespace memsim {
+namespace {
+
+using ordered_json = nlohmann::ordered_json;
+
+ordered_json categories_json(const CategoryBytes& by) {
+  ordered_json j = ordered_json::object();
+  for (int c = 0; c < kCategoryCount; ++c) j[std::string(to_string(static_cast<Category>(c)))] = by[c];
+  return j;
+}
+
+std::string csv_field(std::string_view s) {
+  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+// Shortest text that reads back as the same double.
+std::string num(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+std::string summary_json(const Summary& s) {
+  ordered_json j;
+  j["memsim_version"] = MEMSIM_VERSION;
+  j["status"] = s.status;
+  j["workload"] = s.workload;
+  j["description"] = s.description;
+  j["platform"] = s.platform;
+  j["policy"] = s.policy;
+  j["inputs"] = {{"workload", s.workload_source}, {"platform", s.platform_source}};
+  j["iteration_time_s"] = s.iteration_time_s;
+  j["compute_time_s"] = s.compute_time_s;
+  j["stall_time_s"] = s.stall_time_s;
+  j["recompute_time_s"] = s.recompute_time_s;
+  j["transfer_time_s"] = s.transfer_time_s;
+  j["swap_out_bytes"] = s.swap_out_bytes;
+  j["swap_in_bytes"] = s.swap_in_bytes;
+  j["recompute_flops"] = s.recompute_flops;
+  j["ops_run"] = s.ops_run;
+  j["ops_total"] = s.ops_total;
+  ordered_json tiers = ordered_json::object();
+  for (const auto& t : s.tiers) {
+    tiers[t.name] = {{"role", t.role},
+                     {"capacity_bytes", t.usage.capacity_bytes},
+                     {"peak_allocated_bytes", t.usage.peak_allocated_bytes},
+                     {"peak_reserved_bytes", t.usage.peak_reserved_bytes},
+                     {"peak_time_s", t.usage.peak_time_s},
+                     {"peak_by_category", categories_json(t.usage.peak_by_category)}};
+  }
+  j["tiers"] = tiers;
+  if (s.oom) {
+    const OomReport& o = *s.oom;
+    ordered_json live = ordered_json::array();
+    for (const auto& b : o.largest_live)
+      live.push_back({{"name", b.name}, {"category", to_string(b.category)}, {"bytes", b.bytes}});
+    j["oom"] = {{"op", o.op},
+                {"op_index", o.op_id},
+                {"tier", o.tier},
+                {"requested_bytes", o.requested_bytes},
+                {"allocated_bytes", o.allocated_bytes},
+                {"capacity_bytes", o.capacity_bytes},
+                {"largest_free_block_bytes", o.largest_free_block},
+                {"largest_live_buffers", live}};
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
+                         const PlatformSpec& platform) {
+  const auto devices = platform.compute_devices();
+  std::string out =
+      "kind,start_s,end_s,duration_s,device,stream,op,op_kind,phase,buffer,bytes,src_tier,dst_tier\n";
+  out.reserve(events.size() * 96);
+  for (const Event& e : events) {
+    const bool copy = e.kind == EventKind::swap_in || e.kind == EventKind::swap_out;
+    // Compute and stall events name a compute device by slot; copies name the platform device.
+    const std::string& device =
+        platform.devices[copy ? e.device : devices[e.device]].name;
+    const std::string lane = copy ? std::string(e.lane == 0 ? "copy_out" : "copy_in")
+                                  : fmt::format("stream{}", e.lane);
+    const Op* op = e.op == kNoOp ? nullptr : &trace.ops[e.op];
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(e.kind), num(e.start_s),
+                       num(e.end_s), num(e.end_s - e.start_s), device, lane,
+                       op ? csv_field(op->name) : "", op ? csv_field(op->kind) : "",
+                       op ? to_string(op->phase) : "",
+                       e.buffer == kNoId ? "" : csv_field(trace.buffers[e.buffer].name),
+                       e.bytes, e.src_tier == kNoId ? "" : platform.tiers[e.src_tier].name,
+                       e.dst_tier == kNoId ? "" : platform.tiers[e.dst_tier].name);
+  }
+  return out;
+}
+
+std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformSpec& platform) {
+  std::string out = "time_s,tier,allocated_bytes,reserved_bytes";
+  for (int c = 0; c < kCategoryCount; ++c)
+    out += fmt::format(",{}_bytes", to_string(static_cast<Category>(c)));
+  out += "\n";
+  out.reserve(samples.size() * 80);
+  for (const MemorySample& s : samples) {
+    out += fmt::format("{},{},{},{}", num(s.time_s), platform.tiers[s.tier].name, s.allocated_bytes,
+                       s.reserved_bytes);
+    for (auto b : s.by_category) out += fmt::format(",{}", b);
+    out += "\n";
+  }
+  return out;
+}
+
+std::string terminal_summary(const Summary& s, const std::string& out_dir) {
+  std::string out = fmt::format("{} on {}, policy {}\n",
+                                s.description.empty() ? s.workload : s.description, s.platform,
+                                s.policy);
+  auto row = [&](std::string_view label, const std::string& text) {
+    out += fmt::format("{:<11} {}\n", label, text);
+  };
+  if (s.status == "ok") {
+    row("status", "ok — fits");
+  } else if (s.oom) {
+    const OomReport& o = *s.oom;
+    row("status", fmt::format("oom — {} full at op '{}': asked {} with {} of {} in use",
+                              o.tier, o.op, format_bytes(o.requested_bytes),
+                              format_bytes(o.allocated_bytes), format_bytes(o.capacity_bytes)));
+    for (const auto& b : o.largest_live)
+      row("", fmt::format("{:>10}  {} ({})", format_bytes(b.bytes), b.name, to_string(b.category)));
+  }
+  const double slower = s.compute_time_s > 0
+                            ? 100.0 * (s.iteration_time_s - s.compute_time_s) / s.compute_time_s
+                            : 0.0;
+  row("iteration",
+      fmt::format("{} = compute {} + stall {} + recompute {}{}", format_seconds(s.iteration_time_s),
+                  format_seconds(s.compute_time_s), format_seconds(s.stall_time_s),
+                  format_seconds(s.recompute_time_s),
+                  s.status == "ok" ? fmt::format("   ({:.1f}% slower than with enough memory)", slower)
+                                   : std::string("   (stopped at the OOM)")));
+  for (const auto& t : s.tiers) {
+    const TierUsage& u = t.usage;
+    if (t.role == "compute") {
+      std::string parts;
+      const std::pair<Category, const char*> shown[] = {
+          {Category::activation, "activations"}, {Category::activation_grad, "activation grads"},
+          {Category::weight, "weights"},         {Category::gradient, "gradients"},
+          {Category::optimizer_state, "optimizer"}, {Category::input, "inputs"},
+          {Category::workspace, "workspace"},    {Category::other, "other"}};
+      for (const auto& [c, name] : shown)
+        if (u.peak_by_category[static_cast<int>(c)] > 0)
+          parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name,
+                               format_bytes(u.peak_by_category[static_cast<int>(c)]));
+      row(t.name, fmt::format("peak {} of {} at {}: {}", format_bytes(u.peak_allocated_bytes),
+                              format_bytes(u.capacity_bytes), format_seconds(u.peak_time_s), parts));
+    } else {
+      row(t.name, fmt::format("peak {} of {}; swapped out {}, in {}",
+                              format_bytes(u.peak_allocated_bytes), format_bytes(u.capacity_bytes),
+                              format_bytes(s.swap_out_bytes), format_bytes(s.swap_in_bytes)));
+    }
+  }
+  if (!out_dir.empty()) row(out_dir + "/", "summary.json timeline.csv memory.csv");
+  return out;
+}
+
+void write_file_atomic(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    if (!f) throw InputError(fmt::format("{}: cannot write file", path));
+    f << text;
+    f.flush();
+    if (!f) throw InputError(fmt::format("{}: write failed", path));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot write file: {}", path, ec.message()));
+}
+
+}  // namespace memsim

@@ -1,0 +1,25 @@
+#pragma once
+// One writer per output format. Files are written to a temporary name and renamed, so a run
+// that is killed leaves either the whole file or none. Numbers are printed in their
+// shortest round-trip form: the same run gives byte-identical files.
+#include <string>
+
+#include "sim/platform/platform.h"
+#include "sim/report/recorder.h"
+#include "sim/report/summary.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+std::string summary_json(const Summary& s);
+std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
+                         const PlatformSpec& platform);
+std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformSpec& platform);
+
+/// The table printed on the terminal after a run.
+std::string terminal_summary(const Summary& s, const std::string& out_dir);
+
+/// Writes `text` to `path` atomically (temporary file, then rename). Throws InputError.
+void write_file_atomic(const std::string& path, const std::string& text);
+
+}  // namespace memsim

@@ -1,0 +1,158 @@
+#include "sim/workload/trace_io.h"
+
+#include <map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+namespace {
+
+// Sizes in a trace are plain byte counts; a hand-written trace may also use units ("4MiB").
+std::uint64_t read_bytes(const ConfigNode& n) {
+  if (n.is_scalar()) {
+    const std::string s = n.as_string();
+    if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos)
+      return static_cast<std::uint64_t>(n.as_int_in(0, INT64_MAX));
+  }
+  if (!n.is_scalar() || !parse_bytes(n.as_string()))
+    n.fail_expected("a byte count like 4096 or a size like '4MiB'");
+  return n.as_bytes();
+}
+
+double read_nonnegative(const ConfigNode& n) {
+  double v = n.as_double();
+  if (v < 0) n.fail_expected("a number >= 0");
+  return v;
+}
+
+std::vector<BufferId> read_refs(const ConfigNode& list, const std::map<std::int64_t, BufferId>& ids) {
+  std::vector<BufferId> out;
+  for (const auto& item : list.items()) {
+    auto it = ids.find(item.as_int());
+    if (it == ids.end()) item.fail(fmt::format("unknown buffer {}", item.as_int()));
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+}  // namespace
+
+void write_trace_json(const Trace& trace, std::ostream& out) {
+  // Written by hand, one buffer or op per line: diff-friendly, and byte-identical run to run.
+  auto str = [](const std::string& s) { return nlohmann::json(s).dump(); };
+  auto num = [](double v) { return nlohmann::json(v).dump(); };
+  auto ids = [](const std::vector<BufferId>& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  out << "{\n  \"format\": \"memsim-trace\",\n  \"version\": " << kTraceFormatVersion << ",\n";
+  out << "  \"name\": " << str(trace.name) << ",\n";
+  out << "  \"description\": " << str(trace.description) << ",\n";
+  if (!trace.measured_on.empty()) out << "  \"measured_on\": " << str(trace.measured_on) << ",\n";
+  if (trace.parameters) out << "  \"parameters\": " << trace.parameters << ",\n";
+  out << "  \"buffers\": [\n";
+  for (std::size_t i = 0; i < trace.buffers.size(); ++i) {
+    const Buffer& b = trace.buffers[i];
+    out << fmt::format("    {{\"id\": {}, \"name\": {}, \"bytes\": {}, \"category\": \"{}\"{}}}{}\n",
+                       b.id, str(b.name), b.bytes, to_string(b.category),
+                       b.persistent ? ", \"persistent\": true" : "",
+                       i + 1 < trace.buffers.size() ? "," : "");
+  }
+  out << "  ],\n  \"ops\": [\n";
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const Op& op = trace.ops[i];
+    std::string extra;
+    if (op.device) extra += fmt::format(", \"device\": {}", op.device);
+    if (op.stream) extra += fmt::format(", \"stream\": {}", op.stream);
+    if (!op.updates.empty()) extra += ", \"updates\": " + ids(op.updates);
+    if (op.workspace_bytes) extra += fmt::format(", \"workspace_bytes\": {}", op.workspace_bytes);
+    if (op.measured_s) extra += ", \"measured_s\": " + num(*op.measured_s);
+    out << fmt::format(
+        "    {{\"name\": {}, \"kind\": {}, \"phase\": \"{}\", \"dtype\": \"{}\", \"inputs\": {}, "
+        "\"outputs\": {}, \"flops\": {}, \"bytes\": {}{}}}{}\n",
+        str(op.name), str(op.kind), to_string(op.phase), to_string(op.dtype), ids(op.inputs),
+        ids(op.outputs), num(op.flops), num(op.bytes_moved), extra,
+        i + 1 < trace.ops.size() ? "," : "");
+  }
+  out << "  ]\n}\n";
+}
+
+bool is_native_trace(const ConfigNode& root) {
+  if (!root.is_map()) return false;
+  auto f = root.find("format");
+  return f && f->is_scalar() && f->as_string() == "memsim-trace";
+}
+
+Trace read_trace(const ConfigNode& root) {
+  root.allow_only({"format", "version", "name", "description", "measured_on", "parameters",
+                   "buffers", "ops"});
+  auto version = root.at("version");
+  if (version.as_int() != kTraceFormatVersion)
+    version.fail_expected(fmt::format("format version {}", kTraceFormatVersion));
+  Trace t;
+  t.name = root.at("name").as_string();
+  if (auto d = root.find("description")) t.description = d->as_string();
+  if (auto m = root.find("measured_on")) t.measured_on = m->as_string();
+  if (auto p = root.find("parameters")) t.parameters = static_cast<std::uint64_t>(p->as_int_in(0, INT64_MAX));
+
+  std::map<std::int64_t, BufferId> ids;
+  auto buffer_nodes = root.at("buffers").items();
+  for (const auto& n : buffer_nodes) {
+    n.allow_only({"id", "name", "bytes", "category", "persistent"});
+    auto id = n.at("id");
+    if (!ids.emplace(id.as_int_in(0, INT64_MAX), static_cast<BufferId>(t.buffers.size())).second)
+      id.fail(fmt::format("buffer id {} is used twice", id.as_int()));
+    auto cat_node = n.at("category");
+    auto cat = category_from_string(cat_node.as_string());
+    if (!cat)
+      cat_node.fail_expected(
+          "a category (weight, gradient, optimizer_state, activation, activation_grad, input, "
+          "workspace, other)");
+    bool persistent = false;
+    if (auto p = n.find("persistent")) persistent = p->as_bool();
+    t.add_buffer(n.at("name").as_string(), read_bytes(n.at("bytes")), *cat, persistent);
+  }
+  std::vector<ConfigNode> op_nodes = root.at("ops").items();
+  std::vector<OpId> producer_seen(t.buffers.size(), kNoOp);
+  for (const auto& n : op_nodes) {
+    n.allow_only({"name", "kind", "phase", "dtype", "device", "stream", "inputs", "outputs",
+                  "updates", "flops", "bytes", "workspace_bytes", "measured_s"});
+    Op op;
+    op.name = n.at("name").as_string();
+    op.kind = n.at("kind").as_string();
+    auto phase_node = n.at("phase");
+    auto phase = phase_from_string(phase_node.as_string());
+    if (!phase) phase_node.fail_expected("forward, backward or optimizer");
+    op.phase = *phase;
+    auto dtype_node = n.at("dtype");
+    auto dtype = dtype_from_string(dtype_node.as_string());
+    if (!dtype) dtype_node.fail_expected("a dtype (fp32, tf32, fp16, bf16, fp8, int64, int32, int8, bool)");
+    op.dtype = *dtype;
+    if (auto d = n.find("device")) op.device = static_cast<std::uint32_t>(d->as_int_in(0, 1 << 20));
+    if (auto s = n.find("stream")) op.stream = static_cast<std::uint32_t>(s->as_int_in(0, 1 << 20));
+    op.inputs = read_refs(n.at("inputs"), ids);
+    auto outputs_node = n.at("outputs");
+    op.outputs = read_refs(outputs_node, ids);
+    if (auto u = n.find("updates")) op.updates = read_refs(*u, ids);
+    op.flops = read_nonnegative(n.at("flops"));
+    op.bytes_moved = read_nonnegative(n.at("bytes"));
+    if (auto w = n.find("workspace_bytes")) op.workspace_bytes = read_bytes(*w);
+    if (auto m = n.find("measured_s")) op.measured_s = read_nonnegative(*m);
+    const OpId id = static_cast<OpId>(t.ops.size());
+    for (BufferId b : op.outputs) {
+      if (producer_seen[b] != kNoOp)
+        outputs_node.fail(fmt::format("buffer '{}' is already written by op '{}'",
+                                      t.buffers[b].name, t.ops[producer_seen[b]].name));
+      producer_seen[b] = id;
+    }
+    t.add_op(std::move(op));
+  }
+  validate(t, root.file());
+  return t;
+}
+
+}  // namespace memsim
