@@ -62,11 +62,16 @@ std::uint64_t Trace::total_bytes(Category c) const {
   return sum;
 }
 
-void validate(const Trace& trace, const std::string& source) {
+void validate(const Trace& trace, const std::string& source,
+              const std::function<std::string(OpId)>& op_location) {
   const auto n_buffers = trace.buffers.size();
   const auto n_ops = trace.ops.size();
   auto bad = [&](const std::string& what) {
     throw InputError(fmt::format("{}: {}", source, what));
+  };
+  auto bad_op = [&](OpId op, const std::string& what) {
+    if (op_location) throw InputError(fmt::format("{}: {}", op_location(op), what));
+    bad(what);
   };
   for (std::size_t i = 0; i < n_buffers; ++i) {
     const Buffer& b = trace.buffers[i];
@@ -139,7 +144,7 @@ void validate(const Trace& trace, const std::string& source) {
           if (in_cycle) names += fmt::format("'{}' -> ", trace.ops[frame.first].name);
         }
         names += fmt::format("'{}'", trace.ops[next].name);
-        bad(fmt::format("the trace has a dependency cycle: {}", names));
+        bad_op(next, fmt::format("the trace has a dependency cycle: {}", names));
       }
       if (colour[next] == white) {
         colour[next] = grey;
@@ -151,7 +156,8 @@ void validate(const Trace& trace, const std::string& source) {
   for (std::size_t i = 0; i < n_ops; ++i)
     for (OpId d : deps(static_cast<OpId>(i)))
       if (d > i)
-        bad(fmt::format("op '{}' uses buffer made by op '{}', which comes later in issue order",
+        bad_op(static_cast<OpId>(i),
+               fmt::format("op '{}' uses a buffer made by op '{}', which comes later in issue order",
                         trace.ops[i].name, trace.ops[d].name));
 }
 

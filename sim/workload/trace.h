@@ -7,6 +7,7 @@
 // and may overwrite some existing buffers in place (`updates`: an in-place ReLU, an
 // optimizer step writing the weights). Data dependencies form a DAG; validate() proves it.
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -90,8 +91,10 @@ struct Trace {
 
 /// Checks ids, that every output has exactly this op as producer, that no op reads a buffer
 /// before it exists, and that the dependencies are acyclic (naming the cycle if not).
-/// `source` prefixes the messages. Throws InputError.
-void validate(const Trace& trace, const std::string& source);
+/// `source` prefixes the messages; `op_location`, when given, says where an op is defined
+/// ("file:line:col: ops[3]") so a message about an op points at it. Throws InputError.
+void validate(const Trace& trace, const std::string& source,
+              const std::function<std::string(OpId)>& op_location = {});
 
 /// When each buffer is live, in op indices.
 struct Liveness {

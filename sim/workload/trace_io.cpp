@@ -151,7 +151,9 @@ Trace read_trace(const ConfigNode& root) {
     }
     t.add_op(std::move(op));
   }
-  validate(t, root.file());
+  validate(t, root.file(), [&](OpId op) {
+    return fmt::format("{}: {}", op_nodes[op].where(), op_nodes[op].key_path());
+  });
   return t;
 }
 

@@ -1,0 +1,164 @@
+// Golden runs of the memsim command line: what a new user types first.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("memsim_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+}  // namespace
+
+TEST(Cli, DefaultRunPrintsASummaryAndWritesThreeFiles) {
+  const std::string out = temp_dir("default");
+  CliResult r = run_memsim("run --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("resnet50 (batch 64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("on a100-40gb, policy none"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status      ok"), std::string::npos) << r.out;
+  for (const char* f : {"summary.json", "timeline.csv", "memory.csv"})
+    EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
+  json s = json::parse(slurp(out + "/summary.json"));
+  for (const char* key : {"status", "iteration_time_s", "compute_time_s", "stall_time_s",
+                          "recompute_time_s", "swap_out_bytes", "swap_in_bytes", "recompute_flops",
+                          "tiers"})
+    EXPECT_TRUE(s.contains(key)) << key;
+  const json& hbm = s["tiers"]["gpu0.hbm"];
+  for (const char* key : {"capacity_bytes", "peak_allocated_bytes", "peak_reserved_bytes",
+                          "peak_time_s", "peak_by_category"})
+    EXPECT_TRUE(hbm.contains(key)) << key;
+  EXPECT_TRUE(s["tiers"].contains("host.dram"));
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_GT(hbm["peak_allocated_bytes"].get<std::uint64_t>(), 0u);
+  EXPECT_LE(hbm["peak_allocated_bytes"].get<std::uint64_t>(), hbm["capacity_bytes"].get<std::uint64_t>());
+  // The weights are resident from the start and stay: they are part of the peak.
+  EXPECT_EQ(hbm["peak_by_category"]["weight"].get<std::uint64_t>(), 25'557'032u * 4);
+}
+
+TEST(Cli, SameCommandGivesByteIdenticalFiles) {
+  const std::string a = temp_dir("det_a"), b = temp_dir("det_b");
+  ASSERT_EQ(run_memsim("run a100-40gb resnet18 --set workload.batch=16 --out " + a).exit_code, 0);
+  ASSERT_EQ(run_memsim("run a100-40gb resnet18 --set workload.batch=16 --out " + b).exit_code, 0);
+  for (const char* f : {"summary.json", "timeline.csv", "memory.csv"}) {
+    const std::string x = slurp(a + "/" + f), y = slurp(b + "/" + f);
+    EXPECT_FALSE(x.empty()) << f;
+    EXPECT_TRUE(x == y) << f << " differs between two identical runs";
+  }
+}
+
+TEST(Cli, InfoReportsTorchvisionParameterCounts) {
+  const std::pair<const char*, std::uint64_t> expected[] = {
+      {"workloads/resnet18.yaml", 11'689'512},  {"workloads/resnet34.yaml", 21'797'672},
+      {"workloads/resnet50.yaml", 25'557'032},  {"workloads/resnet101.yaml", 44'549'160},
+      {"workloads/resnet152.yaml", 60'192'808}};
+  for (const auto& [file, params] : expected) {
+    CliResult r = run_memsim(std::string("info ") + file + " --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    json j = json::parse(r.out);
+    EXPECT_EQ(j["parameters"].get<std::uint64_t>(), params) << file;
+    EXPECT_GT(j["ops"].get<std::uint64_t>(), 0u);
+  }
+}
+
+TEST(Cli, JsonFlagPrintsTheSummary) {
+  CliResult r = run_memsim("run a100-40gb mlp --json --out " + temp_dir("json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json s = json::parse(r.out);
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_EQ(s["policy"], "none");
+}
+
+TEST(Cli, OomIsASuccessOfTheSimulator) {
+  CliResult r = run_memsim("run a100-40gb resnet50 --set gpu0.hbm.capacity=2GiB --json --out " +
+                           temp_dir("oom"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json s = json::parse(r.out);
+  EXPECT_EQ(s["status"], "oom");
+  EXPECT_EQ(s["tiers"]["gpu0.hbm"]["capacity_bytes"].get<std::uint64_t>(), 2ull << 30);
+  ASSERT_TRUE(s.contains("oom"));
+  EXPECT_EQ(s["oom"]["tier"], "gpu0.hbm");
+  EXPECT_GT(s["oom"]["requested_bytes"].get<std::uint64_t>(), 0u);
+  EXPECT_FALSE(s["oom"]["largest_live_buffers"].empty());
+}
+
+TEST(Cli, KeepAllNeedsMoreThanNone) {
+  json none = json::parse(run_memsim("run a100-40gb resnet18 --json --out " + temp_dir("n")).out);
+  json keep = json::parse(
+      run_memsim("run a100-40gb resnet18 --policy keep-all --json --out " + temp_dir("k")).out);
+  EXPECT_GT(keep["tiers"]["gpu0.hbm"]["peak_allocated_bytes"].get<std::uint64_t>(),
+            none["tiers"]["gpu0.hbm"]["peak_allocated_bytes"].get<std::uint64_t>());
+  EXPECT_EQ(keep["iteration_time_s"], none["iteration_time_s"]);  // no swapping, same ops
+}
+
+TEST(Cli, TraceRoundTripRunsTheSame) {
+  const std::string dir = temp_dir("trace");
+  fs::create_directories(dir);
+  ASSERT_EQ(run_memsim("trace resnet18 --set workload.batch=8 -o " + dir + "/r18.json").exit_code, 0);
+  json direct = json::parse(
+      run_memsim("run a100-40gb resnet18 --set workload.batch=8 --json --out " + dir + "/a").out);
+  json traced = json::parse(run_memsim("run a100-40gb " + dir + "/r18.json --json --out " + dir + "/b").out);
+  EXPECT_EQ(direct["iteration_time_s"], traced["iteration_time_s"]);
+  EXPECT_EQ(direct["tiers"], traced["tiers"]);
+  CliResult info = run_memsim("info " + dir + "/r18.json --json");
+  EXPECT_EQ(json::parse(info.out)["parameters"].get<std::uint64_t>(), 11'689'512u);
+}
+
+TEST(Cli, BadOverrideIsBadInput) {
+  CliResult r = run_memsim("run a100-40gb resnet50 --set workload.batch=abc --out " + temp_dir("bad"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.substr(0, r.err.find(':', 5)), "--set workload.batch=abc");
+  EXPECT_NE(r.err.find("expected an integer"), std::string::npos) << r.err;
+  CliResult p = run_memsim("run a100-40gb resnet50 --set policy.budget=0.5 --out " + temp_dir("bad2"));
+  EXPECT_EQ(p.exit_code, 1);
+  EXPECT_NE(p.err.find("policy none takes no parameters"), std::string::npos) << p.err;
+  CliResult d = run_memsim("run a100-40gb resnet50 --set gpu9.hbm.capacity=1GiB --out " + temp_dir("bad3"));
+  EXPECT_EQ(d.exit_code, 1);
+  EXPECT_NE(d.err.find("gpu9.hbm.capacity"), std::string::npos) << d.err;
+  CliResult m = run_memsim("run no-such-device resnet50");
+  EXPECT_EQ(m.exit_code, 1);
+  EXPECT_NE(m.err.find("no such file, and no built-in preset"), std::string::npos) << m.err;
+}
+
+TEST(Cli, UsageErrorsExitWithTwo) {
+  EXPECT_EQ(run_memsim("").exit_code, 2);
+  EXPECT_EQ(run_memsim("frobnicate").exit_code, 2);
+  EXPECT_EQ(run_memsim("run --no-such-flag").exit_code, 2);
+  EXPECT_EQ(run_memsim("run --set nonsense").exit_code, 2);
+}
+
+TEST(Cli, HelpOnEveryCommandAndVersion) {
+  for (const char* cmd : {"--help", "run --help", "info --help", "validate --help",
+                          "trace --help", "list --help"}) {
+    CliResult r = run_memsim(cmd);
+    EXPECT_EQ(r.exit_code, 0) << cmd;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << cmd;
+  }
+  CliResult v = run_memsim("--version");
+  EXPECT_EQ(v.exit_code, 0);
+  EXPECT_EQ(v.out.substr(0, 7), "memsim ");
+}
+
+TEST(Cli, ListShowsPoliciesModelsAndPresets) {
+  CliResult r = run_memsim("list");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* s : {"none", "keep-all", "ideal", "resnet", "mlp", "chain", "a100-40gb",
+                        "v100-16gb", "h100-80gb"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+}
+
+TEST(Cli, EveryPresetValidates) {
+  CliResult r = run_memsim(
+      "validate configs/devices/*.yaml workloads/*.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
