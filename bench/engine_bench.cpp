@@ -1,2 +1,107 @@
+// Engine throughput: simulated ops per second of wall time.
+//
+//   BM_BareSimGrid      one actor doing one `execute` per op: SimGrid's own floor
+//   BM_EngineChain      memsim simulating an N-layer chain (forward, backward, update) under
+//                       `none`, recording the timeline and the memory curve as `memsim run` does
+//
+// SimGrid's engine is a process singleton, so each iteration runs in a forked child that
+// reports its own elapsed time through a pipe (manual timing; fork and trace generation are
+// not counted). Run: ./build/memsim_bench  (or make bench)
 #include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <functional>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include <simgrid/s4u.hpp>
+#include <xbt/log.h>
+
+#include "sim/app/inputs.h"
+#include "sim/core/config.h"
+#include "sim/engine/engine.h"
+#include "sim/policy/policy.h"
+#include "sim/workload/workload.h"
+
+namespace {
+
+// Runs `body` in a child process and returns the seconds it measured (negative on failure).
+double timed_in_child(const std::function<double()>& body) {
+  int fds[2];
+  if (pipe(fds) != 0) return -1;
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(fds[0]);
+    double seconds = body();
+    if (write(fds[1], &seconds, sizeof seconds) != sizeof seconds) _exit(1);
+    _exit(0);
+  }
+  close(fds[1]);
+  double seconds = -1;
+  if (read(fds[0], &seconds, sizeof seconds) != sizeof seconds) seconds = -1;
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return seconds;
+}
+
+memsim::Trace chain_trace(std::int64_t layers) {
+  auto spec = memsim::ConfigNode::parse_text(
+      "model: chain\nlayers: " + std::to_string(layers) + "\nwidth: 1024\nbatch: 64\n", "bench");
+  return memsim::generate_workload(spec);
+}
+
+void BM_BareSimGrid(benchmark::State& state) {
+  const auto ops = static_cast<std::size_t>(chain_trace(state.range(0)).ops.size());
+  for (auto _ : state) {
+    double s = timed_in_child([ops] {
+      auto t0 = std::chrono::steady_clock::now();
+      int argc = 1;
+      char name[] = "bench";
+      char* argv[] = {name, nullptr};
+      xbt_log_control_set("root.thres:warning");
+      simgrid::s4u::Engine e(&argc, argv);
+      auto* zone = simgrid::s4u::create_full_zone("z");
+      auto* host = zone->create_host("gpu0", 1e9);
+      zone->seal();
+      simgrid::s4u::Actor::create("stream", host, [ops] {
+        for (std::size_t i = 0; i < ops; ++i) simgrid::s4u::this_actor::execute(1e4);
+      });
+      e.run();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    if (s < 0) state.SkipWithError("child failed");
+    state.SetIterationTime(s);
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+  state.counters["ops_per_s"] =
+      benchmark::Counter(static_cast<double>(ops), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void BM_EngineChain(benchmark::State& state) {
+  const memsim::Trace trace = chain_trace(state.range(0));
+  const memsim::PlatformSpec platform = memsim::load_platform_arg("a100-40gb", {});
+  const auto* info = memsim::find_policy("none");
+  for (auto _ : state) {
+    double s = timed_in_child([&] {
+      auto t0 = std::chrono::steady_clock::now();
+      auto node = memsim::ConfigNode::parse_text("{}", "bench");
+      auto policy = info->create(memsim::Params(node, info->params, "policy none"));
+      memsim::Recorder recorder;
+      auto summary = memsim::simulate(platform, trace, *policy, recorder);
+      benchmark::DoNotOptimize(summary.iteration_time_s);
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    if (s < 0) state.SkipWithError("child failed");
+    state.SetIterationTime(s);
+  }
+  state.counters["ops"] = static_cast<double>(trace.ops.size());
+  state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(trace.ops.size()),
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+}  // namespace
+
+BENCHMARK(BM_BareSimGrid)->Arg(20000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_EngineChain)->Arg(20000)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
 BENCHMARK_MAIN();

@@ -72,16 +72,17 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   return 0;
 }
 
+// The trace's own count when it has one; otherwise the weight bytes over the element size
+// of the first forward op's dtype (right for single-precision-kind traces).
 std::uint64_t parameter_count(const Trace& t) {
-  // Parameters are the elements of the weight buffers in the model's dtype.
-  std::uint64_t bytes = t.total_bytes(Category::weight);
+  if (t.parameters) return t.parameters;
   int element = 4;
   for (const Op& op : t.ops)
     if (op.phase == Phase::forward) {
       element = dtype_bytes(op.dtype);
       break;
     }
-  return t.parameters ? t.parameters : bytes / element;
+  return t.total_bytes(Category::weight) / element;
 }
 
 int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool json) {

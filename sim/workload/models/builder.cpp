@@ -1,0 +1,245 @@
+#include "sim/workload/models/builder.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace memsim {
+namespace {
+
+// Summing two gradients: one add per element.
+constexpr double kAccumulateFlops = 1;
+
+// Optimizer FLOPs per parameter: sgd w -= lr*g; momentum also b = mu*b + g (PyTorch SGD
+// with momentum); adam two moment updates, bias corrections, sqrt, divide and step.
+double optimizer_flops(Optimizer o) {
+  switch (o) {
+    case Optimizer::sgd: return 2;
+    case Optimizer::momentum: return 4;
+    case Optimizer::adam: return 12;
+  }
+  return 0;
+}
+
+// PyTorch's names for the state tensors.
+constexpr std::string_view kStateNames[3][2] = {
+    {}, {"momentum_buffer"}, {"exp_avg", "exp_avg_sq"}};
+
+}  // namespace
+
+std::string_view to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::sgd: return "sgd";
+    case Optimizer::momentum: return "momentum";
+    case Optimizer::adam: return "adam";
+  }
+  return "?";
+}
+
+int optimizer_state_count(Optimizer o) {
+  switch (o) {
+    case Optimizer::sgd: return 0;
+    case Optimizer::momentum: return 1;
+    case Optimizer::adam: return 2;
+  }
+  return 0;
+}
+
+std::string TrainingSettings::summary() const {
+  return fmt::format("batch {}, {}, {}", batch, to_string(dtype), to_string(optimizer));
+}
+
+std::vector<ParamSpec> training_param_specs() {
+  return {
+      {"batch", "samples per mini-batch", "32"},
+      {"dtype", "element type of activations, weights, gradients and optimizer state: "
+                "fp32, fp16 or bf16", "fp32"},
+      {"optimizer", "sgd (no state), momentum (one buffer per parameter) or adam (two)",
+       "momentum"},
+  };
+}
+
+TrainingSettings read_training_settings(const Params& params) {
+  TrainingSettings s;
+  s.batch = params.get("batch").as_int_in(1, 1'000'000);
+  s.dtype = *dtype_from_string(params.get("dtype").as_choice({"fp32", "fp16", "bf16"}));
+  const std::string opt = params.get("optimizer").as_choice({"sgd", "momentum", "adam"});
+  s.optimizer = opt == "sgd" ? Optimizer::sgd
+                : opt == "momentum" ? Optimizer::momentum
+                                    : Optimizer::adam;
+  return s;
+}
+
+std::int64_t element_count(const Shape& shape) {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+double bytes_moved(const Trace& trace, const Op& op) {
+  double sum = 0;
+  for (BufferId b : op.inputs) sum += static_cast<double>(trace.buffers[b].bytes);
+  for (BufferId b : op.outputs) sum += static_cast<double>(trace.buffers[b].bytes);
+  for (BufferId b : op.updates) sum += 2.0 * static_cast<double>(trace.buffers[b].bytes);
+  return sum;
+}
+
+std::uint64_t parameter_count(const Trace& trace, DType weight_dtype) {
+  return trace.total_bytes(Category::weight) /
+         static_cast<std::uint64_t>(dtype_bytes(weight_dtype));
+}
+
+// ---------------------------------------------------------------------------------------
+// Bookkeeping
+
+ModelBuilder::ModelBuilder(const TrainingSettings& settings) : settings_(settings) {}
+
+const Shape& ModelBuilder::shape(Value v) const { return values_.at(v.id).shape; }
+BufferId ModelBuilder::buffer(Value v) const { return values_.at(v.id).buffer; }
+
+void ModelBuilder::reserve(std::size_t ops, std::size_t buffers) {
+  trace_.ops.reserve(ops);
+  trace_.buffers.reserve(buffers);
+  holders_.reserve(buffers);
+}
+
+BufferId ModelBuilder::activation_buffer(std::string name, std::uint64_t elements,
+                                         DType dtype) {
+  return trace_.add_buffer(std::move(name), elements * dtype_bytes(dtype),
+                           Category::activation);
+}
+
+Value ModelBuilder::new_value(std::string name, Shape shape, bool requires_grad) {
+  const auto elements = static_cast<std::uint64_t>(element_count(shape));
+  const BufferId b = activation_buffer(std::move(name), elements, settings_.dtype);
+  values_.push_back({b, std::move(shape), requires_grad});
+  grad_.push_back(kNoBuffer);
+  return Value{static_cast<std::uint32_t>(values_.size() - 1)};
+}
+
+Value ModelBuilder::alias(Value of, Shape shape, bool requires_grad) {
+  values_.push_back({buffer(of), std::move(shape), requires_grad});
+  grad_.push_back(kNoBuffer);
+  return Value{static_cast<std::uint32_t>(values_.size() - 1)};
+}
+
+Value ModelBuilder::input(const std::string& name, Shape shape, DType dtype) {
+  const auto elements = static_cast<std::uint64_t>(element_count(shape));
+  const BufferId b = trace_.add_buffer(name, elements * dtype_bytes(dtype), Category::input);
+  values_.push_back({b, std::move(shape), false});
+  grad_.push_back(kNoBuffer);
+  return Value{static_cast<std::uint32_t>(values_.size() - 1)};
+}
+
+std::uint32_t ModelBuilder::parameter(std::string name, std::uint64_t elements) {
+  const std::uint64_t bytes = elements * dtype_bytes(settings_.dtype);
+  Parameter p{name, trace_.add_buffer(name, bytes, Category::weight, true), {}, elements,
+              kNoBuffer};
+  const int states = optimizer_state_count(settings_.optimizer);
+  const int opt = static_cast<int>(settings_.optimizer);
+  for (int i = 0; i < states; ++i)
+    p.state.push_back(trace_.add_buffer(name + "." + std::string(kStateNames[opt][i]), bytes,
+                                        Category::optimizer_state, true));
+  params_.push_back(std::move(p));
+  return static_cast<std::uint32_t>(params_.size() - 1);
+}
+
+BufferId ModelBuilder::parameter_grad(std::uint32_t p) {
+  Parameter& param = params_[p];
+  // Created by the backward op; AccumulateGrad then steals it as .grad (grads start as None
+  // after zero_grad(set_to_none=True)), so no copy op.
+  param.grad = trace_.add_buffer(param.name + ".grad", trace_.buffers[param.weight].bytes,
+                                 Category::gradient);
+  return param.grad;
+}
+
+BufferId ModelBuilder::grad_buffer(const std::string& op_name, Value like) {
+  const auto elements = static_cast<std::uint64_t>(element_count(shape(like)));
+  return trace_.add_buffer(op_name + ".grad_input", elements * dtype_bytes(settings_.dtype),
+                           Category::activation_grad);
+}
+
+OpId ModelBuilder::emit(std::string name, std::string_view kind, std::vector<BufferId> inputs,
+                        std::vector<BufferId> outputs, std::vector<BufferId> updates,
+                        double flops) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.phase = phase_;
+  op.inputs = std::move(inputs);
+  op.outputs = std::move(outputs);
+  op.updates = std::move(updates);
+  op.flops = flops;
+  op.dtype = settings_.dtype;
+  op.bytes_moved = bytes_moved(trace_, op);
+  return trace_.add_op(std::move(op));
+}
+
+std::uint32_t& ModelBuilder::holders(BufferId b) {
+  if (b >= holders_.size()) holders_.resize(trace_.buffers.size(), 0);
+  return holders_[b];
+}
+
+bool ModelBuilder::has_grad(Value v) const { return grad_[v.id] != kNoBuffer; }
+
+BufferId ModelBuilder::take_grad(Value v) {
+  const BufferId g = grad_[v.id];
+  grad_[v.id] = kNoBuffer;
+  --holders(g);
+  return g;
+}
+
+// A second gradient for a tensor is summed into the first, as autograd's InputBuffer does:
+// in place (accumulate_grad updates the first buffer, reading the new one, which then dies)
+// when no other tensor's gradient slot still holds the first buffer — PyTorch checks the
+// same thing through the tensor's use count — else out of place into a new buffer. In place
+// is what PyTorch does in the residual blocks here, and it allocates nothing.
+void ModelBuilder::contribute(Value v, BufferId grad, const std::string& consumer) {
+  const BufferId first = grad_[v.id];
+  if (first == kNoBuffer) {
+    grad_[v.id] = grad;
+    ++holders(grad);
+    return;
+  }
+  const auto elements = static_cast<double>(element_count(shape(v)));
+  if (holders(first) == 1) {
+    emit(consumer + ".accumulate_grad", "accumulate_grad", {grad}, {}, {first},
+         kAccumulateFlops * elements);
+    return;
+  }
+  const BufferId sum = trace_.add_buffer(consumer + ".grad_sum", trace_.buffers[first].bytes,
+                                         Category::activation_grad);
+  emit(consumer + ".accumulate_grad", "accumulate_grad", {first, grad}, {sum}, {},
+       kAccumulateFlops * elements);
+  --holders(first);
+  grad_[v.id] = sum;
+  ++holders(sum);
+}
+
+// ---------------------------------------------------------------------------------------
+
+Trace ModelBuilder::finish(std::string name, std::string description) {
+  phase_ = Phase::backward;
+  for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) (*it)();
+  tape_.clear();
+
+  // One step per parameter tensor, in model.parameters() order (the order of creation).
+  // The gradient is its last use, so it dies after the step.
+  phase_ = Phase::optimizer;
+  const std::string kind = fmt::format("{}_step", to_string(settings_.optimizer));
+  const double flops_per_param = optimizer_flops(settings_.optimizer);
+  for (const Parameter& p : params_) {
+    if (p.grad == kNoBuffer) continue;
+    std::vector<BufferId> updates{p.weight};
+    updates.insert(updates.end(), p.state.begin(), p.state.end());
+    emit(p.name + ".step", kind, {p.grad}, {}, std::move(updates),
+         flops_per_param * static_cast<double>(p.elements));
+  }
+  trace_.name = std::move(name);
+  trace_.description = std::move(description);
+  for (const Parameter& p : params_) trace_.parameters += p.elements;
+  return std::move(trace_);
+}
+
+}  // namespace memsim
