@@ -44,7 +44,7 @@ class Simulation final : public RuntimeView {
   Summary run();
 
   // RuntimeView
-  double now_s() const override { return sg4::Engine::get_clock(); }
+  double now_s() const override { return sg4::Engine::get_clock() + deferred_s_; }
   const Trace& trace() const override { return trace_; }
   const Liveness& liveness() const override { return liveness_; }
   const PlatformSpec& platform() const override { return platform_; }
@@ -62,6 +62,7 @@ class Simulation final : public RuntimeView {
   void split_plan();
   void place_initial_buffers();
   void run_stream(const Stream& s);
+  void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream);
   bool ensure_resident(BufferId b, std::size_t tier, const Op& op, std::uint32_t device_slot,
                        std::uint32_t stream);
@@ -74,6 +75,8 @@ class Simulation final : public RuntimeView {
   void report_oom(std::size_t tier, std::uint64_t bytes, const Op& op);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
   void guarded(const std::function<void()>& body);
+  bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
+  void flush();
 
   const PlatformSpec& platform_;
   const Trace& trace_;
@@ -98,6 +101,12 @@ class Simulation final : public RuntimeView {
   std::vector<std::uint8_t> in_flight_;  // a copy of it is under way
   std::vector<std::uint8_t> free_on_arrival_;
   OpId current_op_ = 0;
+  // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
+  // observe the clock between its ops, so their durations are summed and executed as one
+  // SimGrid activity when something could (a copy, a wait, the end). now_s() includes the
+  // deferred time, so every event and memory change carries its exact simulated time.
+  double deferred_s_ = 0;
+  int copies_in_flight_ = 0;
   bool stopped_ = false;
   std::exception_ptr error_;
   Summary summary_;
@@ -217,11 +226,19 @@ void Simulation::place_initial_buffers() {
   }
 }
 
+void Simulation::flush() {
+  if (deferred_s_ <= 0) return;
+  const double d = deferred_s_;
+  deferred_s_ = 0;  // while it executes, others see SimGrid's own clock
+  sg4::this_actor::execute(d * kHostSpeed);
+}
+
 void Simulation::notify() {
   if (waiters_ > 0) changed_->notify_all();
 }
 
 void Simulation::wait_for_change() {
+  flush();
   std::unique_lock lock(*mutex_);
   ++waiters_;
   changed_->wait(lock);
@@ -287,6 +304,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
   const Buffer& buf = trace_.buffers[b];
   const std::size_t from = memory_.placement(b).tier;
   if (in_flight_[b] || from == to) return;
+  flush();
   if (from == Placement::kNowhere)
     throw InputError(fmt::format("policy {} moves buffer '{}', which is in no tier",
                                  policy_.label(), buf.name));
@@ -305,6 +323,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
       }))
     return;
   in_flight_[b] = 1;
+  ++copies_in_flight_;
   int direction = 0;
   const std::uint32_t owner = copy_owner(from, to, direction);
   const bool to_compute = platform_.tiers[to].role == TierRole::compute;
@@ -320,6 +339,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
       slot->release();
       memory_.finish_move(b, to, address, t1);
       in_flight_[b] = 0;
+      --copies_in_flight_;
       if (to_compute)
         summary_.swap_in_bytes += bytes;
       else
@@ -393,12 +413,14 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
       return;
   }
   const double t0 = now_s();
-  sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
+  if (can_defer())
+    deferred_s_ += durations_[op.id];
+  else
+    sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
   const double t1 = now_s();
   summary_.compute_time_s += t1 - t0;
   ++summary_.ops_run;
-  recorder_.record({EventKind::compute, t0, t1, device_slot, stream, op.id, kNoId, 0, kNoId,
-                    static_cast<std::uint32_t>(tier)});
+  recorder_.record({EventKind::compute, t0, t1, device_slot, stream, op.id, kNoId, 0, kNoId, kNoId});
   if (op.workspace_bytes > 0)
     memory_.release_anonymous(tier, workspace_address, op.workspace_bytes, Category::workspace, t1);
   for (BufferId b : op.outputs) ready_[b] = 1;
@@ -406,6 +428,11 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
 }
 
 void Simulation::run_stream(const Stream& s) {
+  run_steps(s);
+  flush();  // the stream ends at its true time, also after an OOM
+}
+
+void Simulation::run_steps(const Stream& s) {
   for (const Step& step : s.steps) {
     if (stopped_) return;
     switch (step.kind) {

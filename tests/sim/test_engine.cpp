@@ -13,7 +13,7 @@ namespace {
 // One GPU at 1 TFLOPS fp32 with 1 us launch overhead and a 100 GB/s tier; matmul kernels
 // reach half of peak, everything else all of it. The host is joined by a 10 GB/s link.
 PlatformSpec test_platform(const std::string& capacity = "1GiB", int copy_engines = 2,
-                           const std::string& duplex = "full") {
+                           const std::string& duplex = "full", int streams = 1) {
   return load_platform(ConfigNode::parse_text(R"(
 name: testbox
 devices:
@@ -21,6 +21,7 @@ devices:
     kind: gpu
     compute: {fp32: 1TFLOPS}
     launch_overhead: 1us
+    streams: )" + std::to_string(streams) + R"(
     copy_engines: )" + std::to_string(copy_engines) + R"(
     efficiency: {default: 1.0, matmul: 0.5}
     tiers:
@@ -246,4 +247,79 @@ TEST(EngineCopies, ReaderStallsForASwapIn) {
   EXPECT_NEAR(s.iteration_time_s, 2 * one_way + 2.001e-3, 1e-12);
   EXPECT_EQ(s.swap_out_bytes, 4000u);
   EXPECT_EQ(s.swap_in_bytes, 4000u);
+}
+
+namespace {
+// Two ops of 1e9 FLOPs (1 ms + 1 us each alone); `dependent` makes the second read the
+// first's output.
+Trace two_streams(bool dependent) {
+  Trace t;
+  t.name = "streams";
+  BufferId x = t.add_buffer("x", 1000, Category::input);
+  BufferId y = t.add_buffer("y", 1000, Category::activation);
+  BufferId z = t.add_buffer("z", 1000, Category::activation);
+  Op a;
+  a.name = "a";
+  a.kind = "linear";
+  a.inputs = {x};
+  a.outputs = {y};
+  a.flops = 1e9;
+  t.add_op(a);
+  Op b;
+  b.name = "b";
+  b.kind = "linear";
+  b.stream = 1;
+  b.inputs = {dependent ? y : x};
+  b.outputs = {z};
+  b.flops = 1e9;
+  t.add_op(b);
+  validate(t, "streams");
+  return t;
+}
+}  // namespace
+
+TEST(EngineStreams, ASecondStreamWaitsForItsInput) {
+  // b on stream 1 reads a's output: it starts when a ends, 2 x 1.001 ms in all.
+  Trace t = two_streams(true);
+  Recorder rec;
+  auto p = policy("none");
+  Summary s = simulate(test_platform("1GiB", 1, "full", 2), t, *p, rec);
+  EXPECT_NEAR(s.iteration_time_s, 2 * 1.001e-3, 1e-15);
+  ASSERT_EQ(rec.events().size(), 2u);
+  EXPECT_EQ(rec.events()[1].lane, 1u);
+  EXPECT_NEAR(rec.events()[1].start_s, 1.001e-3, 1e-15);
+}
+
+TEST(EngineStreams, IndependentStreamsShareTheDevice) {
+  // Independent ops on two streams run at once and share the device's rate: each takes
+  // twice as long alone, and both end at 2 x 1.001 ms.
+  Trace t = two_streams(false);
+  Recorder rec;
+  auto p = policy("none");
+  Summary s = simulate(test_platform("1GiB", 1, "full", 2), t, *p, rec);
+  EXPECT_NEAR(s.iteration_time_s, 2 * 1.001e-3, 1e-15);
+  for (const Event& e : rec.events()) {
+    EXPECT_NEAR(e.start_s, 0.0, 1e-15);
+    EXPECT_NEAR(e.end_s, 2 * 1.001e-3, 1e-15);
+  }
+  // x, y and z are all live at once: 3000 bytes.
+  EXPECT_EQ(s.tiers[0].usage.peak_allocated_bytes, 3000u);
+}
+
+TEST(EngineFastPath, SummedOpsEndWhereOneByOneWould) {
+  // A single stream sums durations instead of running one activity per op; a copy in
+  // flight forces one activity per op. Both must give the same times: x is swapped out
+  // (and back on demand) first here, so the ops after it run while nothing is in flight.
+  Trace t = three_op_trace();
+  FixedPlan p(Plan{{{StepKind::compute, 0, 0},
+                    {StepKind::swap_out, 0, 1},  // w leaves during act and head
+                    {StepKind::compute, 1, 0},
+                    {StepKind::compute, 2, 0}}});
+  Recorder rec;
+  Summary s = simulate(test_platform(), t, p, rec);
+  // w (1000 B) goes out at 2.001 ms and takes 1000 / 10 GB/s + 5 us = 5.1 us; act and head
+  // need 4.05 us, so they run while it is in flight and finish at the same times.
+  EXPECT_NEAR(s.iteration_time_s, std::max(kIteration, 2.001e-3 + 5.1e-6), 1e-15);
+  ASSERT_EQ(rec.events().size(), 4u);
+  EXPECT_NEAR(rec.events()[2].end_s, kIteration, 1e-15);  // head, the last compute
 }
