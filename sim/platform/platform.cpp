@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/op_kinds.h"
 
 namespace memsim {
 namespace {
@@ -57,6 +58,12 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
   if (auto c = n.find("copy_engines")) d.copy_engines = static_cast<int>(c->as_int_in(1, 1024));
   if (auto e = n.find("efficiency")) {
     for (const auto& [kind_name, value] : e->entries()) {
+      if (kind_name != "default" && !is_known_op_kind(kind_name)) {
+        std::string kinds;
+        for (const auto& k : known_op_kinds()) kinds += ", " + k;
+        e->key_node(kind_name).fail(
+            fmt::format("unknown op kind '{}'; expected default{}", kind_name, kinds));
+      }
       double v = value.as_fraction();
       if (v <= 0) value.fail_expected("a number above 0 and at most 1");
       if (kind_name == "default")

@@ -10,7 +10,8 @@
 // summed as PyTorch's InputBuffer does (see ModelBuilder::contribute in builder.cpp). The
 // layers and their FLOP counts are in layers.cpp.
 //
-// Op kinds (device YAML roofline efficiencies are keyed by these):
+// Op kinds (device YAML roofline efficiencies are keyed by these; keep op_kinds.cpp, the
+// list the platform loader checks efficiency keys against, in step):
 //   forward   conv2d batch_norm relu max_pool2d avg_pool2d add linear matmul
 //             log_softmax nll_loss mse_loss
 //   backward  conv2d_backward batch_norm_backward relu_backward max_pool2d_backward

@@ -1,0 +1,26 @@
+#include "sim/workload/op_kinds.h"
+
+#include <algorithm>
+
+namespace memsim {
+
+const std::vector<std::string>& known_op_kinds() {
+  static const std::vector<std::string> kinds{
+      // forward
+      "conv2d", "batch_norm", "relu", "max_pool2d", "avg_pool2d", "add", "linear", "matmul",
+      "log_softmax", "nll_loss", "mse_loss",
+      // backward
+      "conv2d_backward", "batch_norm_backward", "relu_backward", "max_pool2d_backward",
+      "avg_pool2d_backward", "linear_backward", "matmul_backward", "log_softmax_backward",
+      "nll_loss_backward", "mse_loss_backward", "accumulate_grad",
+      // optimizer
+      "sgd_step", "momentum_step", "adam_step"};
+  return kinds;
+}
+
+bool is_known_op_kind(const std::string& kind) {
+  const auto& k = known_op_kinds();
+  return std::find(k.begin(), k.end(), kind) != k.end();
+}
+
+}  // namespace memsim
