@@ -113,6 +113,9 @@ class ModelBuilder {
   /// Mean squared error against `target`.
   void mse_loss(Value y, Value target);
 
+  // ---- sequence-model layers (defined in seq_layers.cpp) ----
+  // ---- end of sequence-model layers ----
+
   /// Emits the backward pass and the optimizer steps; the builder is spent afterwards.
   Trace finish(std::string name, std::string description);
 
