@@ -256,6 +256,7 @@ void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const Op& op)
   r.allocated_bytes = memory_.usage(tier).allocated_bytes;
   r.capacity_bytes = memory_.usage(tier).capacity_bytes;
   r.largest_free_block = memory_.largest_free_block(tier);
+  r.reason = memory_.failure_reason(tier, bytes);
   for (BufferId b : memory_.largest_resident(tier, kOomLiveBuffers))
     r.largest_live.push_back({trace_.buffers[b].name, trace_.buffers[b].category, trace_.buffers[b].bytes});
   summary_.status = "oom";
@@ -315,7 +316,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
   Op for_what;
   for_what.name = fmt::format("(copy of {} to {})", buf.name, platform_.tiers[to].name);
   for_what.id = current_op_;
-  std::uint64_t address = 0;
+  Allocation address;
   if (!allocate(to, buf.bytes, for_what, [&] {
         auto a = memory_.reserve_move(b, to, now_s());
         if (a) address = *a;
@@ -402,7 +403,7 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
     if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now); }))
       return;
   }
-  std::uint64_t workspace_address = 0;
+  Allocation workspace_address;
   if (op.workspace_bytes > 0) {
     const double now = now_s();
     if (!allocate(tier, op.workspace_bytes, op, [&] {
@@ -422,7 +423,7 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   ++summary_.ops_run;
   recorder_.record({EventKind::compute, t0, t1, device_slot, stream, op.id, kNoId, 0, kNoId, kNoId});
   if (op.workspace_bytes > 0)
-    memory_.release_anonymous(tier, workspace_address, op.workspace_bytes, Category::workspace, t1);
+    memory_.release_anonymous(tier, workspace_address, Category::workspace, t1);
   for (BufferId b : op.outputs) ready_[b] = 1;
   notify();
 }

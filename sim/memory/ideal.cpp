@@ -1,5 +1,3 @@
-#include <stdexcept>
-
 #include "sim/memory/allocator.h"
 
 namespace memsim {
@@ -11,14 +9,14 @@ namespace {
 class IdealAllocator final : public Allocator {
  public:
   explicit IdealAllocator(std::uint64_t capacity) : capacity_(capacity) {}
-  std::optional<std::uint64_t> allocate(std::uint64_t bytes) override {
+  std::optional<Allocation> allocate(std::uint64_t bytes) override {
     if (bytes > capacity_ - allocated_) return std::nullopt;
     allocated_ += bytes;
-    std::uint64_t address = next_address_;
+    Allocation a{next_address_, bytes};
     next_address_ += bytes;
-    return address;
+    return a;
   }
-  void release(std::uint64_t, std::uint64_t bytes) override { allocated_ -= bytes; }
+  void release(const Allocation& a) override { allocated_ -= a.bytes; }
   std::uint64_t allocated_bytes() const override { return allocated_; }
   std::uint64_t reserved_bytes() const override { return allocated_; }
   std::uint64_t largest_free_block() const override { return capacity_ - allocated_; }
@@ -32,15 +30,8 @@ class IdealAllocator final : public Allocator {
 
 }  // namespace
 
-const std::vector<AllocatorInfo>& builtin_allocators() {
-  static const std::vector<AllocatorInfo> all{
-      {"ideal", "a counter: fits while live bytes stay within capacity (no fragmentation)"}};
-  return all;
-}
-
-std::unique_ptr<Allocator> make_allocator(const std::string& name, std::uint64_t capacity) {
-  if (name == "ideal") return std::make_unique<IdealAllocator>(capacity);
-  throw std::invalid_argument("unknown allocator: " + name);
+std::unique_ptr<Allocator> make_ideal_allocator(const AllocatorConfig& c) {
+  return std::make_unique<IdealAllocator>(c.capacity_bytes);
 }
 
 }  // namespace memsim

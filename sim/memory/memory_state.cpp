@@ -7,7 +7,8 @@ namespace memsim {
 MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace)
     : trace_(trace), placement_(trace.buffers.size()) {
   for (const auto& t : platform.tiers) {
-    allocators_.push_back(make_allocator(t.allocator, t.capacity_bytes));
+    allocators_.push_back(make_allocator(
+        AllocatorConfig{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes, t.grain_bytes}));
     TierUsage u;
     u.capacity_bytes = t.capacity_bytes;
     usage_.push_back(u);
@@ -24,6 +25,7 @@ void MemoryState::changed(std::size_t tier, double now_s) {
     u.peak_allocated_bytes = u.allocated_bytes;
     u.peak_time_s = now_s;
     u.peak_by_category = u.by_category;
+    u.largest_free_at_peak_bytes = a.largest_free_block();
   }
   u.peak_reserved_bytes = std::max(u.peak_reserved_bytes, u.reserved_bytes);
   if (listener_) listener_->on_memory_change(tier, u, now_s);
@@ -31,10 +33,10 @@ void MemoryState::changed(std::size_t tier, double now_s) {
 
 bool MemoryState::allocate(BufferId b, std::size_t tier, double now_s) {
   const Buffer& buf = trace_.buffers[b];
-  auto address = allocators_[tier]->allocate(buf.bytes);
-  if (!address) return false;
-  placement_[b] = Placement{tier, *address};
-  usage_[tier].by_category[static_cast<int>(buf.category)] += buf.bytes;
+  auto a = allocators_[tier]->allocate(buf.bytes);
+  if (!a) return false;
+  placement_[b] = Placement{tier, *a};
+  usage_[tier].by_category[static_cast<int>(buf.category)] += a->bytes;
   changed(tier, now_s);
   return true;
 }
@@ -43,41 +45,45 @@ void MemoryState::release(BufferId b, double now_s) {
   Placement& p = placement_[b];
   if (p.tier == Placement::kNowhere) return;
   const Buffer& buf = trace_.buffers[b];
-  allocators_[p.tier]->release(p.address, buf.bytes);
-  usage_[p.tier].by_category[static_cast<int>(buf.category)] -= buf.bytes;
+  allocators_[p.tier]->release(p.allocation);
+  usage_[p.tier].by_category[static_cast<int>(buf.category)] -= p.allocation.bytes;
   std::size_t tier = p.tier;
   p = Placement{};
   changed(tier, now_s);
 }
 
-std::optional<std::uint64_t> MemoryState::reserve_move(BufferId b, std::size_t to, double now_s) {
+std::optional<Allocation> MemoryState::reserve_move(BufferId b, std::size_t to, double now_s) {
   const Buffer& buf = trace_.buffers[b];
-  auto address = allocators_[to]->allocate(buf.bytes);
-  if (!address) return std::nullopt;
-  usage_[to].by_category[static_cast<int>(buf.category)] += buf.bytes;
+  auto a = allocators_[to]->allocate(buf.bytes);
+  if (!a) return std::nullopt;
+  usage_[to].by_category[static_cast<int>(buf.category)] += a->bytes;
   changed(to, now_s);
-  return address;
+  return a;
 }
 
-void MemoryState::finish_move(BufferId b, std::size_t to, std::uint64_t address, double now_s) {
+void MemoryState::finish_move(BufferId b, std::size_t to, const Allocation& a, double now_s) {
   release(b, now_s);
-  placement_[b] = Placement{to, address};
+  placement_[b] = Placement{to, a};
 }
 
-std::optional<std::uint64_t> MemoryState::allocate_anonymous(std::size_t tier, std::uint64_t bytes,
-                                                             Category category, double now_s) {
-  auto address = allocators_[tier]->allocate(bytes);
-  if (!address) return std::nullopt;
-  usage_[tier].by_category[static_cast<int>(category)] += bytes;
+std::optional<Allocation> MemoryState::allocate_anonymous(std::size_t tier, std::uint64_t bytes,
+                                                          Category category, double now_s) {
+  auto a = allocators_[tier]->allocate(bytes);
+  if (!a) return std::nullopt;
+  usage_[tier].by_category[static_cast<int>(category)] += a->bytes;
   changed(tier, now_s);
-  return address;
+  return a;
 }
 
-void MemoryState::release_anonymous(std::size_t tier, std::uint64_t address, std::uint64_t bytes,
-                                    Category category, double now_s) {
-  allocators_[tier]->release(address, bytes);
-  usage_[tier].by_category[static_cast<int>(category)] -= bytes;
+void MemoryState::release_anonymous(std::size_t tier, const Allocation& a, Category category,
+                                    double now_s) {
+  allocators_[tier]->release(a);
+  usage_[tier].by_category[static_cast<int>(category)] -= a.bytes;
   changed(tier, now_s);
+}
+
+std::string MemoryState::failure_reason(std::size_t tier, std::uint64_t bytes) const {
+  return allocators_[tier]->failure_reason(bytes);
 }
 
 std::uint64_t MemoryState::largest_free_block(std::size_t tier) const {

@@ -25,13 +25,14 @@ struct TierUsage {
   std::uint64_t peak_reserved_bytes = 0;
   double peak_time_s = 0;
   CategoryBytes peak_by_category{};
+  std::uint64_t largest_free_at_peak_bytes = 0;  // the largest request that fitted at the peak
 };
 
 /// Where a buffer is. A buffer may briefly hold space in two tiers while it is copied.
 struct Placement {
   static constexpr std::size_t kNowhere = SIZE_MAX;
   std::size_t tier = kNowhere;  // where it is readable
-  std::uint64_t address = 0;
+  Allocation allocation;        // what it holds there
 };
 
 /// Told of every change of a tier's occupancy (the recorder's memory curve).
@@ -52,20 +53,22 @@ class MemoryState {
   void release(BufferId buffer, double now_s);
   /// A copy of `b` into tier `to` starts: space there is held from now on. Returns the
   /// address, or nullopt when it does not fit (nothing changes).
-  std::optional<std::uint64_t> reserve_move(BufferId b, std::size_t to, double now_s);
-  /// The copy is done: `b` now lives at `address` in `to`; its old space is released.
-  void finish_move(BufferId b, std::size_t to, std::uint64_t address, double now_s);
-  /// Workspace and other anonymous space: returns the address, nullopt if it does not fit.
-  std::optional<std::uint64_t> allocate_anonymous(std::size_t tier, std::uint64_t bytes,
-                                                  Category category, double now_s);
-  void release_anonymous(std::size_t tier, std::uint64_t address, std::uint64_t bytes,
-                         Category category, double now_s);
+  std::optional<Allocation> reserve_move(BufferId b, std::size_t to, double now_s);
+  /// The copy is done: `b` now lives at `a` in `to`; its old space is released.
+  void finish_move(BufferId b, std::size_t to, const Allocation& a, double now_s);
+  /// Workspace and other anonymous space; nullopt if it does not fit.
+  std::optional<Allocation> allocate_anonymous(std::size_t tier, std::uint64_t bytes,
+                                               Category category, double now_s);
+  void release_anonymous(std::size_t tier, const Allocation& a, Category category, double now_s);
 
   const Placement& placement(BufferId b) const { return placement_[b]; }
   bool resident(BufferId b, std::size_t tier) const { return placement_[b].tier == tier; }
   const TierUsage& usage(std::size_t tier) const { return usage_[tier]; }
   std::size_t tier_count() const { return usage_.size(); }
   std::uint64_t largest_free_block(std::size_t tier) const;
+  /// Why a request of `bytes` did not fit in `tier` ("" when the tier is simply full).
+  std::string failure_reason(std::size_t tier, std::uint64_t bytes) const;
+  const Allocator& allocator(std::size_t tier) const { return *allocators_[tier]; }
 
   /// The `n` largest buffers resident in `tier`, largest first (ties by id). O(buffers).
   std::vector<BufferId> largest_resident(std::size_t tier, std::size_t n) const;

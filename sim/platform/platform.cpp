@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/memory/allocator.h"
 #include "sim/workload/op_kinds.h"
 
 namespace memsim {
@@ -10,7 +11,6 @@ namespace {
 
 const std::vector<std::string> kDeviceKinds{"gpu", "tpu", "ipu", "cpu"};
 const std::vector<std::string> kTierRoles{"compute", "offload", "scratch"};
-const std::vector<std::string> kAllocators{"ideal"};
 const std::vector<std::string> kComputeDTypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
 
 double positive(const ConfigNode& n, UnitKind kind) {
@@ -35,7 +35,11 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
   if (t.capacity_bytes == 0) cap.fail_expected("a positive size like '80GiB'");
   t.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
   if (auto l = n.find("latency")) t.latency_s = l->as_unit(UnitKind::time);
-  if (auto a = n.find("allocator")) t.allocator = a->as_choice(kAllocators);
+  if (auto a = n.find("allocator")) {
+    std::vector<std::string> names;
+    for (const auto& info : builtin_allocators()) names.push_back(info.name);
+    t.allocator = a->as_choice(names);
+  }
   return t;
 }
 

@@ -43,6 +43,9 @@ struct TierSpec {
   double bandwidth_Bps = 0;  // the tier's own bandwidth, for the memory-bound roofline term
   double latency_s = 0;
   std::string allocator = "ideal";
+  std::uint64_t tiles = 0;        // a tiled tier: number of tiles (capacity = tiles x tile_bytes)
+  std::uint64_t tile_bytes = 0;
+  std::uint64_t grain_bytes = 0;  // least a buffer puts on one tile
 };
 
 struct DeviceSpec {

@@ -29,6 +29,7 @@ struct OomReport {
   std::uint64_t allocated_bytes = 0;
   std::uint64_t capacity_bytes = 0;
   std::uint64_t largest_free_block = 0;
+  std::string reason;                    // "fragmentation: ...", "tile 17 ...", or ""
   std::vector<LiveBuffer> largest_live;  // largest first
 };
 

@@ -59,6 +59,7 @@ std::string summary_json(const Summary& s) {
                      {"peak_allocated_bytes", t.usage.peak_allocated_bytes},
                      {"peak_reserved_bytes", t.usage.peak_reserved_bytes},
                      {"peak_time_s", t.usage.peak_time_s},
+                     {"largest_free_block_at_peak_bytes", t.usage.largest_free_at_peak_bytes},
                      {"peak_by_category", categories_json(t.usage.peak_by_category)}};
   }
   j["tiers"] = tiers;
@@ -74,6 +75,7 @@ std::string summary_json(const Summary& s) {
                 {"allocated_bytes", o.allocated_bytes},
                 {"capacity_bytes", o.capacity_bytes},
                 {"largest_free_block_bytes", o.largest_free_block},
+                {"reason", o.reason.empty() ? std::string("the tier is full") : o.reason},
                 {"largest_live_buffers", live}};
   }
   return j.dump(2) + "\n";
@@ -133,6 +135,7 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir) {
     row("status", fmt::format("oom — {} full at op '{}': asked {} with {} of {} in use",
                               o.tier, o.op, format_bytes(o.requested_bytes),
                               format_bytes(o.allocated_bytes), format_bytes(o.capacity_bytes)));
+    if (!o.reason.empty()) row("", o.reason);
     for (const auto& b : o.largest_live)
       row("", fmt::format("{:>10}  {} ({})", format_bytes(b.bytes), b.name, to_string(b.category)));
   }
