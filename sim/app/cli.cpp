@@ -39,18 +39,32 @@ bool names_a_platform(const std::string& arg) {
 
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json) {
-  std::string device = kDefaultDevice, workload = kDefaultWorkload;
+  std::string device = kDefaultDevice;
+  std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
-    (names_a_platform(positional[0]) ? device : workload) = positional[0];
-  } else if (positional.size() == 2) {
+    if (names_a_platform(positional[0]))
+      device = positional[0];
+    else
+      workloads = {positional[0]};
+  } else if (positional.size() >= 2) {
     device = positional[0];
-    workload = positional[1];
-  } else if (positional.size() > 2) {
-    throw UsageError("run takes at most two arguments: DEVICE and WORKLOAD");
+    workloads.assign(positional.begin() + 1, positional.end());
   }
   const auto overrides = parse_overrides(sets);
   PlatformSpec platform = load_platform_arg(device, overrides);
-  Trace trace = load_workload_arg(workload, overrides);
+  // One workload runs on every compute device (data-parallel replicas); several run one per
+  // device, in the platform's device order.
+  std::vector<std::string> device_names;
+  for (std::size_t d : platform.compute_devices()) device_names.push_back(platform.devices[d].name);
+  if (workloads.size() != 1 && workloads.size() != device_names.size())
+    throw UsageError(fmt::format("platform {} has {} compute devices: give one workload (run on each) "
+                                 "or {}, got {}",
+                                 platform.name, device_names.size(), device_names.size(), workloads.size()));
+  std::vector<Trace> traces;
+  for (std::size_t k = 0; k < device_names.size(); ++k)
+    traces.push_back(k < workloads.size() ? load_workload_arg(workloads[k], overrides) : traces[0]);
+  Trace trace = combine_per_device(traces, device_names);
+  const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
 
   Recorder recorder;
@@ -64,6 +78,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const std::string json_text = summary_json(summary);
   write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform));
   write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform));
+  if (const std::string tiles = tiles_csv(summary); !tiles.empty())
+    write_file_atomic(out_dir + "/tiles.csv", tiles);
   write_file_atomic(out_dir + "/summary.json", json_text);
   if (json)
     std::cout << json_text;

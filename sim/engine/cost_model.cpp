@@ -8,12 +8,15 @@
 
 namespace memsim {
 
-double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& tier) {
+double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& tier,
+                  double input_bytes) {
   const double eff = device.efficiency_for(op.kind);
   const double peak = device.peak_flops[static_cast<int>(op.dtype)];
   const double compute = op.flops > 0 ? op.flops / (peak * eff) : 0.0;
   const double memory = op.bytes_moved > 0 ? op.bytes_moved / (tier.bandwidth_Bps * eff) : 0.0;
-  return std::max(compute, memory) + device.launch_overhead_s;
+  double t = std::max(compute, memory) + device.launch_overhead_s;
+  if (device.exchange_Bps > 0) t += device.sync_s + input_bytes / device.exchange_Bps;
+  return t;
 }
 
 std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platform) {
@@ -40,7 +43,10 @@ std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platfor
           "(add it under devices.{}.compute)",
           trace.name, op.name, to_string(op.dtype), d.name, platform.name, to_string(op.dtype),
           d.name));
-    out.push_back(roofline_s(op, d, platform.tiers[*d.compute_tier]));
+    double input_bytes = 0;
+    if (d.exchange_Bps > 0)
+      for (BufferId b : op.inputs) input_bytes += static_cast<double>(trace.buffers[b].bytes);
+    out.push_back(roofline_s(op, d, platform.tiers[*d.compute_tier], input_bytes));
   }
   return out;
 }

@@ -4,6 +4,10 @@
 //   duration = max(FLOPs / (peak[dtype] x eff[kind]), bytes / (tier bandwidth x eff[kind]))
 //              + launch overhead
 //
+// On a bulk-synchronous (IPU-like) device, with `exchange` in its YAML, each op is a
+// compute step, a sync and an exchange step that brings its operands to the tiles that
+// compute: + sync + input bytes / exchange bandwidth.
+//
 // unless the trace carries a duration measured on this very platform, which then wins.
 #include <string>
 #include <vector>
@@ -13,7 +17,9 @@
 
 namespace memsim {
 
-double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& compute_tier);
+/// `input_bytes`: the bytes of the op's inputs, for the exchange step of a BSP device.
+double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& compute_tier,
+                  double input_bytes = 0);
 
 /// Durations of every op of the trace on the platform, checking that each op's device
 /// exists and has a rate for its dtype (InputError otherwise, naming op and device).

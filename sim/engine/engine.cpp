@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -64,8 +65,7 @@ class Simulation final : public RuntimeView {
   void run_stream(const Stream& s);
   void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream);
-  bool ensure_resident(BufferId b, std::size_t tier, const Op& op, std::uint32_t device_slot,
-                       std::uint32_t stream);
+  bool ensure_resident(BufferId b, std::size_t tier, const Op& op);
   bool allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
                 const std::function<bool()>& attempt);
   void start_copy(BufferId b, std::size_t to);
@@ -75,6 +75,13 @@ class Simulation final : public RuntimeView {
   void report_oom(std::size_t tier, std::uint64_t bytes, const Op& op);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
   void guarded(const std::function<void()>& body);
+  struct Busy {
+    double compute_s = 0;
+    double stall_s = 0;
+  };
+  /// Time accounting of the stream an op runs on.
+  Busy& busy(const Op& op) { return busy_[op.device * max_streams_ + op.stream]; }
+  void record_stall(double t0, const Op& op, BufferId b, std::uint64_t bytes, std::size_t tier);
   bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
   void flush();
 
@@ -109,6 +116,8 @@ class Simulation final : public RuntimeView {
   int copies_in_flight_ = 0;
   bool stopped_ = false;
   std::exception_ptr error_;
+  std::vector<Busy> busy_;  // per (compute device, stream)
+  std::uint32_t max_streams_ = 1;
   Summary summary_;
 };
 
@@ -127,51 +136,86 @@ void Simulation::build_platform() {
   for (const auto& d : platform_.devices) device_hosts_.push_back(zone->create_host(d.name, kHostSpeed));
   for (const auto& t : platform_.tiers) tier_hosts_.push_back(zone->create_host(t.name, 1.0));
 
-  // Links, and the adjacency of tiers they make.
+  // The graph copies travel: tiers first, then switches, joined by the platform's links.
+  const std::size_t n_tiers = platform_.tiers.size();
+  const std::size_t n_nodes = n_tiers + platform_.switches.size();
+  auto node_of = [&](const std::string& name) -> std::size_t {
+    if (auto t = platform_.find_tier(name)) return *t;
+    for (std::size_t i = 0; i < platform_.switches.size(); ++i)
+      if (platform_.switches[i] == name) return n_tiers + i;
+    throw std::logic_error("link endpoint not checked by the loader: " + name);
+  };
   struct Hop {
     std::size_t to;
     sg4::Link* link;
     sg4::LinkInRoute::Direction dir;
+    double bandwidth;
   };
-  std::vector<std::vector<Hop>> adj(platform_.tiers.size());
+  std::vector<std::vector<Hop>> adj(n_nodes);
   for (const auto& l : platform_.links) {
-    std::size_t a = *platform_.find_tier(l.from), b = *platform_.find_tier(l.to);
+    const std::size_t a = node_of(l.from), b = node_of(l.to);
     if (l.full_duplex) {
       auto* link = zone->create_split_duplex_link(l.name, l.bandwidth_Bps);
       link->set_latency(l.latency_s);
-      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::UP});
-      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::DOWN});
+      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::UP, l.bandwidth_Bps});
+      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::DOWN, l.bandwidth_Bps});
     } else {
       auto* link = zone->create_link(l.name, l.bandwidth_Bps);
       link->set_latency(l.latency_s);
-      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::NONE});
-      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::NONE});
+      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::NONE, l.bandwidth_Bps});
+      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::NONE, l.bandwidth_Bps});
     }
   }
-  // Fewest-hop routes between every pair of tiers, by breadth-first search in file order.
-  const std::size_t n = platform_.tiers.size();
-  routed_.assign(n, std::vector<bool>(n, false));
-  for (std::size_t src = 0; src < n; ++src) {
-    std::vector<std::size_t> prev(n, SIZE_MAX);
-    std::vector<const Hop*> via(n, nullptr);
-    std::deque<std::size_t> queue{src};
-    prev[src] = src;
-    while (!queue.empty()) {
-      std::size_t u = queue.front();
-      queue.pop_front();
-      for (const Hop& h : adj[u])
-        if (prev[h.to] == SIZE_MAX) {
+  // Each tier's own memory is a shared resource too: a copy reads its source and writes its
+  // destination at no more than their bandwidths, and copies into one host memory share it.
+  std::vector<sg4::Link*> memory_port;
+  for (const auto& t : platform_.tiers) {
+    auto* port = zone->create_link(t.name + ".memory", t.bandwidth_Bps);
+    port->set_latency(t.latency_s);
+    memory_port.push_back(port);
+  }
+
+  // Routes between every pair of tiers: the widest path (largest bottleneck bandwidth), then
+  // the fewest hops, then the links' file order — so GPUs talk over NVLink when they have it
+  // and over PCIe otherwise. A Dijkstra on the (bandwidth, hops) label, in O(V^2) per source.
+  // A route may pass through a tier (GPU -> switch -> host DRAM -> NVMe bounces through host
+  // memory); it then also takes that tier's memory bandwidth.
+  routed_.assign(n_tiers, std::vector<bool>(n_tiers, false));
+  for (std::size_t src = 0; src < n_tiers; ++src) {
+    std::vector<double> width(n_nodes, -1);
+    std::vector<std::size_t> hops(n_nodes, SIZE_MAX), prev(n_nodes, SIZE_MAX);
+    std::vector<const Hop*> via(n_nodes, nullptr);
+    std::vector<bool> done(n_nodes, false);
+    width[src] = std::numeric_limits<double>::infinity();
+    hops[src] = 0;
+    for (std::size_t iter = 0; iter < n_nodes; ++iter) {
+      std::size_t u = SIZE_MAX;
+      for (std::size_t v = 0; v < n_nodes; ++v)
+        if (!done[v] && width[v] >= 0 &&
+            (u == SIZE_MAX || width[v] > width[u] || (width[v] == width[u] && hops[v] < hops[u])))
+          u = v;
+      if (u == SIZE_MAX) break;
+      done[u] = true;
+      for (const Hop& h : adj[u]) {
+        const double w = std::min(width[u], h.bandwidth);
+        if (!done[h.to] && (w > width[h.to] || (w == width[h.to] && hops[u] + 1 < hops[h.to]))) {
+          width[h.to] = w;
+          hops[h.to] = hops[u] + 1;
           prev[h.to] = u;
           via[h.to] = &h;
-          queue.push_back(h.to);
         }
+      }
     }
-    for (std::size_t dst = 0; dst < n; ++dst) {
+    for (std::size_t dst = 0; dst < n_tiers; ++dst) {
       if (dst == src || prev[dst] == SIZE_MAX) continue;
-      std::vector<sg4::LinkInRoute> route;
-      for (std::size_t v = dst; v != src; v = prev[v])
-        route.emplace_back(via[v]->link, via[v]->dir);
-      std::reverse(route.begin(), route.end());
+      std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(memory_port[src])};
+      std::vector<sg4::LinkInRoute> middle;
+      for (std::size_t v = dst; v != src; v = prev[v]) {
+        if (v != dst && v < n_tiers) middle.emplace_back(memory_port[v]);
+        middle.emplace_back(via[v]->link, via[v]->dir);
+      }
+      route.insert(route.end(), middle.rbegin(), middle.rend());
+      route.emplace_back(memory_port[dst]);
       zone->add_route(tier_hosts_[src]->get_netpoint(), tier_hosts_[dst]->get_netpoint(), nullptr,
                       nullptr, route, false);
       routed_[src][dst] = true;
@@ -202,8 +246,8 @@ void Simulation::split_plan() {
 }
 
 void Simulation::place_initial_buffers() {
-  // Buffers resident when the iteration starts live in the compute tier of device 0 (the
-  // trace's ops name devices by compute-device index; a buffer is placed with its first user).
+  // Buffers resident when the iteration starts live in the compute tier of the device of
+  // their first user (ops name devices by compute-device index), else of their own device.
   std::vector<std::size_t> home(trace_.buffers.size(), SIZE_MAX);
   for (const Op& op : trace_.ops) {
     std::size_t tier = *platform_.devices[compute_devices_[op.device]].compute_tier;
@@ -211,11 +255,17 @@ void Simulation::place_initial_buffers() {
       for (BufferId b : *list)
         if (home[b] == SIZE_MAX) home[b] = tier;
   }
-  const std::size_t default_tier = *platform_.devices[compute_devices_[0]].compute_tier;
   for (const Buffer& b : trace_.buffers) {
     if (b.producer != kNoOp) continue;
     ready_[b.id] = 1;
-    std::size_t tier = home[b.id] == SIZE_MAX ? default_tier : home[b.id];
+    if (b.device >= compute_devices_.size())
+      throw InputError(fmt::format("{}: buffer '{}' belongs to compute device {}, but platform '{}' "
+                                   "has {} compute device(s)",
+                                   trace_.name, b.name, b.device, platform_.name,
+                                   compute_devices_.size()));
+    const std::size_t tier = home[b.id] != SIZE_MAX
+                                 ? home[b.id]
+                                 : *platform_.devices[compute_devices_[b.device]].compute_tier;
     if (!memory_.allocate(b.id, tier, 0.0)) {
       Op none;
       none.name = "(start of iteration: resident buffers)";
@@ -224,6 +274,13 @@ void Simulation::place_initial_buffers() {
       return;
     }
   }
+}
+
+void Simulation::record_stall(double t0, const Op& op, BufferId b, std::uint64_t bytes,
+                              std::size_t tier) {
+  busy(op).stall_s += now_s() - t0;
+  recorder_.record({EventKind::stall, t0, now_s(), op.device, op.stream, op.id, b, bytes, kNoId,
+                    static_cast<std::uint32_t>(tier)});
 }
 
 void Simulation::flush() {
@@ -279,11 +336,7 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
     const double t0 = now_s();
     for (const Action& a : actions)
       while (in_flight_[a.buffer] && !stopped_) wait_for_change();
-    if (now_s() > t0) {
-      summary_.stall_time_s += now_s() - t0;
-      recorder_.record({EventKind::stall, t0, now_s(), op.device, op.stream, op.id, kNoId, bytes,
-                        kNoId, static_cast<std::uint32_t>(tier)});
-    }
+    if (now_s() > t0) record_stall(t0, op, kNoId, bytes, tier);
   }
   return false;
 }
@@ -365,8 +418,7 @@ void Simulation::release(BufferId b) {
     memory_.release(b, now_s());
 }
 
-bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op,
-                                 std::uint32_t device_slot, std::uint32_t stream) {
+bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
   if (ready_[b] && !in_flight_[b] && memory_.resident(b, tier)) return true;  // the usual case
   const double t0 = now_s();
   bool memory_wait = false;
@@ -384,11 +436,7 @@ bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op,
       break;
     }
   }
-  if (memory_wait && now_s() > t0) {
-    summary_.stall_time_s += now_s() - t0;
-    recorder_.record({EventKind::stall, t0, now_s(), device_slot, stream, op.id, b,
-                      trace_.buffers[b].bytes, kNoId, static_cast<std::uint32_t>(tier)});
-  }
+  if (memory_wait && now_s() > t0) record_stall(t0, op, b, trace_.buffers[b].bytes, tier);
   return !stopped_;
 }
 
@@ -397,21 +445,32 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].compute_tier;
   for (const auto* list : {&op.inputs, &op.updates})
     for (BufferId b : *list)
-      if (!ensure_resident(b, tier, op, device_slot, stream)) return;
+      if (!ensure_resident(b, tier, op)) return;
   for (BufferId b : op.outputs) {
     const double now = now_s();
     if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now); }))
       return;
   }
+  // Workspace goes to the device's scratch tier (TPU VMEM/CMEM) when it fits there, else to
+  // the compute tier.
   Allocation workspace_address;
+  std::size_t workspace_tier = tier;
   if (op.workspace_bytes > 0) {
     const double now = now_s();
-    if (!allocate(tier, op.workspace_bytes, op, [&] {
-          auto a = memory_.allocate_anonymous(tier, op.workspace_bytes, Category::workspace, now);
-          if (a) workspace_address = *a;
-          return a.has_value();
-        }))
+    const auto& scratch = platform_.devices[compute_devices_[device_slot]].scratch_tier;
+    std::optional<Allocation> in_scratch;
+    if (scratch)
+      in_scratch = memory_.allocate_anonymous(*scratch, op.workspace_bytes, Category::workspace, now);
+    if (in_scratch) {
+      workspace_address = *in_scratch;
+      workspace_tier = *scratch;
+    } else if (!allocate(tier, op.workspace_bytes, op, [&] {
+                 auto a = memory_.allocate_anonymous(tier, op.workspace_bytes, Category::workspace, now);
+                 if (a) workspace_address = *a;
+                 return a.has_value();
+               })) {
       return;
+    }
   }
   const double t0 = now_s();
   if (can_defer())
@@ -419,11 +478,11 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   else
     sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
   const double t1 = now_s();
-  summary_.compute_time_s += t1 - t0;
+  busy(op).compute_s += t1 - t0;
   ++summary_.ops_run;
   recorder_.record({EventKind::compute, t0, t1, device_slot, stream, op.id, kNoId, 0, kNoId, kNoId});
   if (op.workspace_bytes > 0)
-    memory_.release_anonymous(tier, workspace_address, Category::workspace, t1);
+    memory_.release_anonymous(workspace_tier, workspace_address, Category::workspace, t1);
   for (BufferId b : op.outputs) ready_[b] = 1;
   notify();
 }
@@ -458,6 +517,9 @@ Summary Simulation::run() {
   engine.set_config("network/crosstraffic:0");
   engine.set_config("network/TCP-gamma:0");
   build_platform();
+  for (std::size_t d : compute_devices_)
+    max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
+  busy_.assign(compute_devices_.size() * max_streams_, Busy{});
   split_plan();
   place_initial_buffers();
   for (const Stream& s : streams_) {
@@ -469,6 +531,13 @@ Summary Simulation::run() {
   if (error_) std::rethrow_exception(error_);
 
   summary_.iteration_time_s = sg4::Engine::get_clock();
+  // The stream that computed longest speaks for the step (with one stream: that stream).
+  for (const Busy& b : busy_)
+    if (b.compute_s > summary_.compute_time_s ||
+        (b.compute_s == summary_.compute_time_s && b.stall_s > summary_.stall_time_s)) {
+      summary_.compute_time_s = b.compute_s;
+      summary_.stall_time_s = b.stall_s;
+    }
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;
@@ -476,7 +545,7 @@ Summary Simulation::run() {
   summary_.ops_total = trace_.ops.size();
   for (std::size_t t = 0; t < platform_.tiers.size(); ++t)
     summary_.tiers.push_back({platform_.tiers[t].name, std::string(to_string(platform_.tiers[t].role)),
-                              memory_.usage(t)});
+                              memory_.usage(t), memory_.allocator(t).tile_peaks()});
   return summary_;
 }
 

@@ -6,10 +6,18 @@ namespace memsim {
 
 // One factory per file; registration is explicit here.
 std::unique_ptr<Allocator> make_ideal_allocator(const AllocatorConfig& c);
+std::unique_ptr<Allocator> make_best_fit_allocator(const AllocatorConfig& c);
+std::unique_ptr<Allocator> make_caching_allocator(const AllocatorConfig& c);
+std::unique_ptr<Allocator> make_tiled_allocator(const AllocatorConfig& c);
 
 const std::vector<AllocatorInfo>& builtin_allocators() {
   static const std::vector<AllocatorInfo> all{
       {"ideal", "a counter: fits while live bytes stay within capacity (no fragmentation)"},
+      {"best_fit", "address-ordered free list, smallest hole that fits, coalescing (fragmentation)"},
+      {"caching", "PyTorch's CUDA caching allocator: 512 B rounding, 2 MiB / 20 MiB segments, "
+                  "splitting, cached segments released before an OOM"},
+      {"tiled", "IPU-like tiles: a buffer spread evenly over consecutive tiles from where the "
+                "last one ended; every tile it touches must have room"},
   };
   return all;
 }
@@ -22,6 +30,9 @@ bool is_allocator(const std::string& name) {
 
 std::unique_ptr<Allocator> make_allocator(const AllocatorConfig& c) {
   if (c.name == "ideal") return make_ideal_allocator(c);
+  if (c.name == "best_fit") return make_best_fit_allocator(c);
+  if (c.name == "caching") return make_caching_allocator(c);
+  if (c.name == "tiled") return make_tiled_allocator(c);
   throw std::invalid_argument("unknown allocator: " + c.name);
 }
 

@@ -20,7 +20,8 @@ double positive(const ConfigNode& n, UnitKind kind) {
 }
 
 TierSpec load_tier(const std::string& device, const std::string& name, const ConfigNode& n) {
-  n.allow_only({"role", "capacity", "bandwidth", "latency", "allocator"});
+  n.allow_only({"role", "capacity", "bandwidth", "latency", "allocator", "tiles",
+                "tile_capacity", "grain"});
   TierSpec t;
   t.name = device + "." + name;
   t.device = device;
@@ -28,24 +29,47 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
   t.role = role == "compute" ? TierRole::compute
            : role == "offload" ? TierRole::offload
                                : TierRole::scratch;
-  auto cap = n.at("capacity");
-  if (cap.is_scalar() && !cap.as_string().empty() && cap.as_string()[0] == '-')
-    cap.fail_expected("a positive size like '80GiB'");
-  t.capacity_bytes = cap.as_bytes();
-  if (t.capacity_bytes == 0) cap.fail_expected("a positive size like '80GiB'");
-  t.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
-  if (auto l = n.find("latency")) t.latency_s = l->as_unit(UnitKind::time);
+  auto read_positive_size = [](const ConfigNode& c) {
+    if (c.is_scalar() && !c.as_string().empty() && c.as_string()[0] == '-')
+      c.fail_expected("a positive size like '80GiB'");
+    std::uint64_t v = c.as_bytes();
+    if (v == 0) c.fail_expected("a positive size like '80GiB'");
+    return v;
+  };
   if (auto a = n.find("allocator")) {
     std::vector<std::string> names;
     for (const auto& info : builtin_allocators()) names.push_back(info.name);
     t.allocator = a->as_choice(names);
   }
+  if (t.allocator == "tiled") {
+    auto tiles = n.at("tiles");
+    t.tiles = static_cast<std::uint64_t>(tiles.as_int_in(1, 1 << 24));
+    t.tile_bytes = read_positive_size(n.at("tile_capacity"));
+    if (auto g = n.find("grain")) t.grain_bytes = read_positive_size(*g);
+    const std::uint64_t total = t.tiles * t.tile_bytes;
+    if (auto cap = n.find("capacity")) {
+      t.capacity_bytes = read_positive_size(*cap);
+      if (t.capacity_bytes != total)
+        cap->fail(fmt::format("capacity {} ({} B) is {} than the tiles hold: {} tiles x {} = {} ({} B)",
+                              format_bytes(t.capacity_bytes), t.capacity_bytes,
+                              t.capacity_bytes > total ? "more" : "less", t.tiles,
+                              format_bytes(t.tile_bytes), format_bytes(total), total));
+    } else {
+      t.capacity_bytes = total;
+    }
+  } else {
+    for (const char* key : {"tiles", "tile_capacity", "grain"})
+      if (n.has(key)) n.key_node(key).fail(fmt::format("'{}' needs allocator: tiled", key));
+    t.capacity_bytes = read_positive_size(n.at("capacity"));
+  }
+  t.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
+  if (auto l = n.find("latency")) t.latency_s = l->as_unit(UnitKind::time);
   return t;
 }
 
 void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) {
   n.allow_only({"kind", "compute", "launch_overhead", "streams", "copy_engines", "efficiency",
-                "tiers"});
+                "exchange", "tiers"});
   if (name.find('.') != std::string::npos) n.fail("a device name may not contain '.'");
   DeviceSpec d;
   d.name = name;
@@ -76,6 +100,11 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
         d.efficiency[kind_name] = v;
     }
   }
+  if (auto x = n.find("exchange")) {
+    x->allow_only({"bandwidth", "sync"});
+    d.exchange_Bps = positive(x->at("bandwidth"), UnitKind::bandwidth);
+    if (auto s = x->find("sync")) d.sync_s = s->as_unit(UnitKind::time);
+  }
   auto tiers = n.at("tiers");
   if (tiers.entries().empty()) tiers.fail_expected("at least one tier");
   for (const auto& [tier_name, tier] : tiers.entries()) {
@@ -86,6 +115,12 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
         tier.at("role").fail(fmt::format("device '{}' already has compute tier '{}'", name,
                                          p.tiers[*d.compute_tier].name));
       d.compute_tier = p.tiers.size();
+    }
+    if (t.role == TierRole::scratch) {
+      if (d.scratch_tier)
+        tier.at("role").fail(fmt::format("device '{}' already has scratch tier '{}'", name,
+                                         p.tiers[*d.scratch_tier].name));
+      d.scratch_tier = p.tiers.size();
     }
     d.tiers.push_back(p.tiers.size());
     p.tiers.push_back(std::move(t));
@@ -130,7 +165,7 @@ std::vector<std::size_t> PlatformSpec::compute_devices() const {
 }
 
 PlatformSpec load_platform(const ConfigNode& root) {
-  root.allow_only({"name", "description", "devices", "links"});
+  root.allow_only({"name", "description", "devices", "switches", "links"});
   PlatformSpec p;
   p.source = root.file();
   p.name = root.at("name").as_string();
@@ -138,6 +173,19 @@ PlatformSpec load_platform(const ConfigNode& root) {
   for (const auto& [name, dev] : devices.entries()) load_device(p, name, dev);
   if (p.compute_devices().empty())
     devices.fail("no device has a compute tier (a tier with role: compute)");
+  if (auto switches = root.find("switches")) {
+    for (const auto& s : switches->items()) {
+      std::string name = s.as_string();
+      if (p.find_tier(name) || p.find_device(name) ||
+          std::find(p.switches.begin(), p.switches.end(), name) != p.switches.end())
+        s.fail(fmt::format("switch name '{}' is already used", name));
+      p.switches.push_back(name);
+    }
+  }
+  auto is_node = [&](const std::string& name) {
+    return p.find_tier(name) ||
+           std::find(p.switches.begin(), p.switches.end(), name) != p.switches.end();
+  };
   if (auto links = root.find("links")) {
     for (const auto& [name, n] : links->entries()) {
       n.allow_only({"endpoints", "bandwidth", "latency", "duplex"});
@@ -147,8 +195,8 @@ PlatformSpec load_platform(const ConfigNode& root) {
       auto items = ends.items();
       if (items.size() != 2) ends.fail_expected("two tier names like [gpu0.hbm, host.dram]");
       for (const auto& e : items)
-        if (!p.find_tier(e.as_string()))
-          e.fail_expected("a tier of this platform (device.tier, e.g. gpu0.hbm)");
+        if (!is_node(e.as_string()))
+          e.fail_expected("a tier (device.tier, e.g. gpu0.hbm) or a switch of this platform");
       l.from = items[0].as_string();
       l.to = items[1].as_string();
       if (l.from == l.to) ends.fail("a link must join two different tiers");

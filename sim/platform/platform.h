@@ -16,8 +16,15 @@
 //       kind: cpu
 //       tiers:
 //         dram: {role: offload, capacity: 512GiB, bandwidth: 204.8GB/s}
+//   switches: [pcie-sw0]          # optional: nodes that only forward (PCIe switches, NVSwitch)
 //   links:
 //     pcie0: {endpoints: [gpu0.hbm, host.dram], bandwidth: 31.5GB/s, latency: 1us}
+//
+// Tier roles: `compute` (an op's operands must be here; one per device that runs ops),
+// `offload` (a place to swap to), `scratch` (on-chip memory that takes an op's workspace
+// when it fits). A tiled tier (allocator: tiled) gives `tiles` and `tile_capacity` instead of
+// (or as well as) `capacity`. A device with `exchange` runs its ops bulk-synchronously:
+// compute, sync, then an exchange of the op's input bytes at the exchange bandwidth.
 #include <array>
 #include <cstdint>
 #include <map>
@@ -60,13 +67,16 @@ struct DeviceSpec {
   std::map<std::string, double> efficiency;  // per op kind, overrides the default
   std::vector<std::size_t> tiers;            // indices into PlatformSpec::tiers
   std::optional<std::size_t> compute_tier;   // where operands must be; none for a pure store
+  std::optional<std::size_t> scratch_tier;   // takes op workspace when it fits
+  double exchange_Bps = 0;                   // > 0: bulk-synchronous ops (IPU-like)
+  double sync_s = 0;                         // the sync step of each bulk-synchronous op
 
   double efficiency_for(const std::string& op_kind) const;
 };
 
 struct LinkSpec {
   std::string name;
-  std::string from, to;  // tier names
+  std::string from, to;  // tier or switch names
   double bandwidth_Bps = 0;
   double latency_s = 0;
   bool full_duplex = true;  // each direction has the full bandwidth
@@ -78,6 +88,7 @@ struct PlatformSpec {
   std::vector<DeviceSpec> devices;
   std::vector<TierSpec> tiers;
   std::vector<LinkSpec> links;
+  std::vector<std::string> switches;
 
   std::optional<std::size_t> find_device(const std::string& name) const;
   std::optional<std::size_t> find_tier(const std::string& name) const;

@@ -13,6 +13,7 @@ struct TierSummary {
   std::string name;
   std::string role;
   TierUsage usage;  // capacity, peaks, time of the peak, split by category at the peak
+  std::vector<std::uint64_t> tile_peaks;  // tiled tiers: the peak of each tile
 };
 
 struct LiveBuffer {
@@ -41,8 +42,8 @@ struct Summary {
   std::string policy;
   std::string workload_source, platform_source;
   double iteration_time_s = 0;
-  double compute_time_s = 0;
-  double stall_time_s = 0;
+  double compute_time_s = 0;  // of the busiest stream (the only one, usually)
+  double stall_time_s = 0;    // of that stream
   double recompute_time_s = 0;
   double transfer_time_s = 0;  // total busy time of copies
   std::uint64_t swap_out_bytes = 0;

@@ -1,5 +1,6 @@
 #include "sim/report/writers.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -54,13 +55,23 @@ std::string summary_json(const Summary& s) {
   j["ops_total"] = s.ops_total;
   ordered_json tiers = ordered_json::object();
   for (const auto& t : s.tiers) {
-    tiers[t.name] = {{"role", t.role},
+    ordered_json tj = {{"role", t.role},
                      {"capacity_bytes", t.usage.capacity_bytes},
                      {"peak_allocated_bytes", t.usage.peak_allocated_bytes},
                      {"peak_reserved_bytes", t.usage.peak_reserved_bytes},
                      {"peak_time_s", t.usage.peak_time_s},
                      {"largest_free_block_at_peak_bytes", t.usage.largest_free_at_peak_bytes},
                      {"peak_by_category", categories_json(t.usage.peak_by_category)}};
+    if (!t.tile_peaks.empty()) {
+      std::vector<std::uint64_t> sorted = t.tile_peaks;
+      std::sort(sorted.begin(), sorted.end());
+      tj["tiles"] = {{"count", sorted.size()},
+                     {"fullest_tile_peak_bytes", sorted.back()},
+                     {"min_tile_peak_bytes", sorted.front()},
+                     {"median_tile_peak_bytes", sorted[sorted.size() / 2]},
+                     {"max_tile_peak_bytes", sorted.back()}};
+    }
+    tiers[t.name] = tj;
   }
   j["tiers"] = tiers;
   if (s.oom) {
@@ -121,6 +132,14 @@ std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformS
   return out;
 }
 
+std::string tiles_csv(const Summary& s) {
+  std::string out;
+  for (const auto& t : s.tiers)
+    for (std::size_t i = 0; i < t.tile_peaks.size(); ++i)
+      out += fmt::format("{},{},{}\n", t.name, i, t.tile_peaks[i]);
+  return out.empty() ? out : "tier,tile,peak_bytes\n" + out;
+}
+
 std::string terminal_summary(const Summary& s, const std::string& out_dir) {
   std::string out = fmt::format("{} on {}, policy {}\n",
                                 s.description.empty() ? s.workload : s.description, s.platform,
@@ -163,13 +182,23 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir) {
                                format_bytes(u.peak_by_category[static_cast<int>(c)]));
       row(t.name, fmt::format("peak {} of {} at {}: {}", format_bytes(u.peak_allocated_bytes),
                               format_bytes(u.capacity_bytes), format_seconds(u.peak_time_s), parts));
+      if (!t.tile_peaks.empty()) {
+        const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
+        row("", fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
+                            format_bytes(u.capacity_bytes / t.tile_peaks.size()), t.tile_peaks.size()));
+      }
     } else {
-      row(t.name, fmt::format("peak {} of {}; swapped out {}, in {}",
-                              format_bytes(u.peak_allocated_bytes), format_bytes(u.capacity_bytes),
-                              format_bytes(s.swap_out_bytes), format_bytes(s.swap_in_bytes)));
+      row(t.name, fmt::format("peak {} of {}{}", format_bytes(u.peak_allocated_bytes),
+                              format_bytes(u.capacity_bytes),
+                              t.role == "scratch" ? " (op workspace)" : ""));
     }
   }
-  if (!out_dir.empty()) row(out_dir + "/", "summary.json timeline.csv memory.csv");
+  row("copies", fmt::format("swapped out {}, in {}; copies busy {}", format_bytes(s.swap_out_bytes),
+                            format_bytes(s.swap_in_bytes), format_seconds(s.transfer_time_s)));
+  bool tiled = false;
+  for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
+  if (!out_dir.empty())
+    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (tiled ? " tiles.csv" : ""));
   return out;
 }
 

@@ -16,6 +16,10 @@ std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
                          const PlatformSpec& platform);
 std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformSpec& platform);
 
+/// Tiled tiers: one row per tile with its peak ("tier,tile,peak_bytes"); empty when the
+/// platform has no tiled tier.
+std::string tiles_csv(const Summary& s);
+
 /// The table printed on the terminal after a run.
 std::string terminal_summary(const Summary& s, const std::string& out_dir);
 

@@ -1,5 +1,6 @@
 #include "sim/workload/trace.h"
 
+#include <algorithm>
 #include <array>
 
 #include <fmt/format.h>
@@ -159,6 +160,47 @@ void validate(const Trace& trace, const std::string& source,
         bad_op(static_cast<OpId>(i),
                fmt::format("op '{}' uses a buffer made by op '{}', which comes later in issue order",
                         trace.ops[i].name, trace.ops[d].name));
+}
+
+Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices) {
+  if (traces.size() == 1) return traces[0];
+  Trace out;
+  const bool same = std::all_of(traces.begin(), traces.end(),
+                                [&](const Trace& t) { return t.name == traces[0].name; });
+  out.name = same ? traces[0].name : "mixed";
+  out.description = same ? fmt::format("{} x {} devices", traces[0].description.empty() ? traces[0].name : traces[0].description, traces.size())
+                         : fmt::format("{} workloads on {} devices", traces.size(), traces.size());
+  out.parameters = traces[0].parameters;
+  out.measured_on = traces[0].measured_on;
+  std::size_t n_buffers = 0, n_ops = 0;
+  for (const auto& t : traces) {
+    n_buffers += t.buffers.size();
+    n_ops += t.ops.size();
+  }
+  out.buffers.reserve(n_buffers);
+  out.ops.reserve(n_ops);
+  for (std::size_t k = 0; k < traces.size(); ++k) {
+    const Trace& t = traces[k];
+    const auto base = static_cast<BufferId>(out.buffers.size());
+    const std::string prefix = devices.at(k) + ":";
+    for (const Buffer& b : t.buffers) {
+      const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
+      out.buffers[id].device = static_cast<std::uint32_t>(k);
+    }
+    for (const Op& op : t.ops) {
+      if (op.device != 0)
+        throw InputError(fmt::format("{}: op '{}' already names device {}; only single-device traces "
+                                     "can be placed one per device",
+                                     t.name, op.name, op.device));
+      Op copy = op;
+      copy.name = prefix + op.name;
+      copy.device = static_cast<std::uint32_t>(k);
+      for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
+        for (BufferId& b : *list) b += base;
+      out.add_op(std::move(copy));
+    }
+  }
+  return out;
 }
 
 Liveness compute_liveness(const Trace& trace) {

@@ -53,6 +53,7 @@ struct Buffer {
   Category category = Category::other;
   OpId producer = kNoOp;    // kNoOp: resident when the iteration starts
   bool persistent = false;  // lives across iterations (weights, optimizer state)
+  std::uint32_t device = 0; // compute device whose memory holds it when the iteration starts
 };
 
 struct Op {
@@ -95,6 +96,12 @@ struct Trace {
 /// ("file:line:col: ops[3]") so a message about an op points at it. Throws InputError.
 void validate(const Trace& trace, const std::string& source,
               const std::function<std::string(OpId)>& op_location = {});
+
+/// One trace per compute device, run side by side (data-parallel replicas, or different
+/// workloads): buffers and ops are copied with their names prefixed by the device name
+/// ("gpu3:layer1.0.conv1") and their ops placed on device k. Each input must be a
+/// single-device trace (every op on device 0); throws InputError otherwise.
+Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices);
 
 /// When each buffer is live, in op indices.
 struct Liveness {

@@ -57,9 +57,10 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
   out << "  \"buffers\": [\n";
   for (std::size_t i = 0; i < trace.buffers.size(); ++i) {
     const Buffer& b = trace.buffers[i];
-    out << fmt::format("    {{\"id\": {}, \"name\": {}, \"bytes\": {}, \"category\": \"{}\"{}}}{}\n",
+    out << fmt::format("    {{\"id\": {}, \"name\": {}, \"bytes\": {}, \"category\": \"{}\"{}{}}}{}\n",
                        b.id, str(b.name), b.bytes, to_string(b.category),
                        b.persistent ? ", \"persistent\": true" : "",
+                       b.device ? fmt::format(", \"device\": {}", b.device) : std::string(),
                        i + 1 < trace.buffers.size() ? "," : "");
   }
   out << "  ],\n  \"ops\": [\n";
@@ -102,7 +103,7 @@ Trace read_trace(const ConfigNode& root) {
   std::map<std::int64_t, BufferId> ids;
   auto buffer_nodes = root.at("buffers").items();
   for (const auto& n : buffer_nodes) {
-    n.allow_only({"id", "name", "bytes", "category", "persistent"});
+    n.allow_only({"id", "name", "bytes", "category", "persistent", "device"});
     auto id = n.at("id");
     if (!ids.emplace(id.as_int_in(0, INT64_MAX), static_cast<BufferId>(t.buffers.size())).second)
       id.fail(fmt::format("buffer id {} is used twice", id.as_int()));
@@ -114,7 +115,8 @@ Trace read_trace(const ConfigNode& root) {
           "workspace, other)");
     bool persistent = false;
     if (auto p = n.find("persistent")) persistent = p->as_bool();
-    t.add_buffer(n.at("name").as_string(), read_bytes(n.at("bytes")), *cat, persistent);
+    const BufferId b = t.add_buffer(n.at("name").as_string(), read_bytes(n.at("bytes")), *cat, persistent);
+    if (auto d = n.find("device")) t.buffers[b].device = static_cast<std::uint32_t>(d->as_int_in(0, 1 << 20));
   }
   std::vector<ConfigNode> op_nodes = root.at("ops").items();
   std::vector<OpId> producer_seen(t.buffers.size(), kNoOp);
