@@ -1,7 +1,9 @@
 // Golden runs of the memsim command line: what a new user types first.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -161,4 +163,48 @@ TEST(Cli, EveryPresetValidates) {
   CliResult r = run_memsim(
       "validate configs/devices/*.yaml workloads/*.yaml");
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST(Cli, EveryDevicePresetLoadsAndRunsAWorkload) {
+  CliResult list = run_memsim("list");
+  const std::string marker = "built-in devices:";
+  const auto at = list.out.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  std::istringstream names(list.out.substr(at + marker.size(), list.out.find('\n', at) - at - marker.size()));
+  std::string name;
+  int count = 0;
+  while (names >> name) {
+    CliResult r = run_memsim("run " + name + " mlp --json --out " + temp_dir("preset_" + name));
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    json s = json::parse(r.out);
+    EXPECT_EQ(s["status"], "ok") << name;
+    EXPECT_GT(s["iteration_time_s"].get<double>(), 0) << name;
+    ++count;
+  }
+  EXPECT_GE(count, 13);
+}
+
+TEST(Cli, TiledDeviceWritesTilesCsv) {
+  const std::string out = temp_dir("ipu");
+  CliResult r = run_memsim("run ipu-gc200 mlp --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string tiles = slurp(out + "/tiles.csv");
+  EXPECT_EQ(tiles.substr(0, tiles.find('\n')), "tier,tile,peak_bytes");
+  EXPECT_EQ(std::count(tiles.begin(), tiles.end(), '\n'), 1 + 1472);
+  json s = json::parse(slurp(out + "/summary.json"));
+  EXPECT_EQ(s["tiers"]["ipu0.sram"]["tiles"]["count"], 1472);
+  EXPECT_GT(s["tiers"]["ipu0.sram"]["tiles"]["fullest_tile_peak_bytes"].get<std::uint64_t>(), 0u);
+}
+
+TEST(Cli, OneWorkloadRunsOnEveryDeviceOfAPlatform) {
+  CliResult r = run_memsim("run dgx-a100 mlp --json --out " + temp_dir("dgx"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json s = json::parse(r.out);
+  for (int i = 0; i < 8; ++i) {
+    const std::string tier = "gpu" + std::to_string(i) + ".hbm";
+    EXPECT_EQ(s["tiers"][tier]["peak_allocated_bytes"], s["tiers"]["gpu0.hbm"]["peak_allocated_bytes"]) << tier;
+  }
+  CliResult wrong = run_memsim("run dgx-a100 mlp resnet18 --out " + temp_dir("dgx2"));
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("8 compute devices"), std::string::npos) << wrong.err;
 }
