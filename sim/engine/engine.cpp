@@ -38,6 +38,7 @@ class Simulation final : public RuntimeView {
         in_flight_(trace.buffers.size(), 0),
         free_on_arrival_(trace.buffers.size(), 0) {
     memory_.set_listener(&recorder_);
+    hooks_ = policy_.has_op_hooks();
     plan_ = policy_.plan(trace_, liveness_, platform_);
     recorder_.reserve(trace.ops.size() + 16, 2 * trace.ops.size() + trace.buffers.size());
   }
@@ -63,6 +64,7 @@ class Simulation final : public RuntimeView {
   void split_plan();
   void place_initial_buffers();
   void run_stream(const Stream& s);
+  void run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
   void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream);
   bool ensure_resident(BufferId b, std::size_t tier, const Op& op);
@@ -117,6 +119,8 @@ class Simulation final : public RuntimeView {
   bool stopped_ = false;
   std::exception_ptr error_;
   std::vector<Busy> busy_;  // per (compute device, stream)
+  bool hooks_ = false;
+  std::vector<Action> hook_actions_;
   std::uint32_t max_streams_ = 1;
   Summary summary_;
 };
@@ -442,6 +446,7 @@ bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
 
 void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream) {
   current_op_ = op.id;
+  if (hooks_) run_hook(&Policy::before_op, op.id);
   const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].compute_tier;
   for (const auto* list : {&op.inputs, &op.updates})
     for (BufferId b : *list)
@@ -485,6 +490,14 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
     memory_.release_anonymous(workspace_tier, workspace_address, Category::workspace, t1);
   for (BufferId b : op.outputs) ready_[b] = 1;
   notify();
+  if (hooks_) run_hook(&Policy::after_op, op.id);
+}
+
+void Simulation::run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
+                          OpId op) {
+  hook_actions_.clear();
+  (policy_.*hook)(*this, op, hook_actions_);
+  for (const Action& a : hook_actions_) start_copy(a.buffer, a.to_tier);
 }
 
 void Simulation::run_stream(const Stream& s) {

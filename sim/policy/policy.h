@@ -4,9 +4,16 @@
 //  - plan(): a planning pass that reads the whole trace and returns a Plan — the trace with
 //    frees, swaps (and, later, drops and recomputes) inserted, as TensorFlow LMS rewrites a
 //    graph or Checkmate emits a schedule;
-//  - on_alloc_failure(): a runtime hook called when the compute tier cannot take an
-//    allocation; the policy answers with actions from a view of memory, or with none, and
-//    the run ends with status oom.
+//  - runtime hooks, called by the engine with a view of memory: before_op() and after_op()
+//    around every op (prefetch what is coming, offload what is done), and
+//    on_alloc_failure() when the compute tier cannot take an allocation — answered with
+//    actions, or with none, and then the run ends with status oom.
+//
+// Moving data: every action is a copy between tiers on the copy engines of the device it
+// leaves (or enters, from the host). Space in the destination is held from the copy's start;
+// space in the source is freed only when it completes. A reader of a buffer that is in flight
+// waits for it (stall time); a reader of a buffer that is elsewhere has it swapped in on
+// demand and waits for the whole copy.
 //
 // Policies are created by name with declared parameters (policy/builtin.cpp registers them).
 #include <functional>
@@ -36,7 +43,10 @@ class RuntimeView {
 };
 
 struct Action {
-  enum class Kind : std::uint8_t { swap_out } kind = Kind::swap_out;
+  enum class Kind : std::uint8_t {
+    swap_out,  // to an offload tier (host DRAM, NVMe, a peer's HBM); frees the compute tier
+    swap_in,   // back to a compute tier ahead of use (a prefetch); also a peer copy
+  } kind = Kind::swap_out;
   BufferId buffer = 0;
   std::size_t to_tier = 0;
 };
@@ -57,6 +67,13 @@ class Policy {
   /// the run with status oom. The engine waits for the actions to complete and retries.
   virtual void on_alloc_failure(const RuntimeView&, const AllocationFailure&,
                                 std::vector<Action>&) {}
+  /// Called before `op` runs (its inputs not yet checked) and after it completes. Actions
+  /// start at once and run alongside compute; nothing waits for them.
+  virtual void before_op(const RuntimeView&, OpId, std::vector<Action>&) {}
+  virtual void after_op(const RuntimeView&, OpId, std::vector<Action>&) {}
+  /// Whether before_op/after_op do anything: lets the engine skip the calls for static
+  /// policies (the common case), keeping per-op work O(1).
+  virtual bool has_op_hooks() const { return false; }
   /// "vdnn(all)": the name with the parameters that matter, for reports.
   virtual std::string label() const = 0;
 };
