@@ -322,3 +322,83 @@ devices:
   EXPECT_EQ(s.tiers[0].tile_peaks[0], 900u);
   EXPECT_EQ(s.tiers[0].tile_peaks[2], 750u);
 }
+
+namespace {
+PlatformSpec small_gpu(const std::string& capacity, const std::string& allocator) {
+  return platform(R"(
+name: small
+devices:
+  gpu0:
+    kind: gpu
+    compute: {fp32: 1TFLOPS}
+    tiers:
+      hbm: {role: compute, capacity: )" + capacity + ", bandwidth: 1000GB/s, allocator: " +
+                  allocator + "}\n");
+}
+}  // namespace
+
+TEST(HierarchyAllocators, BestFitFragmentationIsAnOomThatSaysSo) {
+  // 100 B of HBM. p, q, r, s (25 B each) are resident at addresses 0, 25, 50, 75; f reads q
+  // and s for the last time, leaving holes at 25 and 75: 50 B free, but g's 40 B output
+  // fits in no hole.
+  Trace t;
+  t.name = "frag";
+  BufferId p = t.add_buffer("p", 25, Category::weight, true);
+  BufferId q = t.add_buffer("q", 25, Category::input);
+  BufferId r = t.add_buffer("r", 25, Category::input);
+  BufferId s = t.add_buffer("s", 25, Category::input);
+  BufferId e = t.add_buffer("e", 40, Category::activation);
+  Op f;
+  f.name = "f";
+  f.kind = "relu";
+  f.inputs = {q, s};
+  t.add_op(f);
+  Op g;
+  g.name = "g";
+  g.kind = "relu";
+  g.inputs = {p, r};
+  g.outputs = {e};
+  t.add_op(g);
+  auto pol = none();
+  Recorder rec;
+  Summary sum = simulate(small_gpu("100B", "best_fit"), t, *pol, rec);
+  ASSERT_EQ(sum.status, "oom");
+  EXPECT_EQ(sum.oom->op, "g");
+  EXPECT_EQ(sum.oom->allocated_bytes, 50u);
+  EXPECT_EQ(sum.oom->largest_free_block, 25u);
+  EXPECT_EQ(sum.oom->reason, "fragmentation: 50 B free in total but the largest hole is 25 B");
+}
+
+TEST(HierarchyAllocators, CachingReservesWholeSegments) {
+  // Three 1000 B buffers under the caching allocator: each rounds to 1024 B, all from one
+  // 2 MiB small-pool segment. Allocated peaks at 3 x 1024; reserved is the segment.
+  Trace t;
+  t.name = "cache";
+  BufferId x = t.add_buffer("x", 1000, Category::input);
+  BufferId y = t.add_buffer("y", 1000, Category::activation);
+  BufferId z = t.add_buffer("z", 1000, Category::activation);
+  Op f;
+  f.name = "f";
+  f.kind = "relu";
+  f.inputs = {x};
+  f.outputs = {y};
+  t.add_op(f);
+  Op g;
+  g.name = "g";
+  g.kind = "relu";
+  g.inputs = {y, x};
+  g.outputs = {z};
+  t.add_op(g);
+  auto pol = none();
+  Recorder rec;
+  Summary sum = simulate(small_gpu("1GiB", "caching"), t, *pol, rec);
+  EXPECT_EQ(sum.status, "ok");
+  EXPECT_EQ(sum.tiers[0].usage.peak_allocated_bytes, 3u * 1024);
+  EXPECT_EQ(sum.tiers[0].usage.peak_reserved_bytes, 2u * 1024 * 1024);
+  EXPECT_EQ(sum.tiers[0].usage.reserved_bytes, 2u * 1024 * 1024);  // cached after the frees
+  EXPECT_EQ(sum.tiers[0].usage.allocated_bytes, 0u);
+  // At the peak the segment's remainder was the largest free block in the small pool, and a
+  // new segment could still be taken: the largest request that fitted was what 1 GiB minus
+  // the 2 MiB segment allows.
+  EXPECT_GT(sum.tiers[0].usage.largest_free_at_peak_bytes, 0u);
+}
