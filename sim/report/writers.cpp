@@ -180,8 +180,13 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir) {
         if (u.peak_by_category[static_cast<int>(c)] > 0)
           parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name,
                                format_bytes(u.peak_by_category[static_cast<int>(c)]));
-      row(t.name, fmt::format("peak {} of {} at {}: {}", format_bytes(u.peak_allocated_bytes),
-                              format_bytes(u.capacity_bytes), format_seconds(u.peak_time_s), parts));
+      const std::string reserved =
+          u.peak_reserved_bytes != u.peak_allocated_bytes
+              ? fmt::format(" (reserved {})", format_bytes(u.peak_reserved_bytes))
+              : std::string();
+      row(t.name, fmt::format("peak {}{} of {} at {}: {}", format_bytes(u.peak_allocated_bytes),
+                              reserved, format_bytes(u.capacity_bytes),
+                              format_seconds(u.peak_time_s), parts));
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
         row("", fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),

@@ -67,3 +67,19 @@ TEST(Docs, TraceFormatExampleIsAValidTrace) {
   fs::remove(file);
   fs::remove_all(file.string() + ".out");
 }
+
+TEST(Docs, PlatformExampleIsAValidPlatform) {
+  const std::string doc = slurp(std::string(MEMSIM_SOURCE_DIR) + "/docs/platforms.md");
+  const auto start = doc.find("```yaml\n");
+  ASSERT_NE(start, std::string::npos);
+  const auto end = doc.find("```", start + 8);
+  fs::path file = fs::path(::testing::TempDir()) / ("memsim_doc_platform_" + std::to_string(::getpid()) + ".yaml");
+  std::ofstream(file) << doc.substr(start + 8, end - start - 8);
+  CliResult v = run_memsim("validate " + file.string());
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+  CliResult r = run_memsim("run " + file.string() + " mlp --json --out " + file.string() + ".out");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["status"], "ok");
+  fs::remove(file);
+  fs::remove_all(file.string() + ".out");
+}
