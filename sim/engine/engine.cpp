@@ -36,7 +36,11 @@ class Simulation final : public RuntimeView {
         compute_devices_(platform.compute_devices()),
         ready_(trace.buffers.size(), 0),
         in_flight_(trace.buffers.size(), 0),
-        free_on_arrival_(trace.buffers.size(), 0) {
+        free_on_arrival_(trace.buffers.size(), 0),
+        dropped_(trace.buffers.size(), 0),
+        updaters_(trace.buffers.size()) {
+    for (const Op& op : trace.ops)
+      for (BufferId b : op.updates) updaters_[b].push_back(op.id);
     memory_.set_listener(&recorder_);
     hooks_ = policy_.has_op_hooks();
     plan_ = policy_.plan(trace_, liveness_, platform_);
@@ -64,9 +68,14 @@ class Simulation final : public RuntimeView {
   void split_plan();
   void place_initial_buffers();
   void run_stream(const Stream& s);
+  std::vector<OpId> remake_ops(BufferId b, OpId reader) const;
+  void remake(BufferId b, const Op& reader);
+  void drop(BufferId b);
+  void apply(const Action& a);
   void run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
   void run_steps(const Stream& s);
-  void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream);
+  void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
+              bool recompute = false);
   bool ensure_resident(BufferId b, std::size_t tier, const Op& op);
   bool allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
                 const std::function<bool()>& attempt);
@@ -80,6 +89,7 @@ class Simulation final : public RuntimeView {
   struct Busy {
     double compute_s = 0;
     double stall_s = 0;
+    double recompute_s = 0;
   };
   /// Time accounting of the stream an op runs on.
   Busy& busy(const Op& op) { return busy_[op.device * max_streams_ + op.stream]; }
@@ -109,6 +119,8 @@ class Simulation final : public RuntimeView {
   std::vector<std::uint8_t> ready_;      // produced (or resident at start)
   std::vector<std::uint8_t> in_flight_;  // a copy of it is under way
   std::vector<std::uint8_t> free_on_arrival_;
+  std::vector<std::uint8_t> dropped_;           // released before its last use
+  std::vector<std::vector<OpId>> updaters_;     // per buffer: ops that update it in place
   OpId current_op_ = 0;
   // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
   // observe the clock between its ops, so their durations are summed and executed as one
@@ -336,7 +348,7 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
       report_oom(tier, bytes, op);
       return false;
     }
-    for (const Action& a : actions) start_copy(a.buffer, a.to_tier);
+    for (const Action& a : actions) apply(a);
     const double t0 = now_s();
     for (const Action& a : actions)
       while (in_flight_[a.buffer] && !stopped_) wait_for_change();
@@ -431,9 +443,13 @@ bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
       memory_wait |= in_flight_[b] != 0;
       wait_for_change();
     } else if (!memory_.resident(b, tier)) {
-      if (memory_.placement(b).tier == Placement::kNowhere)
-        throw InputError(fmt::format("op '{}' reads buffer '{}', which was freed before its last use",
-                                     op.name, trace_.buffers[b].name));
+      if (memory_.placement(b).tier == Placement::kNowhere) {
+        if (!dropped_[b])
+          throw InputError(fmt::format("op '{}' reads buffer '{}', which was freed before its last use",
+                                       op.name, trace_.buffers[b].name));
+        remake(b, op);  // recompute time, not stall
+        continue;
+      }
       start_copy(b, tier);  // on demand: the reader stalls for the whole copy
       memory_wait = true;
     } else {
@@ -444,14 +460,19 @@ bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
   return !stopped_;
 }
 
-void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream) {
+void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
+                        bool recompute) {
+  const OpId caller = current_op_;
   current_op_ = op.id;
-  if (hooks_) run_hook(&Policy::before_op, op.id);
+  if (hooks_ && !recompute) run_hook(&Policy::before_op, op.id);
   const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].compute_tier;
   for (const auto* list : {&op.inputs, &op.updates})
     for (BufferId b : *list)
       if (!ensure_resident(b, tier, op)) return;
   for (BufferId b : op.outputs) {
+    // A recomputation remakes only what was dropped; the op's other outputs are alive or
+    // already dead.
+    if (recompute && !dropped_[b]) continue;
     const double now = now_s();
     if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now); }))
       return;
@@ -483,21 +504,88 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   else
     sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
   const double t1 = now_s();
-  busy(op).compute_s += t1 - t0;
-  ++summary_.ops_run;
-  recorder_.record({EventKind::compute, t0, t1, device_slot, stream, op.id, kNoId, 0, kNoId, kNoId});
+  if (recompute) {
+    busy(op).recompute_s += t1 - t0;
+    summary_.recompute_flops += op.flops;
+  } else {
+    busy(op).compute_s += t1 - t0;
+    ++summary_.ops_run;
+  }
+  recorder_.record({recompute ? EventKind::recompute : EventKind::compute, t0, t1, device_slot,
+                    stream, op.id, kNoId, 0, kNoId, kNoId});
   if (op.workspace_bytes > 0)
     memory_.release_anonymous(workspace_tier, workspace_address, Category::workspace, t1);
-  for (BufferId b : op.outputs) ready_[b] = 1;
+  for (BufferId b : op.outputs) {
+    ready_[b] = 1;
+    dropped_[b] = 0;
+  }
   notify();
-  if (hooks_) run_hook(&Policy::after_op, op.id);
+  if (hooks_ && !recompute) run_hook(&Policy::after_op, op.id);
+  current_op_ = recompute ? caller : op.id;
+}
+
+std::vector<OpId> Simulation::remake_ops(BufferId b, OpId reader) const {
+  // The producer, then the in-place updates the reader saw (an in-place ReLU after a BN).
+  std::vector<OpId> ops{trace_.buffers[b].producer};
+  for (OpId u : updaters_[b])
+    if (u < reader) ops.push_back(u);
+  return ops;
+}
+
+void Simulation::remake(BufferId b, const Op& reader) {
+  // Iterative: walk down to a dropped buffer whose remaking needs nothing dropped, remake
+  // it, and come back up. Depth is bounded by memory, not by the actor's stack.
+  std::vector<std::pair<BufferId, OpId>> path{{b, reader.id}};
+  while (!path.empty() && !stopped_) {
+    const auto [cur, before] = path.back();
+    if (!dropped_[cur]) {
+      path.pop_back();
+      continue;
+    }
+    if (trace_.buffers[cur].producer == kNoOp)
+      throw InputError(fmt::format("policy {} dropped '{}', which has no producer to recompute it from",
+                                   policy_.label(), trace_.buffers[cur].name));
+    const auto ops = remake_ops(cur, before);
+    std::optional<std::pair<BufferId, OpId>> missing;
+    for (OpId p : ops) {
+      for (const auto* list : {&trace_.ops[p].inputs, &trace_.ops[p].updates})
+        for (BufferId in : *list)
+          if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
+      if (missing) break;
+    }
+    if (missing) {
+      path.push_back(*missing);
+      continue;
+    }
+    for (OpId p : ops) {
+      run_op(trace_.ops[p], reader.device, reader.stream, true);
+      if (stopped_) return;
+    }
+    path.pop_back();
+  }
+}
+
+void Simulation::drop(BufferId b) {
+  if (trace_.buffers[b].producer == kNoOp)
+    throw InputError(fmt::format("policy {} drops '{}', which has no producer to recompute it from",
+                                 policy_.label(), trace_.buffers[b].name));
+  dropped_[b] = 1;
+  release(b);
 }
 
 void Simulation::run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
                           OpId op) {
   hook_actions_.clear();
   (policy_.*hook)(*this, op, hook_actions_);
-  for (const Action& a : hook_actions_) start_copy(a.buffer, a.to_tier);
+  for (const Action& a : hook_actions_) apply(a);
+}
+
+void Simulation::apply(const Action& a) {
+  switch (a.kind) {
+    case Action::Kind::swap_out:
+    case Action::Kind::swap_in: start_copy(a.buffer, a.to_tier); break;
+    case Action::Kind::drop: drop(a.buffer); break;
+  }
 }
 
 void Simulation::run_stream(const Stream& s) {
@@ -513,6 +601,14 @@ void Simulation::run_steps(const Stream& s) {
       case StepKind::free: release(step.id); break;
       case StepKind::swap_out:
       case StepKind::swap_in: start_copy(step.id, step.tier); break;
+      case StepKind::drop: drop(step.id); break;
+      case StepKind::recompute: {
+        const Op& op = trace_.ops[step.id];
+        bool needed = false;
+        for (BufferId b : op.outputs) needed |= dropped_[b] != 0;
+        if (needed) run_op(op, s.device, s.stream, true);
+        break;
+      }
     }
   }
 }
@@ -550,6 +646,7 @@ Summary Simulation::run() {
         (b.compute_s == summary_.compute_time_s && b.stall_s > summary_.stall_time_s)) {
       summary_.compute_time_s = b.compute_s;
       summary_.stall_time_s = b.stall_s;
+      summary_.recompute_time_s = b.recompute_s;
     }
   summary_.workload = trace_.name;
   summary_.description = trace_.description;

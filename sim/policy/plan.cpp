@@ -8,6 +8,8 @@ std::string_view to_string(StepKind k) {
     case StepKind::free: return "free";
     case StepKind::swap_out: return "swap_out";
     case StepKind::swap_in: return "swap_in";
+    case StepKind::drop: return "drop";
+    case StepKind::recompute: return "recompute";
   }
   return "?";
 }

@@ -15,6 +15,8 @@ enum class StepKind : std::uint8_t {
   free,      // release buffer `id` wherever it lives
   swap_out,  // start copying buffer `id` to tier `tier`; its old space is freed on arrival
   swap_in,   // start copying buffer `id` to tier `tier` (a prefetch); a reader waits for it
+  drop,      // release buffer `id` before its last use; a later reader recomputes it
+  recompute, // run op `id` again now, to remake its dropped outputs ahead of their reader
 };
 std::string_view to_string(StepKind k);
 

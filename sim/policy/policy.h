@@ -9,6 +9,10 @@
 //    on_alloc_failure() when the compute tier cannot take an allocation — answered with
 //    actions, or with none, and then the run ends with status oom.
 //
+// Dropping: a dropped buffer's space is released at once; when an op reads it again, the
+// engine re-runs its producer (and the in-place updates it had before that reader),
+// recursively for inputs that were dropped too. That time is recompute time.
+//
 // Moving data: every action is a copy between tiers on the copy engines of the device it
 // leaves (or enters, from the host). Space in the destination is held from the copy's start;
 // space in the source is freed only when it completes. A reader of a buffer that is in flight
@@ -46,6 +50,7 @@ struct Action {
   enum class Kind : std::uint8_t {
     swap_out,  // to an offload tier (host DRAM, NVMe, a peer's HBM); frees the compute tier
     swap_in,   // back to a compute tier ahead of use (a prefetch); also a peer copy
+    drop,      // release now; the next reader recomputes it from its producer
   } kind = Kind::swap_out;
   BufferId buffer = 0;
   std::size_t to_tier = 0;

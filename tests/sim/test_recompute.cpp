@@ -1,0 +1,185 @@
+// Dropping and recomputing in the engine, against timelines worked out by hand.
+#include <gtest/gtest.h>
+
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+#include "sim/engine/engine.h"
+#include "sim/policy/policy.h"
+
+using namespace memsim;
+
+namespace {
+
+class FixedPlan final : public Policy {
+ public:
+  explicit FixedPlan(Plan p) : plan_(std::move(p)) {}
+  Plan plan(const Trace&, const Liveness&, const PlatformSpec&) const override { return plan_; }
+  std::string label() const override { return "fixed"; }
+
+ private:
+  Plan plan_;
+};
+
+// 1 TFLOPS, 1 us launch: an op of 1e9 FLOPs takes 1.001 ms.
+PlatformSpec gpu() {
+  return load_platform(ConfigNode::parse_text(R"(
+name: gpu
+devices:
+  gpu0:
+    kind: gpu
+    compute: {fp32: 1TFLOPS}
+    launch_overhead: 1us
+    tiers:
+      hbm: {role: compute, capacity: 1GiB, bandwidth: 1000GB/s}
+)",
+                                              "gpu.yaml"));
+}
+
+Op make_op(const std::string& name, std::vector<BufferId> in, std::vector<BufferId> out,
+           std::vector<BufferId> updates = {}) {
+  Op op;
+  op.name = name;
+  op.kind = "matmul";
+  op.inputs = std::move(in);
+  op.outputs = std::move(out);
+  op.updates = std::move(updates);
+  op.flops = 1e9;
+  return op;
+}
+
+// x (100 B, kept) -f-> a -g-> b -h-> c; k reads c and a (as a backward reads what the
+// forward saved) and makes d (100 B). a, b, c are 1000 B each.
+Trace saved_for_later() {
+  Trace t;
+  t.name = "saved";
+  BufferId x = t.add_buffer("x", 100, Category::input, true);
+  BufferId a = t.add_buffer("a", 1000, Category::activation);
+  BufferId b = t.add_buffer("b", 1000, Category::activation);
+  BufferId c = t.add_buffer("c", 1000, Category::activation);
+  BufferId d = t.add_buffer("d", 100, Category::activation);
+  t.add_op(make_op("f", {x}, {a}));
+  t.add_op(make_op("g", {a}, {b}));
+  t.add_op(make_op("h", {b}, {c}));
+  t.add_op(make_op("k", {c, a}, {d}));
+  validate(t, "saved");
+  return t;
+}
+
+Plan with_frees(const Trace& t, std::vector<Step> extra_after_g) {
+  // Compute steps in order, frees at last use, and `extra` steps right after g.
+  Liveness l = compute_liveness(t);
+  Plan p;
+  for (const Op& op : t.ops) {
+    p.steps.push_back({StepKind::compute, op.id, 0});
+    if (op.name == "g")
+      for (const Step& s : extra_after_g) p.steps.push_back(s);
+    for (BufferId b : l.dies_after[op.id]) p.steps.push_back({StepKind::free, b, 0});
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST(Recompute, KeepingEverythingAsTheBaseline) {
+  // x + a + b + c = 3100 B at h; four ops of 1.001 ms.
+  Trace t = saved_for_later();
+  FixedPlan p(with_frees(t, {}));
+  Recorder rec;
+  Summary s = simulate(gpu(), t, p, rec);
+  EXPECT_EQ(s.tiers[0].usage.peak_allocated_bytes, 3100u);
+  EXPECT_NEAR(s.iteration_time_s, 4 * 1.001e-3, 1e-15);
+  EXPECT_EQ(s.recompute_time_s, 0.0);
+}
+
+TEST(Recompute, ADroppedBufferIsRemadeByItsReader) {
+  // a dropped after g: h holds x + b + c = 2100 B; k remakes a by re-running f (x is kept):
+  // x + c + a = 2100, + d = 2200 B (the peak). One extra f: 5 x 1.001 ms, 1.001 ms of it
+  // recompute, 1e9 FLOPs recomputed.
+  Trace t = saved_for_later();
+  FixedPlan p(with_frees(t, {{StepKind::drop, 1, 0}}));
+  Recorder rec;
+  Summary s = simulate(gpu(), t, p, rec);
+  EXPECT_EQ(s.status, "ok");
+  EXPECT_EQ(s.tiers[0].usage.peak_allocated_bytes, 2200u);
+  EXPECT_NEAR(s.iteration_time_s, 5 * 1.001e-3, 1e-15);
+  EXPECT_NEAR(s.recompute_time_s, 1.001e-3, 1e-15);
+  EXPECT_NEAR(s.compute_time_s, 4 * 1.001e-3, 1e-15);
+  EXPECT_EQ(s.recompute_flops, 1e9);
+  ASSERT_EQ(rec.events().size(), 5u);
+  EXPECT_EQ(rec.events()[3].kind, EventKind::recompute);
+  EXPECT_EQ(t.ops[rec.events()[3].op].name, "f");
+}
+
+TEST(Recompute, AChainOfDroppedBuffersIsRemadeInOrder) {
+  // a and b both dropped after g; h reads b: remaking b needs a, dropped too, so f runs,
+  // then g, then h; k reads b again, which h's remaking left resident.
+  Trace t;
+  t.name = "chain";
+  BufferId x = t.add_buffer("x", 100, Category::input, true);
+  BufferId a = t.add_buffer("a", 1000, Category::activation);
+  BufferId b = t.add_buffer("b", 1000, Category::activation);
+  BufferId c = t.add_buffer("c", 1000, Category::activation);
+  BufferId d = t.add_buffer("d", 100, Category::activation);
+  t.add_op(make_op("f", {x}, {a}));
+  t.add_op(make_op("g", {a}, {b}));
+  t.add_op(make_op("h", {b}, {c}));
+  t.add_op(make_op("k", {c, b}, {d}));
+  FixedPlan p(with_frees(t, {{StepKind::drop, a, 0}, {StepKind::drop, b, 0}}));
+  Recorder rec;
+  Summary s = simulate(gpu(), t, p, rec);
+  EXPECT_EQ(s.status, "ok");
+  // h needs b, dropped after g: remade by g, which needs a, dropped: f, then g, then h.
+  EXPECT_NEAR(s.recompute_time_s, 2 * 1.001e-3, 1e-15);
+  std::vector<std::string> order;
+  for (const Event& e : rec.events()) order.push_back(t.ops[e.op].name);
+  EXPECT_EQ(order, (std::vector<std::string>{"f", "g", "f", "g", "h", "k"}));
+}
+
+TEST(Recompute, InPlaceUpdatesAreReplayed) {
+  // f makes a, u updates it in place (an in-place ReLU), g reads it. Dropping a after u and
+  // reading it in k re-runs f and then u: 2 recomputes.
+  Trace t;
+  t.name = "inplace";
+  BufferId x = t.add_buffer("x", 100, Category::input, true);
+  BufferId a = t.add_buffer("a", 1000, Category::activation);
+  BufferId b = t.add_buffer("b", 1000, Category::activation);
+  BufferId d = t.add_buffer("d", 100, Category::activation);
+  t.add_op(make_op("f", {x}, {a}));
+  t.add_op(make_op("u", {}, {}, {a}));
+  t.add_op(make_op("g", {a}, {b}));
+  t.add_op(make_op("k", {b, a}, {d}));
+  Plan plan;
+  plan.steps = {{StepKind::compute, 0, 0}, {StepKind::compute, 1, 0}, {StepKind::compute, 2, 0},
+                {StepKind::drop, a, 0},    {StepKind::compute, 3, 0}};
+  FixedPlan p(plan);
+  Recorder rec;
+  Summary s = simulate(gpu(), t, p, rec);
+  std::vector<std::string> order;
+  for (const Event& e : rec.events()) order.push_back(t.ops[e.op].name);
+  EXPECT_EQ(order, (std::vector<std::string>{"f", "u", "g", "f", "u", "k"}));
+  EXPECT_NEAR(s.recompute_time_s, 2 * 1.001e-3, 1e-15);
+}
+
+TEST(Recompute, AStepAheadOfUseRecomputesEarly) {
+  // A plan may recompute f itself before k needs a: same cost, no wait inside k.
+  Trace t = saved_for_later();
+  Plan plan = with_frees(t, {{StepKind::drop, 1, 0}});
+  // Put "recompute f" just before k's compute step.
+  for (std::size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].kind == StepKind::compute && plan.steps[i].id == 3) {
+      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i), {StepKind::recompute, 0, 0});
+      break;
+    }
+  FixedPlan p(plan);
+  Recorder rec;
+  Summary s = simulate(gpu(), t, p, rec);
+  EXPECT_NEAR(s.recompute_time_s, 1.001e-3, 1e-15);
+  EXPECT_EQ(s.tiers[0].usage.peak_allocated_bytes, 2200u);
+}
+
+TEST(Recompute, DroppingABufferWithNoProducerIsAnError) {
+  Trace t = saved_for_later();
+  FixedPlan p(Plan{{{StepKind::drop, 0, 0}}});
+  Recorder rec;
+  EXPECT_THROW(simulate(gpu(), t, p, rec), InputError);
+}
