@@ -67,6 +67,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
 
+  if (auto rewritten = policy->rewrite(trace, platform)) trace = std::move(*rewritten);
   Recorder recorder;
   Summary summary = simulate(platform, trace, *policy, recorder);
   summary.platform_source = platform.source;

@@ -22,6 +22,7 @@
 // Policies are created by name with declared parameters (policy/builtin.cpp registers them).
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ struct AllocationFailure {
 class Policy {
  public:
   virtual ~Policy() = default;
+  /// A planning pass that changes the trace itself (in-place reuse merges buffers,
+  /// compression adds encode/decode ops and smaller buffers). nullopt: the trace as it is.
+  /// `memsim run` applies it before plan() and the engine; reports then name the new ops.
+  virtual std::optional<Trace> rewrite(const Trace&, const PlatformSpec&) const {
+    return std::nullopt;
+  }
   /// The static schedule. The engine runs it step by step.
   virtual Plan plan(const Trace& trace, const Liveness& liveness,
                     const PlatformSpec& platform) const = 0;
