@@ -17,6 +17,7 @@
 #include "sim/engine/engine.h"
 #include "sim/memory/allocator.h"
 #include "sim/report/writers.h"
+#include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
 
@@ -67,6 +68,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
 
+  if (auto budget = policy->budget())
+    apply_budget(platform, *budget, baseline_peak_bytes(traces[0]));
   if (auto rewritten = policy->rewrite(trace, platform)) trace = std::move(*rewritten);
   Recorder recorder;
   Summary summary = simulate(platform, trace, *policy, recorder);
@@ -160,11 +163,14 @@ int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool 
     ++ops_by_phase[static_cast<int>(op.phase)];
   }
   const std::uint64_t params = parameter_count(t);
+  const std::uint64_t peak = baseline_peak_bytes(t);
   if (json) {
     ordered_json j;
     j["name"] = t.name;
     j["description"] = t.description;
     j["parameters"] = params;
+    j["flops"] = flops[0] + flops[1] + flops[2];
+    j["baseline_peak_bytes"] = peak;
     j["ops"] = t.ops.size();
     j["buffers"] = t.buffers.size();
     for (int p = 0; p < 3; ++p) {
@@ -181,6 +187,8 @@ int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool 
   std::cout << fmt::format("  ops         {} (forward {}, backward {}, optimizer {})\n", t.ops.size(),
                            ops_by_phase[0], ops_by_phase[1], ops_by_phase[2]);
   std::cout << fmt::format("  buffers     {}\n", t.buffers.size());
+  std::cout << fmt::format("  peak        {} with memory sharing by liveness (policy none, ideal allocator)\n",
+                           format_bytes(static_cast<double>(peak)));
   std::cout << fmt::format("  FLOPs       {:.4g} (forward {:.4g}, backward {:.4g}, optimizer {:.4g})\n",
                            flops[0] + flops[1] + flops[2], flops[0], flops[1], flops[2]);
   std::cout << "  bytes by category (all buffers, not a peak):\n";

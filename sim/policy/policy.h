@@ -57,6 +57,21 @@ struct Action {
   std::size_t to_tier = 0;
 };
 
+/// `policy.budget`: a cap on every compute tier, so policies can be compared at equal
+/// memory — bytes ("12GiB") or a fraction of the baseline peak ("0.5": half of what the
+/// step needs under `none` with the ideal allocator).
+struct Budget {
+  bool is_fraction = true;
+  double value = 1.0;  // the fraction, or bytes
+};
+/// The declaration every budgeted policy adds to its parameters.
+ParamSpec budget_param(const std::string& default_value = "1.0");
+/// Reads it: a number in (0, 1] or a size; a located InputError otherwise.
+Budget read_budget(const Params& params);
+/// Lowers each compute tier's capacity to the budget (never raises it). `baseline_peak` is
+/// the per-device peak under `none` (baseline_peak_bytes of one device's trace).
+void apply_budget(PlatformSpec& platform, const Budget& budget, std::uint64_t baseline_peak);
+
 struct AllocationFailure {
   std::size_t tier = 0;
   std::uint64_t bytes = 0;  // what was asked for
@@ -86,6 +101,9 @@ class Policy {
   /// Whether before_op/after_op do anything: lets the engine skip the calls for static
   /// policies (the common case), keeping per-op work O(1).
   virtual bool has_op_hooks() const { return false; }
+  /// The compute-tier cap this policy runs under, if it takes `policy.budget`. `memsim run`
+  /// applies it (apply_budget) before the engine runs.
+  virtual std::optional<Budget> budget() const { return std::nullopt; }
   /// "vdnn(all)": the name with the parameters that matter, for reports.
   virtual std::string label() const = 0;
 };
