@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/engine/cost_model.h"
+#include "sim/platform/routes.h"
 
 namespace sg4 = simgrid::s4u;
 
@@ -152,91 +153,43 @@ void Simulation::build_platform() {
   for (const auto& d : platform_.devices) device_hosts_.push_back(zone->create_host(d.name, kHostSpeed));
   for (const auto& t : platform_.tiers) tier_hosts_.push_back(zone->create_host(t.name, 1.0));
 
-  // The graph copies travel: tiers first, then switches, joined by the platform's links.
-  const std::size_t n_tiers = platform_.tiers.size();
-  const std::size_t n_nodes = n_tiers + platform_.switches.size();
-  auto node_of = [&](const std::string& name) -> std::size_t {
-    if (auto t = platform_.find_tier(name)) return *t;
-    for (std::size_t i = 0; i < platform_.switches.size(); ++i)
-      if (platform_.switches[i] == name) return n_tiers + i;
-    throw std::logic_error("link endpoint not checked by the loader: " + name);
-  };
-  struct Hop {
-    std::size_t to;
-    sg4::Link* link;
-    sg4::LinkInRoute::Direction dir;
-    double bandwidth;
-  };
-  std::vector<std::vector<Hop>> adj(n_nodes);
+  // Links, and each tier's own memory as a shared resource: a copy reads its source and
+  // writes its destination at no more than their bandwidths, and copies into one host memory
+  // share it. Routes (platform/routes.h) say which of them each copy crosses.
+  std::vector<sg4::Link*> links;
   for (const auto& l : platform_.links) {
-    const std::size_t a = node_of(l.from), b = node_of(l.to);
-    if (l.full_duplex) {
-      auto* link = zone->create_split_duplex_link(l.name, l.bandwidth_Bps);
-      link->set_latency(l.latency_s);
-      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::UP, l.bandwidth_Bps});
-      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::DOWN, l.bandwidth_Bps});
-    } else {
-      auto* link = zone->create_link(l.name, l.bandwidth_Bps);
-      link->set_latency(l.latency_s);
-      adj[a].push_back({b, link, sg4::LinkInRoute::Direction::NONE, l.bandwidth_Bps});
-      adj[b].push_back({a, link, sg4::LinkInRoute::Direction::NONE, l.bandwidth_Bps});
-    }
+    sg4::Link* link = l.full_duplex ? zone->create_split_duplex_link(l.name, l.bandwidth_Bps)
+                                    : zone->create_link(l.name, l.bandwidth_Bps);
+    link->set_latency(l.latency_s);
+    links.push_back(link);
   }
-  // Each tier's own memory is a shared resource too: a copy reads its source and writes its
-  // destination at no more than their bandwidths, and copies into one host memory share it.
   std::vector<sg4::Link*> memory_port;
   for (const auto& t : platform_.tiers) {
     auto* port = zone->create_link(t.name + ".memory", t.bandwidth_Bps);
     port->set_latency(t.latency_s);
     memory_port.push_back(port);
   }
-
-  // Routes between every pair of tiers: the widest path (largest bottleneck bandwidth), then
-  // the fewest hops, then the links' file order — so GPUs talk over NVLink when they have it
-  // and over PCIe otherwise. A Dijkstra on the (bandwidth, hops) label, in O(V^2) per source.
-  // A route may pass through a tier (GPU -> switch -> host DRAM -> NVMe bounces through host
-  // memory); it then also takes that tier's memory bandwidth.
+  const std::size_t n_tiers = platform_.tiers.size();
   routed_.assign(n_tiers, std::vector<bool>(n_tiers, false));
-  for (std::size_t src = 0; src < n_tiers; ++src) {
-    std::vector<double> width(n_nodes, -1);
-    std::vector<std::size_t> hops(n_nodes, SIZE_MAX), prev(n_nodes, SIZE_MAX);
-    std::vector<const Hop*> via(n_nodes, nullptr);
-    std::vector<bool> done(n_nodes, false);
-    width[src] = std::numeric_limits<double>::infinity();
-    hops[src] = 0;
-    for (std::size_t iter = 0; iter < n_nodes; ++iter) {
-      std::size_t u = SIZE_MAX;
-      for (std::size_t v = 0; v < n_nodes; ++v)
-        if (!done[v] && width[v] >= 0 &&
-            (u == SIZE_MAX || width[v] > width[u] || (width[v] == width[u] && hops[v] < hops[u])))
-          u = v;
-      if (u == SIZE_MAX) break;
-      done[u] = true;
-      for (const Hop& h : adj[u]) {
-        const double w = std::min(width[u], h.bandwidth);
-        if (!done[h.to] && (w > width[h.to] || (w == width[h.to] && hops[u] + 1 < hops[h.to]))) {
-          width[h.to] = w;
-          hops[h.to] = hops[u] + 1;
-          prev[h.to] = u;
-          via[h.to] = &h;
+  const RouteTable routes = compute_routes(platform_);
+  for (std::size_t src = 0; src < n_tiers; ++src)
+    for (std::size_t dst = 0; dst < n_tiers; ++dst) {
+      if (!routes[src][dst]) continue;
+      std::vector<sg4::LinkInRoute> route;
+      for (const RouteElement& e : routes[src][dst]->elements) {
+        if (e.kind == RouteElement::Kind::tier) {
+          route.emplace_back(memory_port[e.index]);
+        } else if (platform_.links[e.index].full_duplex) {
+          route.emplace_back(links[e.index], e.forward ? sg4::LinkInRoute::Direction::UP
+                                                       : sg4::LinkInRoute::Direction::DOWN);
+        } else {
+          route.emplace_back(links[e.index]);
         }
       }
-    }
-    for (std::size_t dst = 0; dst < n_tiers; ++dst) {
-      if (dst == src || prev[dst] == SIZE_MAX) continue;
-      std::vector<sg4::LinkInRoute> route{sg4::LinkInRoute(memory_port[src])};
-      std::vector<sg4::LinkInRoute> middle;
-      for (std::size_t v = dst; v != src; v = prev[v]) {
-        if (v != dst && v < n_tiers) middle.emplace_back(memory_port[v]);
-        middle.emplace_back(via[v]->link, via[v]->dir);
-      }
-      route.insert(route.end(), middle.rbegin(), middle.rend());
-      route.emplace_back(memory_port[dst]);
       zone->add_route(tier_hosts_[src]->get_netpoint(), tier_hosts_[dst]->get_netpoint(), nullptr,
                       nullptr, route, false);
       routed_[src][dst] = true;
     }
-  }
   zone->seal();
   for (const auto& d : platform_.devices)
     for (int dir = 0; dir < 2; ++dir) copy_slots_.push_back(sg4::Semaphore::create(d.copy_engines));
