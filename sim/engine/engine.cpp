@@ -57,6 +57,8 @@ class Simulation final : public RuntimeView {
   const PlatformSpec& platform() const override { return platform_; }
   const MemoryState& memory() const override { return memory_; }
   OpId current_op() const override { return current_op_; }
+  bool in_flight(BufferId b) const override { return in_flight_[b] != 0; }
+  bool dropped(BufferId b) const override { return dropped_[b] != 0; }
 
  private:
   struct Stream {

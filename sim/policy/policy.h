@@ -45,6 +45,10 @@ class RuntimeView {
   virtual const MemoryState& memory() const = 0;
   /// The op being prepared when the hook runs.
   virtual OpId current_op() const = 0;
+  /// Whether a copy of the buffer is under way (its space in the source is not free yet).
+  virtual bool in_flight(BufferId b) const = 0;
+  /// Whether the buffer was dropped and not yet remade.
+  virtual bool dropped(BufferId b) const = 0;
 };
 
 struct Action {
