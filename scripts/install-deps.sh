@@ -9,6 +9,7 @@ packages=(
   libyaml-cpp-dev libeigen3-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
+  coinor-libcbc-dev
 )
 
 missing=()

@@ -11,11 +11,14 @@
 
 #include "sim/app/inputs.h"
 #include "sim/app/policy_args.h"
+#include "sim/app/sweep_cli.h"
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
 #include "sim/core/units.h"
 #include "sim/engine/engine.h"
 #include "sim/memory/allocator.h"
+#include "sim/report/chrome_trace.h"
+#include "sim/report/events_csv.h"
 #include "sim/report/writers.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
@@ -39,7 +42,8 @@ bool names_a_platform(const std::string& arg) {
 }
 
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
-            const std::vector<std::string>& sets, const std::string& out_dir, bool json) {
+            const std::vector<std::string>& sets, const std::string& out_dir, bool json,
+            bool events, std::size_t max_events) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
@@ -72,6 +76,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     apply_budget(platform, *budget, baseline_peak_bytes(traces[0]));
   if (auto rewritten = policy->rewrite(trace, platform)) trace = std::move(*rewritten);
   Recorder recorder;
+  recorder.keep_allocations(events);
   Summary summary = simulate(platform, trace, *policy, recorder);
   summary.platform_source = platform.source;
   summary.workload_source = std::filesystem::exists(workload) ? workload : "(built in) " + workload;
@@ -84,6 +89,16 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform));
   if (const std::string tiles = tiles_csv(summary); !tiles.empty())
     write_file_atomic(out_dir + "/tiles.csv", tiles);
+  const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
+                                               platform, max_events);
+  write_file_atomic(out_dir + "/trace.json", chrome.json);
+  if (chrome.truncated())
+    std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events (up to {}); "
+                             "raise --max-events to keep more\n",
+                             out_dir, chrome.events_written, chrome.events_total,
+                             format_seconds(chrome.written_until_s));
+  if (events)
+    write_file_atomic(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform));
   write_file_atomic(out_dir + "/summary.json", json_text);
   if (json)
     std::cout << json_text;
@@ -279,6 +294,12 @@ int cli_main(int argc, char** argv) {
   run->add_option("--set", sets, "override a value: workload.batch=128, policy.KEY=V, gpu0.hbm.capacity=12GiB");
   run->add_option("--out", out_dir, "output folder (default out)");
   run->add_flag("--json", json, "print summary.json instead of the table");
+  bool events = false;
+  std::size_t max_events = kDefaultMaxTraceEvents;
+  run->add_flag("--events", events,
+                "also write events.csv: every allocation and free with its tier, address and bytes");
+  run->add_option("--max-events", max_events,
+                  "most events in trace.json (default 1000000); later ones are left out, with a note");
 
   std::string target;
   auto* info = app.add_subcommand("info", "describe a workload (parameters, ops, bytes, FLOPs) or a device");
@@ -296,6 +317,7 @@ int cli_main(int argc, char** argv) {
   trace->add_option("--set", sets, "override a workload value: workload.batch=8");
 
   app.add_subcommand("list", "list policies, allocators, models and built-in presets");
+  const auto sweep_commands = add_sweep_commands(app);  // sweep, fit
 
   try {
     app.parse(argc, argv);
@@ -303,10 +325,11 @@ int cli_main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    if (run->parsed()) return cmd_run(positional, policy, sets, out_dir, json);
+    if (run->parsed()) return cmd_run(positional, policy, sets, out_dir, json, events, max_events);
     if (info->parsed()) return cmd_info(target, sets, json);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file);
+    if (auto code = sweep_commands->dispatch()) return *code;
     return cmd_list();
   } catch (const UsageError& e) {
     std::cerr << "memsim: " << e.what() << "\n";

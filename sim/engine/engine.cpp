@@ -39,7 +39,8 @@ class Simulation final : public RuntimeView {
         in_flight_(trace.buffers.size(), 0),
         free_on_arrival_(trace.buffers.size(), 0),
         dropped_(trace.buffers.size(), 0),
-        updaters_(trace.buffers.size()) {
+        updaters_(trace.buffers.size()),
+        leaving_(platform.tiers.size(), 0) {
     for (const Op& op : trace.ops)
       for (BufferId b : op.updates) updaters_[b].push_back(op.id);
     memory_.set_listener(&recorder_);
@@ -131,6 +132,7 @@ class Simulation final : public RuntimeView {
   // deferred time, so every event and memory change carries its exact simulated time.
   double deferred_s_ = 0;
   int copies_in_flight_ = 0;
+  std::vector<int> leaving_;  // per tier: copies out of it under way
   bool stopped_ = false;
   std::exception_ptr error_;
   std::vector<Busy> busy_;  // per (compute device, stream)
@@ -285,6 +287,8 @@ void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const Op& op)
   r.capacity_bytes = memory_.usage(tier).capacity_bytes;
   r.largest_free_block = memory_.largest_free_block(tier);
   r.reason = memory_.failure_reason(tier, bytes);
+  if (std::string why = policy_.oom_reason(); !why.empty())
+    r.reason = r.reason.empty() ? why : r.reason + "; " + why;
   for (BufferId b : memory_.largest_resident(tier, kOomLiveBuffers))
     r.largest_live.push_back({trace_.buffers[b].name, trace_.buffers[b].category, trace_.buffers[b].bytes});
   summary_.status = "oom";
@@ -300,6 +304,14 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
     actions.clear();
     policy_.on_alloc_failure(*this, AllocationFailure{tier, bytes, op.id}, actions);
     if (actions.empty()) {
+      // Space held by copies leaving this tier is free once they land: wait for them before
+      // calling it an OOM.
+      if (leaving_[tier] > 0) {
+        const double t0 = now_s();
+        while (leaving_[tier] > 0 && !stopped_) wait_for_change();
+        if (now_s() > t0) record_stall(t0, op, kNoId, bytes, tier);
+        continue;
+      }
       report_oom(tier, bytes, op);
       return false;
     }
@@ -349,6 +361,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
     return;
   in_flight_[b] = 1;
   ++copies_in_flight_;
+  ++leaving_[from];
   int direction = 0;
   const std::uint32_t owner = copy_owner(from, to, direction);
   const bool to_compute = platform_.tiers[to].role == TierRole::compute;
@@ -365,6 +378,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
       memory_.finish_move(b, to, address, t1);
       in_flight_[b] = 0;
       --copies_in_flight_;
+      --leaving_[from];
       if (to_compute)
         summary_.swap_in_bytes += bytes;
       else
@@ -420,6 +434,7 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   const OpId caller = current_op_;
   current_op_ = op.id;
   if (hooks_ && !recompute) run_hook(&Policy::before_op, op.id);
+  if (hooks_ && recompute) policy_.before_recompute(*this, op.id);
   const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].compute_tier;
   for (const auto* list : {&op.inputs, &op.updates})
     for (BufferId b : *list)
@@ -476,6 +491,7 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   }
   notify();
   if (hooks_ && !recompute) run_hook(&Policy::after_op, op.id);
+  if (hooks_ && recompute) policy_.after_recompute(*this, op.id);
   current_op_ = recompute ? caller : op.id;
 }
 
@@ -553,7 +569,10 @@ void Simulation::run_steps(const Stream& s) {
     if (stopped_) return;
     switch (step.kind) {
       case StepKind::compute: run_op(trace_.ops[step.id], s.device, s.stream); break;
-      case StepKind::free: release(step.id); break;
+      case StepKind::free:
+        dropped_[step.id] = 0;  // dead now: a later re-run of its producer must not remake it
+        release(step.id);
+        break;
       case StepKind::swap_out:
       case StepKind::swap_in: start_copy(step.id, step.tier); break;
       case StepKind::drop: drop(step.id); break;

@@ -31,12 +31,20 @@ void MemoryState::changed(std::size_t tier, double now_s) {
   if (listener_) listener_->on_memory_change(tier, u, now_s);
 }
 
+void MemoryState::announce(std::size_t tier, BufferId b, Category c, bool allocated,
+                           const Allocation& a, double now_s) {
+  if (listener_)
+    listener_->on_allocation(
+        AllocationChange{now_s, static_cast<std::uint32_t>(tier), b, c, allocated, a});
+}
+
 bool MemoryState::allocate(BufferId b, std::size_t tier, double now_s) {
   const Buffer& buf = trace_.buffers[b];
   auto a = allocators_[tier]->allocate(buf.bytes);
   if (!a) return false;
   placement_[b] = Placement{tier, *a};
   usage_[tier].by_category[static_cast<int>(buf.category)] += a->bytes;
+  announce(tier, b, buf.category, true, *a, now_s);
   changed(tier, now_s);
   return true;
 }
@@ -48,7 +56,9 @@ void MemoryState::release(BufferId b, double now_s) {
   allocators_[p.tier]->release(p.allocation);
   usage_[p.tier].by_category[static_cast<int>(buf.category)] -= p.allocation.bytes;
   std::size_t tier = p.tier;
+  const Allocation released = p.allocation;
   p = Placement{};
+  announce(tier, b, buf.category, false, released, now_s);
   changed(tier, now_s);
 }
 
@@ -57,6 +67,7 @@ std::optional<Allocation> MemoryState::reserve_move(BufferId b, std::size_t to, 
   auto a = allocators_[to]->allocate(buf.bytes);
   if (!a) return std::nullopt;
   usage_[to].by_category[static_cast<int>(buf.category)] += a->bytes;
+  announce(to, b, buf.category, true, *a, now_s);
   changed(to, now_s);
   return a;
 }
@@ -71,6 +82,7 @@ std::optional<Allocation> MemoryState::allocate_anonymous(std::size_t tier, std:
   auto a = allocators_[tier]->allocate(bytes);
   if (!a) return std::nullopt;
   usage_[tier].by_category[static_cast<int>(category)] += a->bytes;
+  announce(tier, AllocationChange::kNoBuffer, category, true, *a, now_s);
   changed(tier, now_s);
   return a;
 }
@@ -79,6 +91,7 @@ void MemoryState::release_anonymous(std::size_t tier, const Allocation& a, Categ
                                     double now_s) {
   allocators_[tier]->release(a);
   usage_[tier].by_category[static_cast<int>(category)] -= a.bytes;
+  announce(tier, AllocationChange::kNoBuffer, category, false, a, now_s);
   changed(tier, now_s);
 }
 

@@ -35,11 +35,26 @@ struct Placement {
   Allocation allocation;        // what it holds there
 };
 
-/// Told of every change of a tier's occupancy (the recorder's memory curve).
+/// One allocation or release in a tier: the allocator's address and rounded bytes. `buffer`
+/// is kNoBuffer for anonymous space (op workspace).
+struct AllocationChange {
+  static constexpr BufferId kNoBuffer = 0xffffffffu;
+  double time_s = 0;
+  std::uint32_t tier = 0;
+  BufferId buffer = kNoBuffer;
+  Category category = Category::other;
+  bool allocated = true;  // false: released
+  Allocation allocation;
+};
+
+/// Told of every change of a tier's occupancy (the recorder's memory curve). Each change is
+/// announced by on_allocation (the allocation or release behind it) and then by
+/// on_memory_change (the tier's totals after it), so the two streams pair one to one.
 class MemoryListener {
  public:
   virtual ~MemoryListener() = default;
   virtual void on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) = 0;
+  virtual void on_allocation(const AllocationChange& change) { (void)change; }
 };
 
 class MemoryState {
@@ -75,6 +90,8 @@ class MemoryState {
 
  private:
   void changed(std::size_t tier, double now_s);
+  void announce(std::size_t tier, BufferId b, Category c, bool allocated, const Allocation& a,
+                double now_s);
 
   const Trace& trace_;
   std::vector<std::unique_ptr<Allocator>> allocators_;

@@ -3,7 +3,19 @@
 namespace memsim {
 
 const std::vector<PolicyInfo>& builtin_policies() {
-  static const std::vector<PolicyInfo> policies{none_policy(), keep_all_policy()};
+  static const std::vector<PolicyInfo> policies{
+      none_policy(),
+      keep_all_policy(),
+      checkpoint_sqrt_policy(),
+      revolve_policy(),
+      bptt_optimal_policy(),
+      checkmate_policy(),
+      vdnn_policy(),
+      swap_lru_policy(),
+      swap_budget_policy(),
+      capuchin_policy(),
+      dtr_policy(),
+  };
   return policies;
 }
 

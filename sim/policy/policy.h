@@ -105,6 +105,14 @@ class Policy {
   /// Whether before_op/after_op do anything: lets the engine skip the calls for static
   /// policies (the common case), keeping per-op work O(1).
   virtual bool has_op_hooks() const { return false; }
+  /// With has_op_hooks(): called around each recomputation (an op re-run, inside the op
+  /// being prepared, to remake dropped buffers), so a runtime policy sees the buffers it
+  /// reads and remakes (DTR's locks and access times). Nothing can be answered from here.
+  virtual void before_recompute(const RuntimeView&, OpId) {}
+  virtual void after_recompute(const RuntimeView&, OpId) {}
+  /// Why the last on_alloc_failure answered nothing, for the OOM report ("" when the tier is
+  /// simply full): "dtr: nothing evictable: ..." says more than the allocator can.
+  virtual std::string oom_reason() const { return {}; }
   /// The compute-tier cap this policy runs under, if it takes `policy.budget`. `memsim run`
   /// applies it (apply_budget) before the engine runs.
   virtual std::optional<Budget> budget() const { return std::nullopt; }
@@ -126,5 +134,16 @@ const PolicyInfo* find_policy(std::string_view name);
 // One per file under impl/.
 PolicyInfo none_policy();
 PolicyInfo keep_all_policy();
+PolicyInfo checkpoint_sqrt_policy();
+PolicyInfo revolve_policy();
+PolicyInfo bptt_optimal_policy();
+PolicyInfo checkmate_policy();
+PolicyInfo vdnn_policy();
+PolicyInfo swap_lru_policy();
+PolicyInfo swap_budget_policy();
+PolicyInfo capuchin_policy();
+PolicyInfo dtr_policy();
+PolicyInfo compress_policy();
+PolicyInfo hybrid_policy();
 
 }  // namespace memsim

@@ -1,7 +1,8 @@
 #pragma once
 // The recorder listens to the engine: one Event per thing that took time (compute,
-// recompute, a copy, a stall) and one MemorySample per change of a tier's occupancy. It
-// keeps them in memory in time order; the writers turn them into files.
+// recompute, a copy, a stall) and one MemorySample per change of a tier's occupancy (and,
+// when asked, the AllocationChange behind each sample). It keeps them in memory in time
+// order; the writers turn them into files.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -40,17 +41,25 @@ class Recorder final : public MemoryListener {
  public:
   /// With `keep_samples` false only events are kept (benchmarks).
   explicit Recorder(bool keep_samples = true) : keep_samples_(keep_samples) {}
+  /// Also keep every allocation and release with its address (events.csv); off by default.
+  void keep_allocations(bool on) { keep_allocations_ = on; }
   void record(const Event& e) { events_.push_back(e); }
   void on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) override;
+  void on_allocation(const AllocationChange& change) override {
+    if (keep_allocations_) allocations_.push_back(change);
+  }
   void reserve(std::size_t events, std::size_t samples);
 
   const std::vector<Event>& events() const { return events_; }
   const std::vector<MemorySample>& samples() const { return samples_; }
+  const std::vector<AllocationChange>& allocations() const { return allocations_; }
 
  private:
   bool keep_samples_;
+  bool keep_allocations_ = false;
   std::vector<Event> events_;
   std::vector<MemorySample> samples_;
+  std::vector<AllocationChange> allocations_;
 };
 
 }  // namespace memsim

@@ -14,7 +14,20 @@ const std::vector<std::string>& known_op_kinds() {
       "avg_pool2d_backward", "linear_backward", "matmul_backward", "log_softmax_backward",
       "nll_loss_backward", "mse_loss_backward", "accumulate_grad",
       // optimizer
-      "sgd_step", "momentum_step", "adam_step"};
+      "sgd_step", "momentum_step", "adam_step",
+      // CNN layers (issue 4): forward, backward, optimizer
+      "relu6", "dropout", "cat", "pad",
+      "relu6_backward", "dropout_backward", "pad_backward",
+      "adamw_step",
+      // sequence models (issue 4): forward, then backward
+      "embedding", "layer_norm", "rms_norm", "gelu", "silu", "tanh", "mul", "sum", "softmax",
+      "rotary_embedding", "bmm", "flash_attention", "fill", "lstm_cell", "gru_cell", "stack",
+      "embedding_backward", "layer_norm_backward", "rms_norm_backward", "gelu_backward",
+      "silu_backward", "tanh_backward", "mul_backward", "softmax_backward",
+      "rotary_embedding_backward", "bmm_backward", "flash_attention_backward",
+      "select_backward", "lstm_cell_backward", "gru_cell_backward",
+      // Gist-style stashing (policy compress, issue 7)
+      "encode", "decode"};
   return kinds;
 }
 

@@ -306,7 +306,8 @@ TEST(Model, Deterministic) {
 
 TEST(Model, BadParametersAreLocated) {
   EXPECT_EQ(error_of("model: resnet\ndepth: 51\n"),
-            "t.yaml:2:8: depth: expected one of 18, 34, 50, 101, 152, got '51'");
+            "t.yaml:2:8: depth: expected 18, 34, 50, 101 or 152 (imagenet), or a CIFAR depth "
+            "6n+2 (basic blocks) or 9n+2 (pre-activation bottlenecks), got '51'");
   EXPECT_EQ(error_of("model: resnet\nbatch: 0\n"),
             "t.yaml:2:8: batch: expected an integer from 1 to 1000000, got '0'");
   EXPECT_EQ(error_of("model: mlp\ndtype: fp64\n"),

@@ -12,7 +12,16 @@ TEST(OpKinds, GeneratorsEmitOnlyKnownKinds) {
            {"model: resnet\ndepth: 18\nbatch: 1\noptimizer: adam\n", "resnet"},
            {"model: resnet\ndepth: 50\nbatch: 1\noptimizer: sgd\n", "resnet"},
            {"model: mlp\nbatch: 2\n", "mlp"},
-           {"model: chain\nlayers: 3\nbatch: 2\n", "chain"}}) {
+           {"model: chain\nlayers: 3\nbatch: 2\n", "chain"},
+           {"model: rnn\nlayers: 2\nhidden: 8\ninput_size: 4\nseq_len: 3\nbatch: 2\n", "rnn"},
+           {"model: lstm\nlayers: 2\nhidden: 8\ninput_size: 4\nseq_len: 3\nbatch: 2\n", "lstm"},
+           {"model: gru\nlayers: 2\nhidden: 8\ninput_size: 4\nseq_len: 3\nbatch: 2\n", "gru"},
+           {"model: bert\nseq_len: 8\nbatch: 2\n", "bert"},
+           {"model: bert\nhead: mlm\nseq_len: 8\nbatch: 2\nattention_impl: fused\n", "bert"},
+           {"model: gpt2\nseq_len: 8\nbatch: 2\n", "gpt2"},
+           {"model: gpt\nlayers: 2\nhidden: 64\nheads: 4\nseq_len: 8\nbatch: 2\nblocks_only: true\n", "gpt"},
+           {"model: llama\nlayers: 2\nhidden: 64\nheads: 4\nintermediate: 96\nvocab: 100\nseq_len: 8\nbatch: 2\n", "llama"},
+           {"model: llama\nlayers: 2\nhidden: 64\nheads: 4\nintermediate: 96\nvocab: 100\nseq_len: 8\nbatch: 2\nattention_impl: fused\n", "llama"}}) {
     auto node = ConfigNode::parse_text(spec, "t.yaml");
     const ModelInfo* info = find_model(name);
     Trace t = info->generate(Params(node, info->params, "model " + name, {"model", "name"}));

@@ -1,5 +1,6 @@
 #include "sim/workload/models/builder.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -12,19 +13,24 @@ namespace {
 constexpr double kAccumulateFlops = 1;
 
 // Optimizer FLOPs per parameter: sgd w -= lr*g; momentum also b = mu*b + g (PyTorch SGD
-// with momentum); adam two moment updates, bias corrections, sqrt, divide and step.
+// with momentum); adam two moment updates, bias corrections, sqrt, divide and step; adamw
+// adds the decoupled weight decay w -= lr*wd*w.
 double optimizer_flops(Optimizer o) {
   switch (o) {
     case Optimizer::sgd: return 2;
     case Optimizer::momentum: return 4;
     case Optimizer::adam: return 12;
+    case Optimizer::adamw: return 14;
   }
   return 0;
 }
+// Mixed precision: the half gradient is unscaled into fp32 and the master weight is cast
+// back to the half copy, one FLOP each per parameter.
+constexpr double kMixedPrecisionStepFlops = 2;
 
 // PyTorch's names for the state tensors.
-constexpr std::string_view kStateNames[3][2] = {
-    {}, {"momentum_buffer"}, {"exp_avg", "exp_avg_sq"}};
+constexpr std::string_view kStateNames[4][2] = {
+    {}, {"momentum_buffer"}, {"exp_avg", "exp_avg_sq"}, {"exp_avg", "exp_avg_sq"}};
 
 }  // namespace
 
@@ -33,30 +39,44 @@ std::string_view to_string(Optimizer o) {
     case Optimizer::sgd: return "sgd";
     case Optimizer::momentum: return "momentum";
     case Optimizer::adam: return "adam";
+    case Optimizer::adamw: return "adamw";
   }
   return "?";
 }
+
+std::string_view to_string(ConvAlgo a) { return a == ConvAlgo::direct ? "direct" : "im2col"; }
 
 int optimizer_state_count(Optimizer o) {
   switch (o) {
     case Optimizer::sgd: return 0;
     case Optimizer::momentum: return 1;
     case Optimizer::adam: return 2;
+    case Optimizer::adamw: return 2;
   }
   return 0;
 }
 
 std::string TrainingSettings::summary() const {
-  return fmt::format("batch {}, {}, {}", batch, to_string(dtype), to_string(optimizer));
+  std::string s = fmt::format("batch {}, {}{}, {}", batch, to_string(dtype),
+                              mixed_precision ? " mixed" : "", to_string(optimizer));
+  if (!inplace) s += ", relu out of place";
+  if (conv_algo != ConvAlgo::direct) s += fmt::format(", {}", to_string(conv_algo));
+  return s;
 }
 
 std::vector<ParamSpec> training_param_specs() {
   return {
       {"batch", "samples per mini-batch", "32"},
-      {"dtype", "element type of activations, weights, gradients and optimizer state: "
-                "fp32, fp16 or bf16", "fp32"},
-      {"optimizer", "sgd (no state), momentum (one buffer per parameter) or adam (two)",
+      {"dtype", "element type of activations, weights and gradients (and of the optimizer "
+                "state unless mixed_precision): fp32, fp16 or bf16", "fp32"},
+      {"mixed_precision", "true: dtype fp16/bf16 compute with fp32 master weights and fp32 "
+                          "optimizer state (needs dtype fp16 or bf16)", "false"},
+      {"optimizer", "sgd (no state), momentum (one buffer per parameter), adam or adamw (two)",
        "momentum"},
+      {"inplace", "run the activations the model runs in place (torchvision's "
+                  "ReLU(inplace=True)) in place; false: out of place", "true"},
+      {"conv_algo", "direct, or im2col: each convolution and its backward get a workspace of "
+                    "the lowered input, N x (C/groups x K x K) x (Hout x Wout)", "direct"},
   };
 }
 
@@ -64,10 +84,20 @@ TrainingSettings read_training_settings(const Params& params) {
   TrainingSettings s;
   s.batch = params.get("batch").as_int_in(1, 1'000'000);
   s.dtype = *dtype_from_string(params.get("dtype").as_choice({"fp32", "fp16", "bf16"}));
-  const std::string opt = params.get("optimizer").as_choice({"sgd", "momentum", "adam"});
-  s.optimizer = opt == "sgd" ? Optimizer::sgd
+  const ConfigNode mixed = params.get("mixed_precision");
+  s.mixed_precision = mixed.as_bool();
+  if (s.mixed_precision && s.dtype == DType::fp32)
+    mixed.fail("needs dtype fp16 or bf16, got fp32");
+  const std::string opt =
+      params.get("optimizer").as_choice({"sgd", "momentum", "adam", "adamw"});
+  s.optimizer = opt == "sgd"        ? Optimizer::sgd
                 : opt == "momentum" ? Optimizer::momentum
-                                    : Optimizer::adam;
+                : opt == "adam"     ? Optimizer::adam
+                                    : Optimizer::adamw;
+  s.inplace = params.get("inplace").as_bool();
+  s.conv_algo = params.get("conv_algo").as_choice({"direct", "im2col"}) == "direct"
+                    ? ConvAlgo::direct
+                    : ConvAlgo::im2col;
   return s;
 }
 
@@ -82,12 +112,26 @@ double bytes_moved(const Trace& trace, const Op& op) {
   for (BufferId b : op.inputs) sum += static_cast<double>(trace.buffers[b].bytes);
   for (BufferId b : op.outputs) sum += static_cast<double>(trace.buffers[b].bytes);
   for (BufferId b : op.updates) sum += 2.0 * static_cast<double>(trace.buffers[b].bytes);
-  return sum;
+  return sum + 2.0 * static_cast<double>(op.workspace_bytes);
 }
 
 std::uint64_t parameter_count(const Trace& trace, DType weight_dtype) {
   return trace.total_bytes(Category::weight) /
          static_cast<std::uint64_t>(dtype_bytes(weight_dtype));
+}
+
+std::uint64_t baseline_peak_bytes(const Trace& trace) {
+  const Liveness l = compute_liveness(trace);
+  std::uint64_t live = 0;
+  for (const Buffer& b : trace.buffers)
+    if (b.producer == kNoOp) live += b.bytes;
+  std::uint64_t peak = live;
+  for (const Op& op : trace.ops) {
+    for (BufferId b : op.outputs) live += trace.buffers[b].bytes;
+    peak = std::max(peak, live + op.workspace_bytes);
+    for (BufferId b : l.dies_after[op.id]) live -= trace.buffers[b].bytes;
+  }
+  return peak;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -136,11 +180,15 @@ std::uint32_t ModelBuilder::parameter(std::string name, std::uint64_t elements) 
   const std::uint64_t bytes = elements * dtype_bytes(settings_.dtype);
   Parameter p{name, trace_.add_buffer(name, bytes, Category::weight, true), {}, elements,
               kNoBuffer};
+  // Master weights and optimizer state are in state_dtype() (fp32 under mixed precision).
+  const std::uint64_t state_bytes = elements * dtype_bytes(settings_.state_dtype());
+  if (settings_.mixed_precision)
+    p.master = trace_.add_buffer(name + ".master", state_bytes, Category::weight, true);
   const int states = optimizer_state_count(settings_.optimizer);
   const int opt = static_cast<int>(settings_.optimizer);
   for (int i = 0; i < states; ++i)
-    p.state.push_back(trace_.add_buffer(name + "." + std::string(kStateNames[opt][i]), bytes,
-                                        Category::optimizer_state, true));
+    p.state.push_back(trace_.add_buffer(name + "." + std::string(kStateNames[opt][i]),
+                                        state_bytes, Category::optimizer_state, true));
   params_.push_back(std::move(p));
   return static_cast<std::uint32_t>(params_.size() - 1);
 }
@@ -195,6 +243,10 @@ BufferId ModelBuilder::take_grad(Value v) {
 // when no other tensor's gradient slot still holds the first buffer — PyTorch checks the
 // same thing through the tensor's use count — else out of place into a new buffer. In place
 // is what PyTorch does in the residual blocks here, and it allocates nothing.
+//
+// A gradient may be a view into a larger buffer (cat's backward hands out slices of its one
+// gradient): the slot then holds the whole buffer, and a sum goes out of place into a new
+// buffer of the tensor's own size, as PyTorch does for a non-dense view.
 void ModelBuilder::contribute(Value v, BufferId grad, const std::string& consumer) {
   const BufferId first = grad_[v.id];
   if (first == kNoBuffer) {
@@ -203,13 +255,15 @@ void ModelBuilder::contribute(Value v, BufferId grad, const std::string& consume
     return;
   }
   const auto elements = static_cast<double>(element_count(shape(v)));
-  if (holders(first) == 1) {
+  const std::uint64_t own_bytes =
+      static_cast<std::uint64_t>(element_count(shape(v))) * dtype_bytes(settings_.dtype);
+  if (holders(first) == 1 && trace_.buffers[first].bytes == own_bytes) {
     emit(consumer + ".accumulate_grad", "accumulate_grad", {grad}, {}, {first},
          kAccumulateFlops * elements);
     return;
   }
-  const BufferId sum = trace_.add_buffer(consumer + ".grad_sum", trace_.buffers[first].bytes,
-                                         Category::activation_grad);
+  const BufferId sum =
+      trace_.add_buffer(consumer + ".grad_sum", own_bytes, Category::activation_grad);
   emit(consumer + ".accumulate_grad", "accumulate_grad", {first, grad}, {sum}, {},
        kAccumulateFlops * elements);
   --holders(first);
@@ -225,16 +279,21 @@ Trace ModelBuilder::finish(std::string name, std::string description) {
   tape_.clear();
 
   // One step per parameter tensor, in model.parameters() order (the order of creation).
-  // The gradient is its last use, so it dies after the step.
+  // The gradient is its last use, so it dies after the step. Under mixed precision the step
+  // reads the half gradient, updates the fp32 master and state in fp32, and writes the
+  // half weight back from the master.
   phase_ = Phase::optimizer;
   const std::string kind = fmt::format("{}_step", to_string(settings_.optimizer));
-  const double flops_per_param = optimizer_flops(settings_.optimizer);
+  const double flops_per_param = optimizer_flops(settings_.optimizer) +
+                                 (settings_.mixed_precision ? kMixedPrecisionStepFlops : 0);
   for (const Parameter& p : params_) {
     if (p.grad == kNoBuffer) continue;
     std::vector<BufferId> updates{p.weight};
+    if (p.master != kNoBuffer) updates.push_back(p.master);
     updates.insert(updates.end(), p.state.begin(), p.state.end());
-    emit(p.name + ".step", kind, {p.grad}, {}, std::move(updates),
-         flops_per_param * static_cast<double>(p.elements));
+    const OpId step = emit(p.name + ".step", kind, {p.grad}, {}, std::move(updates),
+                           flops_per_param * static_cast<double>(p.elements));
+    trace_.ops[step].dtype = settings_.state_dtype();
   }
   trace_.name = std::move(name);
   trace_.description = std::move(description);

@@ -1,9 +1,10 @@
 #pragma once
 // What the model generators share: the training settings every model takes (batch, dtype,
-// optimizer) and ModelBuilder, a small recorder in the manner of PyTorch autograd. A
-// generator calls layers in forward order; each layer emits its forward op at once and
-// records its backward. finish() replays the record in reverse (the order in which
-// autograd runs a sequential graph), then emits one optimizer step per parameter.
+// mixed precision, optimizer, in-place activations, convolution lowering) and ModelBuilder,
+// a small recorder in the manner of PyTorch autograd. A generator calls layers in forward
+// order; each layer emits its forward op at once and records its backward. finish()
+// replays the record in reverse (the order in which autograd runs a sequential graph),
+// then emits one optimizer step per parameter.
 //
 // Liveness follows autograd: a backward op reads exactly what PyTorch saves for it, so the
 // saved tensors stay alive until then. Gradients reaching a tensor from two consumers are
@@ -13,12 +14,14 @@
 // Op kinds (device YAML roofline efficiencies are keyed by these; keep op_kinds.cpp, the
 // list the platform loader checks efficiency keys against, in step):
 //   forward   conv2d batch_norm relu max_pool2d avg_pool2d add linear matmul
-//             log_softmax nll_loss mse_loss
+//             log_softmax nll_loss mse_loss relu6 dropout cat pad
 //   backward  conv2d_backward batch_norm_backward relu_backward max_pool2d_backward
 //             avg_pool2d_backward linear_backward matmul_backward log_softmax_backward
-//             nll_loss_backward mse_loss_backward accumulate_grad
-//   optimizer sgd_step momentum_step adam_step
-// There is no add_backward or flatten op: autograd passes those gradients on unchanged.
+//             nll_loss_backward mse_loss_backward accumulate_grad relu6_backward
+//             dropout_backward pad_backward
+//   optimizer sgd_step momentum_step adam_step adamw_step
+// There is no add_backward, cat_backward or flatten op: autograd passes those gradients on
+// unchanged (cat's as views into the one gradient buffer).
 //
 // Names follow torchvision: op "layer1.0.conv1", its output "layer1.0.conv1.out", its
 // parameter "layer1.0.conv1.weight" with gradient "layer1.0.conv1.weight.grad"; backward op
@@ -34,21 +37,40 @@
 
 namespace memsim {
 
-enum class Optimizer : std::uint8_t { sgd, momentum, adam };
+enum class Optimizer : std::uint8_t { sgd, momentum, adam, adamw };
 std::string_view to_string(Optimizer o);
-/// State tensors per parameter: sgd 0, momentum 1 (momentum_buffer), adam 2 (exp_avg,
-/// exp_avg_sq).
+/// State tensors per parameter: sgd 0, momentum 1 (momentum_buffer), adam and adamw 2
+/// (exp_avg, exp_avg_sq).
 int optimizer_state_count(Optimizer o);
+
+/// How a convolution runs: `direct` (no scratch; what cuDNN's implicit-GEMM kernels need),
+/// or `im2col` (the input lowered to a matrix first, as Caffe did: see conv2d).
+enum class ConvAlgo : std::uint8_t { direct, im2col };
+std::string_view to_string(ConvAlgo a);
 
 struct TrainingSettings {
   std::int64_t batch = 32;
-  DType dtype = DType::fp32;  // activations, weights, gradients and optimizer state
+  /// Element type of activations, weights and gradients; of the optimizer state too, unless
+  /// mixed_precision.
+  DType dtype = DType::fp32;
+  /// fp16/bf16 compute with fp32 master weights and fp32 optimizer state (apex O2,
+  /// Megatron, DeepSpeed): per parameter a "<param>.master" weight buffer besides the half
+  /// one. Needs dtype fp16 or bf16.
+  bool mixed_precision = false;
   Optimizer optimizer = Optimizer::momentum;
-  /// "batch 64, fp32, momentum", for Trace::description.
+  /// false turns the activations a model runs in place (torchvision's ReLU(inplace=True))
+  /// out of place; a model's out-of-place activations stay so either way.
+  bool inplace = true;
+  ConvAlgo conv_algo = ConvAlgo::direct;
+  /// The element type of master weights and optimizer state: fp32 with mixed precision.
+  DType state_dtype() const { return mixed_precision ? DType::fp32 : dtype; }
+  /// "batch 64, fp32, momentum" (then ", mixed", ", relu out of place", ", im2col" where not
+  /// the default), for Trace::description.
   std::string summary() const;
 };
 
-/// Declarations of `batch`, `dtype` and `optimizer`, for a model to append to its own.
+/// Declarations of `batch`, `dtype`, `mixed_precision`, `optimizer`, `inplace` and
+/// `conv_algo`, for a model to append to its own.
 std::vector<ParamSpec> training_param_specs();
 /// Reads them; a bad value is an InputError located at the value.
 TrainingSettings read_training_settings(const Params& params);
@@ -56,12 +78,20 @@ TrainingSettings read_training_settings(const Params& params);
 using Shape = std::vector<std::int64_t>;
 std::int64_t element_count(const Shape& shape);
 
-/// Bytes an op reads and writes: inputs and outputs once, updates twice (read, then write).
+/// Bytes an op reads and writes: inputs and outputs once, updates twice (read, then write),
+/// and its workspace twice (written, then read back: an im2col matrix).
 double bytes_moved(const Trace& trace, const Op& op);
 
 /// Number of parameters: the elements of the Category::weight buffers, stored as
-/// `weight_dtype` (the trace does not keep element sizes).
+/// `weight_dtype` (the trace does not keep element sizes). Not for mixed precision, where
+/// the fp32 master copies are weights too: Trace::parameters counts the model's parameters.
 std::uint64_t parameter_count(const Trace& trace, DType weight_dtype);
+
+/// The peak of the compute tier with enough memory and liveness-based freeing (what policy
+/// `none` does with the `ideal` allocator): the buffers resident at the start are allocated
+/// first; then for each op in issue order its outputs, then its workspace; the peak is taken;
+/// the workspace is freed, then the buffers whose last use it was (compute_liveness).
+std::uint64_t baseline_peak_bytes(const Trace& trace);
 
 /// A tensor value in the forward graph. An in-place op (relu with inplace, add_) makes a new
 /// Value on the same buffer, as autograd bumps a tensor's version.
@@ -86,19 +116,42 @@ class ModelBuilder {
 
   // Layers on NCHW (2-d) or NC (1-d) values. Each creates its parameters on first use:
   // weights are Category::weight, persistent, with the optimizer's state next to them.
+  /// With conv_algo im2col, the forward and the backward op each get a workspace of the
+  /// lowered input, N x (C/groups x K x K) x (Hout x Wout) elements — except a 1x1 stride-1
+  /// unpadded convolution, whose lowered input is the input itself.
   Value conv2d(const std::string& name, Value x, std::int64_t out_channels, std::int64_t kernel,
                std::int64_t stride, std::int64_t padding, bool bias = false,
                std::int64_t groups = 1);
   /// Training-mode batch norm; also updates running_mean/var and num_batches_tracked
   /// (persistent Category::other buffers, not parameters).
   Value batch_norm(const std::string& name, Value x);
+  /// In place when `inplace` and settings().inplace; saves its result either way.
   Value relu(const std::string& name, Value x, bool inplace);
+  /// ReLU6 (hardtanh to [0, 6]), in place as relu. In place it saves its result; out of
+  /// place its input (hardtanh_backward's `self`), as autograd does.
+  Value relu6(const std::string& name, Value x, bool inplace);
+  /// `ceil_mode` rounds the output size up, as nn.MaxPool2d(ceil_mode=True).
   Value max_pool2d(const std::string& name, Value x, std::int64_t kernel, std::int64_t stride,
-                   std::int64_t padding);
+                   std::int64_t padding, bool ceil_mode = false);
+  /// Average pooling without padding (kind avg_pool2d); saves its input.
+  Value avg_pool2d(const std::string& name, Value x, std::int64_t kernel, std::int64_t stride);
   /// Adaptive average pooling to out_size x out_size (kind avg_pool2d).
   Value adaptive_avg_pool2d(const std::string& name, Value x, std::int64_t out_size);
+  /// Training-mode dropout: an output and a bool mask of the same element count, which
+  /// backward reads (native_dropout). Out of place, as nn.Dropout().
+  Value dropout(const std::string& name, Value x);
   /// `self += other`, in place on self's buffer (a residual connection).
   Value add_(const std::string& name, Value self, Value other);
+  /// `a + b` into a new buffer (MobileNetV2's `x + self.conv(x)`).
+  Value add(const std::string& name, Value a, Value b);
+  /// torch.cat along the channels into a new buffer (also for a single tensor). Backward
+  /// hands each input a view of the one gradient buffer: no op, no new buffer.
+  Value cat(const std::string& name, const std::vector<Value>& xs);
+  /// The option-A shortcut of the CIFAR ResNets: x[:, :, ::stride, ::stride] zero-padded to
+  /// `out_channels` channels (kind pad), into a new buffer; backward (pad_backward) scatters
+  /// the gradient back into a new input-sized buffer, as slice_backward does.
+  Value subsample_pad(const std::string& name, Value x, std::int64_t stride,
+                      std::int64_t out_channels);
   /// NCHW -> N x CHW: a view, no op and no new buffer.
   Value flatten(Value x);
   /// y = x W^T + b; one backward op for all its gradients.
@@ -114,6 +167,86 @@ class ModelBuilder {
   void mse_loss(Value y, Value target);
 
   // ---- sequence-model layers (defined in seq_layers.cpp) ----
+  // (attention() is in attention_layer.cpp, recurrent() in recurrent_layer.cpp.) Their op
+  // kinds, besides the ones above:
+  //   forward   embedding layer_norm rms_norm gelu silu tanh mul sum softmax
+  //             rotary_embedding bmm flash_attention fill lstm_cell gru_cell stack
+  //   backward  embedding_backward layer_norm_backward rms_norm_backward gelu_backward
+  //             silu_backward tanh_backward mul_backward softmax_backward
+  //             rotary_embedding_backward bmm_backward flash_attention_backward
+  //             select_backward lstm_cell_backward gru_cell_backward stack
+  // Sequence values are token-major matrices, `tokens x features` with tokens = batch x
+  // seq_len (each sample's positions contiguous), so linear() applies to them as is.
+  // Attention splits and merges heads as views. Recurrent layers take `seq x batch x
+  // features`, as nn.LSTM does without batch_first.
+
+  /// Rows of a `rows x dim` table looked up by int64 `indices` (shape [k]); output k x dim.
+  /// Saves the indices; backward is embedding_dense_backward (a dense table gradient).
+  Value embedding(const std::string& name, Value indices, std::int64_t rows, std::int64_t dim);
+  /// y = x W^T (+ b) with W the existing parameter `weight_name` (a tied LM head): its
+  /// gradient is added to the one the other user of W produces.
+  Value tied_linear(const std::string& name, Value x, const std::string& weight_name, bool bias);
+  /// LayerNorm over the last dimension (weight, bias): saves input, mean and rstd (fp32).
+  Value layer_norm(const std::string& name, Value x);
+  /// RMSNorm over the last dimension (weight only), as a fused kernel: saves input and rstd.
+  Value rms_norm(const std::string& name, Value x);
+  /// Activations, out of place. gelu and silu save their input, tanh its output.
+  Value gelu(const std::string& name, Value x);
+  Value silu(const std::string& name, Value x);
+  Value tanh(const std::string& name, Value x);
+  /// Elementwise a * b (same shape); saves both operands.
+  Value mul(const std::string& name, Value a, Value b);
+  /// a + b into a new buffer where b has fewer rows than a and is repeated down it (learned
+  /// position embeddings added to every sample); b's gradient is a sum over the repeats
+  /// (kind sum). Same shapes go to add().
+  Value add_broadcast(const std::string& name, Value a, Value b);
+  /// Softmax over the last dimension; saves its output.
+  Value softmax(const std::string& name, Value x);
+  /// `parts` equal column blocks of x as views (a fused QKV projection split in three);
+  /// backward concatenates their gradients.
+  std::vector<Value> split(const std::string& name, Value x, int parts);
+  /// A strided view of part of x with shape `view` (the last time step, each sample's first
+  /// token). Backward scatters the gradient into zeros of x's shape (select_backward).
+  Value select(const std::string& name, Value x, Shape view);
+  /// Rotary position embedding of q or k (`tokens x hidden`), with seq x head_dim cos and
+  /// sin tables. Saves only the tables.
+  Value rotary(const std::string& name, Value x, Value cos, Value sin);
+
+  enum class AttentionImpl : std::uint8_t { materialized, fused };
+  /// Multi-head scaled dot-product attention over q, k, v (`tokens x hidden` each, split
+  /// into `heads`). materialized: scores = q k^T (batch x heads x seq x seq), softmax (its
+  /// output saved), optional dropout on the probabilities, then probs v. fused
+  /// (FlashAttention): one op that saves q, k, v, its output and the fp32 logsumexp, and no
+  /// seq x seq tensor. `dropout_p` applies to the probabilities.
+  Value attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
+                  std::int64_t heads, bool causal, AttentionImpl impl, double dropout_p);
+
+  enum class RecurrentCell : std::uint8_t { rnn_tanh, lstm, gru };
+  /// Layer `layer` of a unidirectional nn.RNN/LSTM/GRU (zero initial state, biases) over x
+  /// (`seq x batch x features`), unrolled per time step as PyTorch's native CUDA path
+  /// runs it; returns the stacked outputs `seq x batch x hidden`. Parameters are named as
+  /// nn.LSTM names them: `name.weight_ih_l{layer}`, ... Backward runs through time in
+  /// reverse step order.
+  Value recurrent(const std::string& name, int layer, Value x, RecurrentCell cell,
+                  std::int64_t hidden);
+
+ private:
+  // Helpers of the sequence layers.
+  /// Where a backward op writes parameter p's gradient: the .grad itself the first time
+  /// (AccumulateGrad steals it), else a new buffer `part_name` for add_param_grad().
+  BufferId param_grad_target(std::uint32_t p, const std::string& part_name);
+  /// Sums `target` into p's .grad in place (AccumulateGrad's `grad += new`); nothing when
+  /// target is the .grad itself.
+  void add_param_grad(std::uint32_t p, BufferId target, const std::string& op_name);
+  std::uint32_t find_parameter(const std::string& name) const;
+  Value unary(const std::string& name, Value x, std::string_view kind, double forward_flops,
+              double backward_flops, bool saves_output);
+  Value materialized_attention(const std::string& name, Value q, Value k, Value v,
+                               std::int64_t batch, std::int64_t heads, double dropout_p);
+  Value fused_attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
+                        std::int64_t heads, bool causal);
+
+ public:
   // ---- end of sequence-model layers ----
 
   /// Emits the backward pass and the optimizer steps; the builder is spent afterwards.
@@ -131,6 +264,7 @@ class ModelBuilder {
     std::vector<BufferId> state;  // optimizer state, Category::optimizer_state
     std::uint64_t elements;
     BufferId grad;
+    BufferId master = kNoOp;  // the fp32 copy under mixed precision, else none
   };
   static constexpr BufferId kNoBuffer = kNoOp;
 
@@ -142,6 +276,13 @@ class ModelBuilder {
   BufferId grad_buffer(const std::string& op_name, Value like);
   OpId emit(std::string name, std::string_view kind, std::vector<BufferId> inputs,
             std::vector<BufferId> outputs, std::vector<BufferId> updates, double flops);
+
+  Value activation(const std::string& name, std::string_view kind, Value x, bool inplace,
+                   bool saves_input_out_of_place);
+  /// The im2col workspace of a convolution on `in` (zero when direct or the identity).
+  std::uint64_t im2col_bytes(const Shape& in, std::int64_t kernel, std::int64_t stride,
+                             std::int64_t padding, std::int64_t groups, std::int64_t ho,
+                             std::int64_t wo) const;
 
   bool has_grad(Value v) const;
   BufferId take_grad(Value v);

@@ -19,6 +19,9 @@ constexpr double kEltwiseFlops = 1;             // relu, add, pooling backward
 constexpr double kLogSoftmaxForwardFlops = 4;   // max, subtract, exp-sum, subtract log
 constexpr double kLogSoftmaxBackwardFlops = 3;  // exp, scale by the row sum, subtract
 constexpr double kMseFlops = 3;                 // subtract, square (or scale), sum
+constexpr double kDropoutForwardFlops = 2;      // draw and compare, then scale
+// cat, pad and their backward copy bytes and do no arithmetic: 0 FLOPs (the roofline
+// charges them by bytes).
 // Convolutions and matrix products: 2 FLOPs per multiply-accumulate; a backward pass costs
 // one forward per gradient it computes (input, weight), and a bias one add per output.
 
@@ -32,6 +35,16 @@ std::int64_t pooled_size(std::int64_t in, std::int64_t kernel, std::int64_t stri
   return out;
 }
 
+// nn.MaxPool2d(ceil_mode=True): rounds up, but the last window must start inside the input
+// or its left padding.
+std::int64_t pooled_size_ceil(std::int64_t in, std::int64_t kernel, std::int64_t stride,
+                              std::int64_t padding) {
+  pooled_size(in, kernel, stride, padding);  // the same checks
+  std::int64_t out = (in + 2 * padding - kernel + stride - 1) / stride + 1;
+  if ((out - 1) * stride >= in + padding) --out;
+  return out;
+}
+
 void require_rank(const Shape& s, std::size_t rank, const std::string& layer) {
   if (s.size() != rank)
     throw std::invalid_argument(
@@ -39,6 +52,19 @@ void require_rank(const Shape& s, std::size_t rank, const std::string& layer) {
 }
 
 }  // namespace
+
+std::uint64_t ModelBuilder::im2col_bytes(const Shape& in, std::int64_t kernel,
+                                         std::int64_t stride, std::int64_t padding,
+                                         std::int64_t groups, std::int64_t ho,
+                                         std::int64_t wo) const {
+  if (settings_.conv_algo != ConvAlgo::im2col) return 0;
+  // A 1x1 stride-1 unpadded convolution is a GEMM on the input as it lies (Caffe's is_1x1_).
+  if (kernel == 1 && stride == 1 && padding == 0) return 0;
+  // One group's lowered input at a time, the buffer reused across groups.
+  const auto elements =
+      static_cast<std::uint64_t>(in[0] * (in[1] / groups) * kernel * kernel * ho * wo);
+  return elements * static_cast<std::uint64_t>(dtype_bytes(settings_.dtype));
+}
 
 Value ModelBuilder::conv2d(const std::string& name, Value x, std::int64_t out_channels,
                            std::int64_t kernel, std::int64_t stride, std::int64_t padding,
@@ -59,13 +85,22 @@ Value ModelBuilder::conv2d(const std::string& name, Value x, std::int64_t out_ch
   const double macs_flops = 2.0 * out_elements * static_cast<double>((c / groups) * kernel * kernel);
   const double bias_flops = bias ? out_elements : 0;
 
+  const std::uint64_t workspace = im2col_bytes(in, kernel, stride, padding, groups, ho, wo);
+  auto with_workspace = [this, workspace](OpId id) {
+    Op& op = trace_.ops[id];
+    op.workspace_bytes = workspace;
+    op.bytes_moved = bytes_moved(trace_, op);
+  };
+
   std::vector<BufferId> reads{buffer(x), params_[w].weight};
   if (bias) reads.push_back(params_[b].weight);
-  emit(name, "conv2d", std::move(reads), {buffer(y)}, {}, macs_flops + bias_flops);
+  with_workspace(emit(name, "conv2d", std::move(reads), {buffer(y)}, {}, macs_flops + bias_flops));
 
   // Saves its input and weight. Backward: the input gradient (a transposed convolution)
   // and the weight gradient, each as costly as the forward; the first layer's input (the
-  // images) needs no gradient, and then the weight is not read either.
+  // images) needs no gradient, and then the weight is not read either. Under im2col the
+  // weight gradient lowers the input again, and the input gradient is a GEMM into the
+  // lowered shape folded back (col2im): the same workspace.
   tape_.push_back([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
@@ -80,8 +115,8 @@ Value ModelBuilder::conv2d(const std::string& name, Value x, std::int64_t out_ch
     }
     outs.push_back(parameter_grad(w));
     if (bias) outs.push_back(parameter_grad(b));
-    emit(name + ".backward", "conv2d_backward", std::move(bw_reads), std::move(outs), {},
-         macs_flops * (wants_input ? 2 : 1) + bias_flops);
+    with_workspace(emit(name + ".backward", "conv2d_backward", std::move(bw_reads),
+                        std::move(outs), {}, macs_flops * (wants_input ? 2 : 1) + bias_flops));
     if (wants_input) contribute(x, gi, name);
   });
   return y;
@@ -128,24 +163,38 @@ Value ModelBuilder::batch_norm(const std::string& name, Value x) {
 }
 
 Value ModelBuilder::relu(const std::string& name, Value x, bool inplace) {
-  const double elements = static_cast<double>(element_count(shape(x)));
-  const bool rg = values_[x.id].requires_grad;
-  Value y;
-  if (inplace) {
-    y = alias(x, shape(x), rg);
-    emit(name, "relu", {}, {}, {buffer(x)}, kEltwiseFlops * elements);
-  } else {
-    y = new_value(name + ".out", shape(x), rg);
-    emit(name, "relu", {buffer(x)}, {buffer(y)}, {}, kEltwiseFlops * elements);
-  }
   // Saves its result (threshold_backward masks the gradient where the output is zero): in
   // place, that is the input's buffer after the op.
+  return activation(name, "relu", x, inplace, false);
+}
+
+Value ModelBuilder::relu6(const std::string& name, Value x, bool inplace) {
+  // hardtanh_ saves its result; out-of-place hardtanh saves its input, so then both the
+  // input and the output (the next layer's saved input) stay alive.
+  return activation(name, "relu6", x, inplace, true);
+}
+
+Value ModelBuilder::activation(const std::string& name, std::string_view kind, Value x,
+                               bool inplace, bool saves_input_out_of_place) {
+  const double elements = static_cast<double>(element_count(shape(x)));
+  const bool rg = values_[x.id].requires_grad;
+  const bool in_place = inplace && settings_.inplace;
+  Value y;
+  if (in_place) {
+    y = alias(x, shape(x), rg);
+    emit(name, kind, {}, {}, {buffer(x)}, kEltwiseFlops * elements);
+  } else {
+    y = new_value(name + ".out", shape(x), rg);
+    emit(name, kind, {buffer(x)}, {buffer(y)}, {}, kEltwiseFlops * elements);
+  }
+  const Value saved = !in_place && saves_input_out_of_place ? x : y;
+  const std::string backward_kind = std::string(kind) + "_backward";
   tape_.push_back([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
     const BufferId gi = grad_buffer(name, x);
-    emit(name + ".backward", "relu_backward", {g, buffer(y)}, {gi}, {},
+    emit(name + ".backward", backward_kind, {g, buffer(saved)}, {gi}, {},
          kEltwiseFlops * elements);
     contribute(x, gi, name);
   });
@@ -153,11 +202,12 @@ Value ModelBuilder::relu(const std::string& name, Value x, bool inplace) {
 }
 
 Value ModelBuilder::max_pool2d(const std::string& name, Value x, std::int64_t kernel,
-                               std::int64_t stride, std::int64_t padding) {
+                               std::int64_t stride, std::int64_t padding, bool ceil_mode) {
   require_rank(shape(x), 4, name);
   const Shape in = shape(x);
-  const Shape out{in[0], in[1], pooled_size(in[2], kernel, stride, padding),
-                  pooled_size(in[3], kernel, stride, padding)};
+  const auto size = ceil_mode ? pooled_size_ceil : pooled_size;
+  const Shape out{in[0], in[1], size(in[2], kernel, stride, padding),
+                  size(in[3], kernel, stride, padding)};
   const Value y = new_value(name + ".out", out, values_[x.id].requires_grad);
   const auto out_elements = static_cast<std::uint64_t>(element_count(out));
   const BufferId indices = activation_buffer(name + ".indices", out_elements, DType::int64);
@@ -172,6 +222,29 @@ Value ModelBuilder::max_pool2d(const std::string& name, Value x, std::int64_t ke
     if (!values_[x.id].requires_grad) return;
     const BufferId gi = grad_buffer(name, x);
     emit(name + ".backward", "max_pool2d_backward", {g, buffer(x), indices}, {gi}, {},
+         kEltwiseFlops * in_elements);
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::avg_pool2d(const std::string& name, Value x, std::int64_t kernel,
+                               std::int64_t stride) {
+  require_rank(shape(x), 4, name);
+  const Shape in = shape(x);
+  const Value y = new_value(name + ".out",
+                            {in[0], in[1], pooled_size(in[2], kernel, stride, 0),
+                             pooled_size(in[3], kernel, stride, 0)},
+                            values_[x.id].requires_grad);
+  const double in_elements = static_cast<double>(element_count(in));
+  emit(name, "avg_pool2d", {buffer(x)}, {buffer(y)}, {}, kEltwiseFlops * in_elements);
+  // avg_pool2d_backward takes `self`: the input is saved.
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit(name + ".backward", "avg_pool2d_backward", {g, buffer(x)}, {gi}, {},
          kEltwiseFlops * in_elements);
     contribute(x, gi, name);
   });
@@ -195,6 +268,103 @@ Value ModelBuilder::adaptive_avg_pool2d(const std::string& name, Value x, std::i
     const BufferId gi = grad_buffer(name, x);
     emit(name + ".backward", "avg_pool2d_backward", {g, buffer(x)}, {gi}, {},
          kEltwiseFlops * in_elements);
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::dropout(const std::string& name, Value x) {
+  const auto elements = static_cast<std::uint64_t>(element_count(shape(x)));
+  const Value y = new_value(name + ".out", shape(x), values_[x.id].requires_grad);
+  const BufferId mask = activation_buffer(name + ".mask", elements, DType::boolean);
+  emit(name, "dropout", {buffer(x)}, {buffer(y), mask}, {},
+       kDropoutForwardFlops * static_cast<double>(elements));
+  // native_dropout_backward(grad, mask, scale): only the mask is saved.
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit(name + ".backward", "dropout_backward", {g, mask}, {gi}, {},
+         kEltwiseFlops * static_cast<double>(elements));
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::add(const std::string& name, Value a, Value b) {
+  if (shape(a) != shape(b))
+    throw std::invalid_argument(fmt::format("layer '{}': operands differ in shape", name));
+  const bool rg = values_[a.id].requires_grad || values_[b.id].requires_grad;
+  const Value y = new_value(name + ".out", shape(a), rg);
+  emit(name, "add", {buffer(a), buffer(b)}, {buffer(y)}, {},
+       kEltwiseFlops * static_cast<double>(element_count(shape(a))));
+  // Saves nothing; both operands receive the output's gradient buffer itself.
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (values_[a.id].requires_grad) contribute(a, g, name);
+    if (values_[b.id].requires_grad) contribute(b, g, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::cat(const std::string& name, const std::vector<Value>& xs) {
+  if (xs.empty())
+    throw std::invalid_argument(fmt::format("layer '{}': nothing to concatenate", name));
+  Shape out = shape(xs.front());
+  if (out.size() < 2)
+    throw std::invalid_argument(fmt::format("layer '{}' needs N x C x ...", name));
+  out[1] = 0;
+  bool rg = false;
+  std::vector<BufferId> reads;
+  for (Value x : xs) {
+    Shape s = shape(x);
+    if (s.size() != out.size())
+      throw std::invalid_argument(fmt::format("layer '{}': operands differ in rank", name));
+    out[1] += s[1];
+    s[1] = 0;
+    Shape o = out;
+    o[1] = 0;
+    if (s != o)
+      throw std::invalid_argument(
+          fmt::format("layer '{}': operands differ beyond the channels", name));
+    rg = rg || values_[x.id].requires_grad;
+    reads.push_back(buffer(x));
+  }
+  const Value y = new_value(name + ".out", out, rg);
+  emit(name, "cat", std::move(reads), {buffer(y)}, {}, 0);
+  // CatBackward narrows the gradient: every input gets a view of the one buffer, which
+  // lives until the last of them is used. A backward op reading such a view is charged
+  // the whole buffer in bytes_moved.
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    for (std::size_t i = 0; i < xs.size(); ++i)  // "<name>.<i>" tells the sums apart
+      if (values_[xs[i].id].requires_grad) contribute(xs[i], g, fmt::format("{}.{}", name, i));
+  });
+  return y;
+}
+
+Value ModelBuilder::subsample_pad(const std::string& name, Value x, std::int64_t stride,
+                                  std::int64_t out_channels) {
+  require_rank(shape(x), 4, name);
+  const Shape in = shape(x);
+  if (out_channels < in[1])
+    throw std::invalid_argument(fmt::format("layer '{}': cannot pad to fewer channels", name));
+  const Value y = new_value(
+      name + ".out",
+      {in[0], out_channels, (in[2] + stride - 1) / stride, (in[3] + stride - 1) / stride},
+      values_[x.id].requires_grad);
+  emit(name, "pad", {buffer(x)}, {buffer(y)}, {}, 0);
+  // Saves nothing: the backward narrows the gradient (a view) and slice_backward writes it
+  // into a new zeroed tensor of the input's shape.
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit(name + ".backward", "pad_backward", {g}, {gi}, {}, 0);
     contribute(x, gi, name);
   });
   return y;

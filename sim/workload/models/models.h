@@ -28,5 +28,17 @@ const ModelInfo* find_model(std::string_view name);
 ModelInfo mlp_model();
 ModelInfo chain_model();
 ModelInfo resnet_model();
+ModelInfo alexnet_model();
+ModelInfo vgg_model();
+ModelInfo googlenet_model();
+ModelInfo mobilenet_v2_model();
+ModelInfo densenet_model();
+ModelInfo rnn_model();
+ModelInfo lstm_model();
+ModelInfo gru_model();
+ModelInfo bert_model();
+ModelInfo gpt2_model();
+ModelInfo gpt_model();
+ModelInfo llama_model();
 
 }  // namespace memsim

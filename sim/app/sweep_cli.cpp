@@ -1,0 +1,239 @@
+#include "sim/app/sweep_cli.h"
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "sim/app/inputs.h"
+#include "sim/core/error.h"
+#include "sim/policy/policy.h"
+#include "sim/sweep/fit.h"
+#include "sim/sweep/runner.h"
+
+namespace memsim {
+namespace {
+
+std::string memsim_executable() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw InputError(fmt::format("cannot find the memsim executable: {}", ec.message()));
+  return self.string();
+}
+
+std::string policy_list() {
+  std::string names;
+  for (const auto& p : builtin_policies()) names += (names.empty() ? "" : ", ") + p.name;
+  return names;
+}
+
+struct FitArgs {
+  std::string device, workload;
+  std::vector<std::string> policies{"none"};
+  std::vector<std::string> sets;
+  FitOptions options;
+  std::string out_dir = "out/fit";
+  int jobs = 0;
+  bool force = false, json = false;
+};
+
+// One policy's line of the table: what was found, or why nothing was.
+struct FitRow {
+  std::string policy;
+  std::string problem;  // "no such policy ..." or the fit's error
+  FitResult result;
+};
+
+std::string first_fail_text(const FitResult& r, std::int64_t limit) {
+  if (r.first_fail == 0) return fmt::format("none up to {}", limit);
+  if (r.fail_status == "invalid") return fmt::format("{} (the workload refuses it)", r.first_fail);
+  return std::to_string(r.first_fail);
+}
+
+int fit_command(const FitArgs& a) {
+  std::vector<std::string> policies;
+  for (const auto& p : a.policies) {
+    std::size_t start = 0;
+    while (start <= p.size()) {
+      const auto comma = p.find(',', start);
+      std::string name = p.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (!name.empty()) policies.push_back(name);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (policies.empty()) throw UsageError("--policy: give at least one policy");
+  std::vector<Override> overrides;
+  for (const auto& s : a.sets) {
+    Override o = parse_override(s);
+    // The fit sets its own axis.
+    if (o.target == "workload" && (o.key == a.options.axis || o.key.starts_with(a.options.axis + ".")))
+      continue;
+    overrides.push_back(std::move(o));
+  }
+  if (a.options.slowdown != 0 && a.options.slowdown < 1)
+    throw UsageError(fmt::format("--slowdown expects a factor >= 1 (like 1.25), got {}", a.options.slowdown));
+  if (a.options.min < 1 || a.options.max < a.options.min)
+    throw UsageError(fmt::format("--min and --max: expected 1 <= min <= max, got {} and {}",
+                                 a.options.min, a.options.max));
+
+  Resolver resolver;
+  PointStore store(a.out_dir, memsim_executable(), a.force);
+  std::vector<FitRow> rows(policies.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < rows.size(); i = next++) {
+      FitRow& row = rows[i];
+      row.policy = policies[i];
+      const bool is_file = row.policy.ends_with(".yaml") || row.policy.ends_with(".yml") ||
+                           std::filesystem::exists(row.policy);
+      if (!is_file && !find_policy(row.policy)) {
+        row.problem = fmt::format("no such policy (policies: {})", policy_list());
+        continue;
+      }
+      try {
+        row.result = run_fit({a.device, a.workload, row.policy, overrides}, a.options, resolver, store);
+        row.problem = row.result.error;
+      } catch (const std::exception& e) {
+        row.problem = e.what();
+      }
+    }
+  };
+  {
+    const int jobs = std::min<int>(default_jobs(a.jobs), static_cast<int>(rows.size()));
+    std::vector<std::thread> threads;
+    for (int j = 1; j < jobs; ++j) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+  }
+
+  const bool any_problem =
+      std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return !r.problem.empty(); });
+  const std::string& axis = a.options.axis;
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["device"] = a.device;
+    j["workload"] = a.workload;
+    j["axis"] = axis;
+    j["min"] = a.options.min;
+    j["max"] = a.options.max;
+    if (a.options.slowdown > 0) j["slowdown"] = a.options.slowdown;
+    j["fits"] = nlohmann::ordered_json::array();
+    for (const auto& r : rows) {
+      nlohmann::ordered_json f;
+      f["policy"] = r.policy;
+      if (r.problem.empty() || !r.result.probes.empty()) {
+        const nlohmann::json result = r.result.to_json();
+        for (const auto& [k, v] : result.items()) f[k] = v;
+      }
+      if (!r.problem.empty()) f["error"] = r.problem;
+      j["fits"].push_back(f);
+    }
+    std::cout << j.dump(2) << "\n";
+    return any_problem ? 1 : 0;
+  }
+
+  std::cout << fmt::format("{} on {}: the largest {} that runs without oom (from {}, doubling, then "
+                           "bisection; up to {})\n",
+                           a.workload, a.device, axis, a.options.min, a.options.max);
+  std::vector<std::vector<std::string>> table{{"policy", "max " + axis, "first failure"}};
+  if (a.options.slowdown > 0) table[0].push_back(fmt::format("within {}x", a.options.slowdown));
+  table[0].push_back("runs");
+  const FitResult* baseline = nullptr;
+  for (const auto& r : rows) {
+    if (!r.problem.empty()) {
+      table.push_back({r.policy, r.problem});
+      continue;
+    }
+    std::vector<std::string> line{r.policy, std::to_string(r.result.max),
+                                  first_fail_text(r.result, a.options.max)};
+    if (a.options.slowdown > 0) {
+      line.push_back(r.result.max_within ? std::to_string(*r.result.max_within) : "-");
+      baseline = &r.result;
+    }
+    line.push_back(std::to_string(r.result.probes.size()));
+    table.push_back(std::move(line));
+  }
+  std::vector<std::size_t> width(table[0].size(), 0);
+  for (const auto& line : table)
+    if (line.size() == table[0].size())
+      for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
+  for (const auto& line : table) {
+    std::string text = " ";
+    for (std::size_t c = 0; c < line.size(); ++c)
+      text += " " + (c + 1 == line.size() ? line[c] : fmt::format("{:<{}}", line[c], width[c]));
+    std::cout << text << "\n";
+  }
+  if (baseline)
+    std::cout << fmt::format("within {}x: time per {} at most {} x that of policy none at its max "
+                             "{} {} ({:.4g} s per {})\n",
+                             a.options.slowdown, axis == "batch" ? "sample" : "unit of " + axis,
+                             a.options.slowdown, axis, baseline->baseline_value,
+                             baseline->baseline_time_per_unit_s, axis == "batch" ? "sample" : "unit");
+  std::cout << fmt::format("runs: {}/points/\n", a.out_dir);
+  return any_problem ? 1 : 0;
+}
+
+class Commands : public SweepCommands {
+ public:
+  explicit Commands(CLI::App& app) {
+    sweep_ = app.add_subcommand("sweep", "run every point of a sweep file (docs/sweeps.md)");
+    sweep_->add_option("file", sweep_opts_.file, "the sweep file (configs/sweeps/*.yaml)")->required();
+    sweep_->add_flag("--list", sweep_opts_.list, "print the points and stop");
+    sweep_->add_option("-j,--jobs", sweep_opts_.jobs, "points run at once (default: one per CPU)");
+    sweep_->add_option("--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
+    sweep_->add_flag("--force", sweep_opts_.force, "rerun points already finished");
+    sweep_->add_option("--shard", shard_,
+                       "I/N: run every N-th point from the I-th (default in a Slurm array job: "
+                       "from SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT)");
+    sweep_->add_option("--merge", sweep_opts_.merge,
+                       "join the results of these output folders (shards) into --out")
+        ->expected(1, -1);
+
+    fit_ = app.add_subcommand("fit", "find the largest batch (or other parameter) that runs without oom");
+    fit_->add_option("device", fit_args_.device, "DEVICE (file or built-in preset)")->required();
+    fit_->add_option("workload", fit_args_.workload, "WORKLOAD (file or built-in preset)")->required();
+    fit_->add_option("--policy", fit_args_.policies,
+                     "policies to fit, repeated or comma-separated (default none)");
+    fit_->add_option("--axis", fit_args_.options.axis, "the workload parameter to search (default batch; seq_len)");
+    fit_->add_option("--slowdown", fit_args_.options.slowdown,
+                     "also the largest whose time per sample is within this factor of policy none's "
+                     "at its own max (like 1.25)");
+    fit_->add_option("--min", fit_args_.options.min, "the smallest value tried (default 1)");
+    fit_->add_option("--max", fit_args_.options.max, "the largest value tried (default 1000000)");
+    fit_->add_option("--set", fit_args_.sets, "override a value, as for run");
+    fit_->add_option("-j,--jobs", fit_args_.jobs, "policies fitted at once (default: one per CPU)");
+    fit_->add_option("--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
+    fit_->add_flag("--force", fit_args_.force, "rerun instead of reusing earlier runs");
+    fit_->add_flag("--json", fit_args_.json, "print JSON");
+  }
+
+  std::optional<int> dispatch() override {
+    if (sweep_->parsed()) {
+      SweepOptions o = sweep_opts_;
+      if (!shard_.empty()) parse_shard(shard_, &o.shard, &o.shards);
+      if (o.jobs < 0) throw UsageError("-j expects a positive number of workers");
+      o.memsim = memsim_executable();
+      return sweep_command(o);
+    }
+    if (fit_->parsed()) return fit_command(fit_args_);
+    return std::nullopt;
+  }
+
+ private:
+  CLI::App* sweep_ = nullptr;
+  CLI::App* fit_ = nullptr;
+  SweepOptions sweep_opts_;
+  std::string shard_;
+  FitArgs fit_args_;
+};
+
+}  // namespace
+
+std::unique_ptr<SweepCommands> add_sweep_commands(CLI::App& app) { return std::make_unique<Commands>(app); }
+
+}  // namespace memsim

@@ -1,0 +1,22 @@
+#pragma once
+// The `sweep` and `fit` subcommands (docs/sweeps.md). cli_main adds them and, after
+// parsing, asks dispatch() whether one of them was chosen.
+#include <memory>
+#include <optional>
+
+#include <CLI/CLI.hpp>
+
+namespace memsim {
+
+class SweepCommands {
+ public:
+  virtual ~SweepCommands() = default;
+  /// The exit code of the chosen command, or nullopt when neither was chosen. Throws
+  /// InputError and UsageError like the other commands.
+  virtual std::optional<int> dispatch() = 0;
+};
+
+/// Registers `sweep` and `fit` on `app`; the returned object holds their options.
+std::unique_ptr<SweepCommands> add_sweep_commands(CLI::App& app);
+
+}  // namespace memsim

@@ -1,0 +1,130 @@
+// bptt-optimal: Gruslys et al. 2016's dynamic program (BPTT-MSM) over a recurrent network's
+// T time steps and a memory of M slots. Each step (a stage of the chain-shaped trace, see
+// ckpt::find_stages) leaves a hidden state (what the next step reads: h and c of an LSTM)
+// and an internal state (what its backward reads: the gates too). Storing a hidden state
+// costs one slot and lets the reversal restart there; storing an internal state costs alpha
+// slots (its size over the hidden state's, rounded up) and also spares re-running that step
+// for its backward. The table (schedule/chain.h) gives the fewest forward steps for every
+// (T, M); the slots are the most that fit the budget.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/engine/cost_model.h"
+#include "sim/policy/impl/ckpt_common.h"
+#include "sim/policy/policy.h"
+
+namespace memsim {
+namespace {
+
+// Typical sizes of a step: the median over the stages (the first and last steps of a
+// recurrent layer can differ).
+std::uint64_t median(std::vector<std::uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Above this many table updates the DP would take more than a few seconds.
+constexpr double kMaxTableWork = 4e9;
+
+class BpttPolicy final : public Policy {
+ public:
+  explicit BpttPolicy(const Params& params) : budget_(ckpt::read_optional_budget(params)) {
+    const ConfigNode s = params.get("slots");
+    if (s.as_string() != "auto") slots_ = static_cast<std::uint32_t>(s.as_int_in(0, 10'000'000));
+  }
+
+  std::optional<Budget> budget() const override { return budget_; }
+
+  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
+    const std::vector<double> durations = op_durations(trace, platform);
+    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+    std::vector<ckpt::Stages> stages;
+    for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d)
+      stages.push_back(ckpt::find_stages(trace, d, "bptt-optimal"));
+    const ckpt::Stages& st = stages[0];
+    const auto n = static_cast<std::uint32_t>(st.count());
+    steps_ = n;
+    std::vector<std::uint64_t> hidden(st.state_bytes.begin() + 1, st.state_bytes.end());
+    std::vector<std::uint64_t> internal(st.internal_bytes.begin() + 1, st.internal_bytes.end());
+    const std::uint64_t unit = std::max<std::uint64_t>(1, median(hidden));
+    alpha_ = static_cast<std::uint32_t>(std::max<double>(
+        1.0, std::ceil(static_cast<double>(median(internal)) / static_cast<double>(unit))));
+
+    // Enough memory for everything: nothing to recompute.
+    if (!slots_) {
+      ckpt::Lowered keep = ckpt::lower(trace, ckpt::Schedule(trace), durations);
+      if (ckpt::fits(keep, caps)) {
+        whole_ = true;
+        return std::move(keep.plan);
+      }
+    }
+    // Slots worth a table: never more than all the internal states, nor than the device holds.
+    const std::uint64_t all = static_cast<std::uint64_t>(alpha_) * (n > 0 ? n - 1 : 0);
+    std::uint64_t top = slots_ ? *slots_ : std::min<std::uint64_t>(all, caps[0] / unit + 1);
+    top = std::min<std::uint64_t>(top, all);
+    double work = 0;
+    for (std::uint64_t t = 1; t <= n; ++t)
+      work += static_cast<double>(std::min<std::uint64_t>(top + 1, alpha_ * t)) * static_cast<double>(t);
+    if (work > kMaxTableWork)
+      throw InputError(fmt::format("{}: bptt-optimal: the table over {} steps and {} slots would take "
+                                   "about {:.0e} updates; give a smaller budget or fewer slots, or "
+                                   "use revolve",
+                                   trace.name, n, top, work));
+    const schedule::BpttTable table(n, static_cast<std::uint32_t>(top), alpha_);
+    auto make = [&](std::uint32_t slots) {
+      ckpt::Schedule s(trace);
+      const auto actions = table.schedule(std::min<std::uint32_t>(slots, static_cast<std::uint32_t>(top)));
+      for (const auto& stg : stages) ckpt::add_chain_schedule(stg, actions, s);
+      return s;
+    };
+    if (slots_) {
+      chosen_ = std::min<std::uint32_t>(*slots_, static_cast<std::uint32_t>(top));
+      ckpt::Lowered l = ckpt::lower(trace, make(chosen_), durations);
+      if (!ckpt::fits(l, caps))
+        ckpt::note("bptt-optimal", fmt::format("{} slots over {} steps need {} at the peak, more "
+                                               "than the {} the device holds",
+                                               chosen_, n, format_bytes(static_cast<double>(l.max_peak())),
+                                               format_bytes(static_cast<double>(caps[0]))));
+      return std::move(l.plan);
+    }
+    ckpt::Fitted f = ckpt::fit_slots(trace, 0, static_cast<std::uint32_t>(top), make, caps, durations);
+    chosen_ = f.slots;
+    if (!f.fits)
+      ckpt::note("bptt-optimal", fmt::format("no schedule fits: even {} slot(s) over {} steps peak at "
+                                             "{}, more than the {} the device holds",
+                                             f.slots, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
+                                             format_bytes(static_cast<double>(caps[0]))));
+    return std::move(f.lowered.plan);
+  }
+
+  std::string label() const override {
+    if (whole_) return fmt::format("bptt-optimal(steps={}, nothing recomputed)", steps_);
+    if (steps_ == 0) return slots_ ? fmt::format("bptt-optimal(slots={})", *slots_) : "bptt-optimal";
+    return fmt::format("bptt-optimal(slots={}, steps={}, alpha={})", chosen_, steps_, alpha_);
+  }
+
+ private:
+  std::optional<Budget> budget_;
+  std::optional<std::uint32_t> slots_;
+  mutable std::uint32_t chosen_ = 0, steps_ = 0, alpha_ = 1;
+  mutable bool whole_ = false;
+};
+
+}  // namespace
+
+PolicyInfo bptt_optimal_policy() {
+  return {"bptt-optimal",
+          "Gruslys et al.'s dynamic program for backpropagation through time: which hidden and "
+          "internal states to store in M slots for the least recomputation",
+          {{"slots",
+            "memory for stored states, in hidden-state sizes (0 or more), or auto: the most that "
+            "fit the budget",
+            "auto"},
+           ckpt::optional_budget_param()},
+          [](const Params& p) { return std::make_unique<BpttPolicy>(p); }};
+}
+
+}  // namespace memsim

@@ -1,0 +1,195 @@
+// checkmate: optimal rematerialization of the whole training graph as a mixed-integer
+// program (Jain et al. 2020), solved by COIN-OR CBC within a time limit
+// (schedule/remat_milp.h). Any forward op may run again, any number of times, anywhere
+// before its reader; the answer is the least recomputation time that fits the budget, with
+// CBC's bound and whether it is proven optimal. Without an integer solution in time, the LP
+// relaxation is rounded (the paper's fallback).
+//
+// The graph: one node per op of a device, or, past `max_nodes`, runs of consecutive ops of
+// one phase taken together (the program has n^2 variables). A node's value is what its ops
+// write that later ops read; what dies inside it counts as its workspace. An in-place update
+// makes a new version of its buffer (readers after it depend on it), so re-running a
+// buffer's producer re-runs its updates too — as the engine does. Buffers resident from the
+// start count as constant.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/engine/cost_model.h"
+#include "sim/policy/impl/ckpt_common.h"
+#include "sim/policy/policy.h"
+#include "sim/policy/schedule/remat_milp.h"
+
+namespace memsim {
+namespace {
+
+struct Grouped {
+  schedule::RematGraph graph;
+  std::vector<std::vector<OpId>> ops;  // per node
+};
+
+Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<double>& durations,
+                    std::size_t max_nodes) {
+  std::vector<OpId> mine;
+  for (const Op& op : trace.ops)
+    if (op.device == device) mine.push_back(op.id);
+  const std::size_t per = std::max<std::size_t>(1, (mine.size() + max_nodes - 1) / std::max<std::size_t>(1, max_nodes));
+  Grouped g;
+  std::vector<int> node_of(trace.ops.size(), -1);
+  for (OpId o : mine) {
+    const bool fwd = trace.ops[o].phase == Phase::forward;
+    if (g.ops.empty() || g.ops.back().size() >= per ||
+        (trace.ops[g.ops.back().front()].phase == Phase::forward) != fwd)
+      g.ops.emplace_back();
+    g.ops.back().push_back(o);
+    node_of[o] = static_cast<int>(g.ops.size()) - 1;
+  }
+  const std::size_t n = g.ops.size();
+  auto& G = g.graph;
+  G.cost.assign(n, 0);
+  G.mem.assign(n, 0);
+  G.workspace.assign(n, 0);
+  G.recomputable.assign(n, false);
+  G.deps.assign(n, {});
+  for (const Buffer& b : trace.buffers)
+    if (b.producer == kNoOp) G.constant += static_cast<double>(b.bytes);
+  // Versions: the node that last wrote each buffer, and whether a later node reads that
+  // version.
+  std::vector<int> writer(trace.buffers.size(), -1);
+  struct Version {
+    int node;
+    BufferId buffer;
+    bool read_outside = false;
+  };
+  std::vector<Version> versions;
+  std::vector<int> version_of(trace.buffers.size(), -1);
+  for (std::size_t v = 0; v < n; ++v) {
+    double ws = 0;
+    for (OpId o : g.ops[v]) {
+      const Op& op = trace.ops[o];
+      G.cost[v] += durations[o];
+      ws = std::max(ws, static_cast<double>(op.workspace_bytes));
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list)
+          if (writer[b] >= 0 && writer[b] != static_cast<int>(v)) {
+            G.deps[v].push_back(writer[b]);
+            versions[version_of[b]].read_outside = true;
+          }
+      auto write = [&](BufferId b) {
+        if (trace.buffers[b].persistent || trace.buffers[b].producer == kNoOp) return;
+        if (writer[b] == static_cast<int>(v)) return;
+        writer[b] = static_cast<int>(v);
+        version_of[b] = static_cast<int>(versions.size());
+        versions.push_back({static_cast<int>(v), b});
+      };
+      for (BufferId b : op.outputs) write(b);
+      for (BufferId b : op.updates) write(b);
+    }
+    G.workspace[v] = ws;
+    G.recomputable[v] = trace.ops[g.ops[v].front()].phase == Phase::forward;
+    auto& d = G.deps[v];
+    std::sort(d.begin(), d.end());
+    d.erase(std::unique(d.begin(), d.end()), d.end());
+  }
+  for (const Version& x : versions) {
+    const double bytes = static_cast<double>(trace.buffers[x.buffer].bytes);
+    if (x.read_outside)
+      G.mem[x.node] += bytes;
+    else
+      G.workspace[x.node] += bytes;  // made and dead within the node
+  }
+  return g;
+}
+
+class CheckmatePolicy final : public Policy {
+ public:
+  explicit CheckmatePolicy(const Params& params)
+      : budget_(ckpt::read_optional_budget(params)),
+        seconds_(params.get("seconds").as_double()),
+        max_nodes_(static_cast<std::size_t>(params.get("max_nodes").as_int_in(2, 100'000))),
+        integer_(params.get("method").as_choice({"milp", "lp"}) == "milp") {
+    if (seconds_ <= 0) params.get("seconds").fail_expected("a time limit in seconds above zero");
+  }
+
+  std::optional<Budget> budget() const override { return budget_; }
+
+  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
+    const std::vector<double> durations = op_durations(trace, platform);
+    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+    ckpt::Schedule schedule(trace);
+    for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d) {
+      const Grouped g = build_graph(trace, d, durations, max_nodes_);
+      nodes_ = g.graph.size();
+      ops_ = 0;
+      for (const auto& v : g.ops) ops_ += v.size();
+      schedule::RematOptions opt;
+      opt.seconds = seconds_;
+      opt.integer = integer_;
+      const double cap = static_cast<double>(d < caps.size() ? caps[d] : caps.back());
+      answer_ = schedule::solve_remat(g.graph, cap, opt);
+      if (!answer_.found) {
+        reason_ = fmt::format("checkmate: no schedule of {} nodes fits {} (the program is "
+                              "infeasible{})",
+                              nodes_, format_bytes(cap),
+                              answer_.time_limit ? ", or no solution was found in the time limit" : "");
+        ckpt::note("checkmate", reason_.substr(11));
+        continue;  // plan as it is: the engine reports where memory runs out
+      }
+      for (std::size_t t = 0; t < g.ops.size(); ++t)
+        for (int i : answer_.recompute[t]) {
+          auto& list = schedule.before[g.ops[t].front()];
+          list.insert(list.end(), g.ops[i].begin(), g.ops[i].end());
+        }
+      if (!answer_.proven_optimal)
+        ckpt::note("checkmate",
+                   fmt::format("not proven optimal{}: best found {} of recomputation ({}), bound {}",
+                               answer_.time_limit ? fmt::format(" in the {} s time limit", seconds_) : "",
+                               format_seconds(answer_.cost), answer_.method, format_seconds(answer_.bound)));
+    }
+    ckpt::Lowered l = ckpt::lower(trace, schedule, durations);
+    if (answer_.found && !ckpt::fits(l, caps))
+      ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the budget "
+                                          "(coarse nodes count memory differently)",
+                                          format_bytes(static_cast<double>(l.max_peak()))));
+    return std::move(l.plan);
+  }
+
+  std::string oom_reason() const override { return reason_; }
+
+  std::string label() const override {
+    if (nodes_ == 0) return "checkmate";
+    const std::string graph = nodes_ < ops_ ? fmt::format("{} nodes of {} ops", nodes_, ops_)
+                                            : fmt::format("{} ops", ops_);
+    if (!answer_.found) return fmt::format("checkmate({}, no schedule)", graph);
+    return fmt::format("checkmate({}, {}{})", graph,
+                       answer_.proven_optimal ? "optimal" : "not proven optimal",
+                       answer_.method == "milp" || answer_.method == "keep-all" ? ""
+                                                                               : ", " + answer_.method);
+  }
+
+ private:
+  std::optional<Budget> budget_;
+  double seconds_;
+  std::size_t max_nodes_;
+  bool integer_;
+  mutable schedule::RematAnswer answer_;
+  mutable std::size_t nodes_ = 0, ops_ = 0;
+  mutable std::string reason_;
+};
+
+}  // namespace
+
+PolicyInfo checkmate_policy() {
+  return {"checkmate",
+          "optimal rematerialization as a mixed-integer program (Jain et al.), solved by CBC "
+          "within a time limit; LP rounding when no integer solution is found",
+          {ckpt::optional_budget_param(),
+           {"seconds", "CBC's time limit for the program (and again for its LP relaxation)", "60"},
+           {"max_nodes", "largest graph solved op by op; beyond, runs of consecutive ops are nodes",
+            "120"},
+           {"method", "milp (branch and bound) or lp (the relaxation, rounded)", "milp"}},
+          [](const Params& p) { return std::make_unique<CheckmatePolicy>(p); }};
+}
+
+}  // namespace memsim

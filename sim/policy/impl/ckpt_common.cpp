@@ -1,0 +1,557 @@
+#include "sim/policy/impl/ckpt_common.h"
+
+#include <algorithm>
+#include <iostream>
+#include <limits>
+#include <queue>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim::ckpt {
+namespace {
+
+constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+
+enum class EntryKind : std::uint8_t {
+  original,   // the op's own run: a compute step
+  recompute,  // a recompute step
+  lazy,       // remade by the engine when `target` reads it: no step, reads placed there
+};
+
+struct Entry {
+  OpId op;
+  EntryKind kind;
+};
+
+// Mirrors the engine's handling of one plan (see Simulation::run_op, remake, drop) on
+// buffer states alone, emitting the steps as it goes.
+class Lowering {
+ public:
+  Lowering(const Trace& trace, const std::vector<double>& durations)
+      : t_(trace), durations_(durations), updaters_(trace.buffers.size()) {
+    for (const Op& op : trace.ops)
+      for (BufferId b : op.updates) updaters_[b].push_back(op.id);
+  }
+
+  Lowered run(const Schedule& schedule);
+
+ private:
+  void build_entries(const Schedule& schedule);
+  void index_reads();
+  void run_op(const Op& op, std::uint32_t device, bool recompute);
+  void remake(BufferId b, const Op& reader);
+  void release_touched(std::size_t at);
+  void allocate(BufferId b, std::uint32_t device, std::uint64_t extra = 0);
+  std::size_t next_after(const std::vector<std::size_t>& positions, std::size_t at) const {
+    auto it = std::upper_bound(positions.begin(), positions.end(), at);
+    return it == positions.end() ? kNone : *it;
+  }
+
+  const Trace& t_;
+  const std::vector<double>& durations_;
+  std::vector<std::vector<OpId>> updaters_;
+  std::vector<Entry> entries_;                  // effective order
+  std::vector<std::vector<std::size_t>> reads_;  // per buffer: entry indices reading it
+  std::vector<std::vector<std::size_t>> made_;   // per buffer: entries remaking it
+  std::vector<std::uint8_t> resident_, dropped_;
+  std::vector<std::uint32_t> where_;  // device holding the buffer
+  std::vector<BufferId> touched_;
+  std::vector<std::uint64_t> live_;
+  Lowered out_;
+};
+
+void Lowering::build_entries(const Schedule& schedule) {
+  // The sequence as the policy wrote it.
+  std::vector<Entry> seq;
+  seq.reserve(t_.ops.size());
+  for (const Op& op : t_.ops) {
+    for (OpId r : schedule.before[op.id]) {
+      if (r >= op.id || t_.ops[r].phase != Phase::forward)
+        throw std::logic_error(fmt::format("schedule recomputes '{}' before '{}': only an earlier "
+                                           "forward op can run again",
+                                           t_.ops[r].name, op.name));
+      if (t_.ops[r].outputs.empty()) continue;  // in-place updates replay with their buffer
+      bool updated = false;
+      for (BufferId o : t_.ops[r].outputs) updated |= !updaters_[o].empty();
+      seq.push_back({r, updated ? EntryKind::lazy : EntryKind::recompute});
+    }
+    seq.push_back({op.id, EntryKind::original});
+  }
+  // A lazy entry runs when its first reader after it needs one of its outputs: walking
+  // backwards, anchor[b] is the first step that consumes b from here on.
+  const std::size_t n = seq.size();
+  std::vector<std::size_t> anchor(t_.buffers.size(), kNone), target(n, kNone);
+  for (std::size_t q = n; q-- > 0;) {
+    const Op& op = t_.ops[seq[q].op];
+    if (seq[q].kind != EntryKind::lazy) {
+      target[q] = q;
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list) anchor[b] = q;
+      continue;
+    }
+    std::size_t at = kNone;
+    for (BufferId o : op.outputs) at = std::min(at, anchor[o]);
+    if (at == kNone) continue;  // nothing reads it again: not remade at all
+    target[q] = at;
+    const OpId reader = t_.ops[seq[at].op].id;
+    auto pull = [&](const Op& o) {
+      for (const auto* list : {&o.inputs, &o.updates})
+        for (BufferId b : *list) anchor[b] = std::min(anchor[b], at);
+    };
+    pull(op);
+    for (BufferId o : op.outputs)
+      for (OpId u : updaters_[o])
+        if (u < reader) pull(t_.ops[u]);
+  }
+  // Effective order: lazy entries (and the in-place updates the engine replays with them)
+  // just before their target.
+  std::vector<std::vector<std::size_t>> lazy_at(n);
+  for (std::size_t q = 0; q < n; ++q)
+    if (seq[q].kind == EntryKind::lazy && target[q] != kNone) lazy_at[target[q]].push_back(q);
+  entries_.reserve(n);
+  for (std::size_t q = 0; q < n; ++q) {
+    if (seq[q].kind == EntryKind::lazy) continue;
+    for (std::size_t l : lazy_at[q]) {
+      const Op& op = t_.ops[seq[l].op];
+      entries_.push_back({op.id, EntryKind::lazy});
+      std::vector<OpId> replay;
+      for (BufferId o : op.outputs)
+        for (OpId u : updaters_[o])
+          if (u < seq[q].op) replay.push_back(u);
+      std::sort(replay.begin(), replay.end());
+      replay.erase(std::unique(replay.begin(), replay.end()), replay.end());
+      for (OpId u : replay) entries_.push_back({u, EntryKind::lazy});
+    }
+    entries_.push_back(seq[q]);
+  }
+}
+
+void Lowering::index_reads() {
+  reads_.assign(t_.buffers.size(), {});
+  made_.assign(t_.buffers.size(), {});
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const Op& op = t_.ops[entries_[i].op];
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list)
+        if (reads_[b].empty() || reads_[b].back() != i) reads_[b].push_back(i);
+    if (entries_[i].kind != EntryKind::original)
+      for (BufferId o : op.outputs) made_[o].push_back(i);
+  }
+}
+
+void Lowering::allocate(BufferId b, std::uint32_t device, std::uint64_t extra) {
+  if (device >= live_.size()) {
+    live_.resize(device + 1, 0);
+    out_.peak_bytes.resize(device + 1, 0);
+  }
+  live_[device] += t_.buffers[b].bytes;
+  out_.peak_bytes[device] = std::max(out_.peak_bytes[device], live_[device] + extra);
+  resident_[b] = 1;
+  where_[b] = device;
+}
+
+void Lowering::run_op(const Op& op, std::uint32_t device, bool recompute) {
+  for (const auto* list : {&op.inputs, &op.updates})
+    for (BufferId b : *list) {
+      if (!resident_[b]) {
+        if (!dropped_[b])
+          throw std::logic_error(fmt::format("planned schedule reads '{}' in '{}' after freeing it",
+                                             t_.buffers[b].name, op.name));
+        remake(b, op);
+      }
+      touched_.push_back(b);
+    }
+  for (BufferId o : op.outputs) {
+    if (recompute && !dropped_[o]) continue;
+    allocate(o, device);
+    touched_.push_back(o);
+  }
+  if (op.workspace_bytes > 0) {
+    if (device >= live_.size()) {
+      live_.resize(device + 1, 0);
+      out_.peak_bytes.resize(device + 1, 0);
+    }
+    out_.peak_bytes[device] = std::max(out_.peak_bytes[device], live_[device] + op.workspace_bytes);
+  }
+  for (BufferId o : op.outputs) dropped_[o] = 0;
+  if (recompute) {
+    ++out_.recompute_ops;
+    if (!durations_.empty()) out_.recompute_s += durations_[op.id];
+  }
+}
+
+void Lowering::remake(BufferId b, const Op& reader) {
+  // As Simulation::remake: the producer and the in-place updates the reader saw, after any
+  // dropped buffer they need.
+  std::vector<std::pair<BufferId, OpId>> path{{b, reader.id}};
+  std::vector<OpId> ops;
+  while (!path.empty()) {
+    const auto [cur, before] = path.back();
+    if (!dropped_[cur]) {
+      path.pop_back();
+      continue;
+    }
+    ops.assign(1, t_.buffers[cur].producer);
+    for (OpId u : updaters_[cur])
+      if (u < before) ops.push_back(u);
+    std::optional<std::pair<BufferId, OpId>> missing;
+    for (OpId p : ops) {
+      for (const auto* list : {&t_.ops[p].inputs, &t_.ops[p].updates})
+        for (BufferId in : *list)
+          if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
+      if (missing) break;
+    }
+    if (missing) {
+      path.push_back(*missing);
+      continue;
+    }
+    for (OpId p : ops) run_op(t_.ops[p], reader.device, true);
+    path.pop_back();
+  }
+}
+
+void Lowering::release_touched(std::size_t at) {
+  std::sort(touched_.begin(), touched_.end());
+  touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
+  for (BufferId b : touched_) {
+    const Buffer& buf = t_.buffers[b];
+    if (!resident_[b] || buf.persistent) continue;
+    const std::size_t next = next_after(reads_[b], at);
+    StepKind kind;
+    if (next == kNone) {
+      kind = StepKind::free;
+    } else if (buf.producer != kNoOp && next_after(made_[b], at) < next) {
+      kind = StepKind::drop;
+      dropped_[b] = 1;
+    } else {
+      continue;
+    }
+    out_.plan.steps.push_back({kind, b, 0});
+    resident_[b] = 0;
+    live_[where_[b]] -= buf.bytes;
+  }
+  touched_.clear();
+}
+
+Lowered Lowering::run(const Schedule& schedule) {
+  build_entries(schedule);
+  index_reads();
+  const std::size_t nb = t_.buffers.size();
+  resident_.assign(nb, 0);
+  dropped_.assign(nb, 0);
+  where_.assign(nb, 0);
+  const std::uint32_t devices = device_count(t_);
+  live_.assign(devices, 0);
+  out_.peak_bytes.assign(devices, 0);
+  // Resident at the start, in the compute tier of their first user's device.
+  std::vector<std::uint32_t> home(nb, kNoOp);
+  for (const Op& op : t_.ops)
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list)
+        if (home[b] == kNoOp) home[b] = op.device;
+  for (const Buffer& b : t_.buffers)
+    if (b.producer == kNoOp) allocate(b.id, home[b.id] != kNoOp ? home[b.id] : b.device);
+  // Never read: the engine's `none` frees it after the first op; so do we.
+  std::vector<BufferId> unread;
+  for (const Buffer& b : t_.buffers)
+    if (b.producer == kNoOp && !b.persistent && reads_[b.id].empty()) unread.push_back(b.id);
+
+  out_.plan.steps.reserve(entries_.size() + 2 * nb);
+  std::uint32_t device = 0;
+  bool first = true;
+  for (std::size_t i = 0; i < entries_.size(); ++i) {
+    const Entry& e = entries_[i];
+    if (e.kind == EntryKind::lazy) continue;
+    const Op& op = t_.ops[e.op];
+    if (e.kind == EntryKind::recompute) {
+      bool needed = false;
+      for (BufferId o : op.outputs) needed |= dropped_[o] != 0;
+      if (!needed) continue;
+      out_.plan.steps.push_back({StepKind::recompute, op.id, 0});
+      run_op(op, device, true);
+    } else {
+      device = op.device;
+      out_.plan.steps.push_back({StepKind::compute, op.id, 0});
+      run_op(op, device, false);
+      if (first) {
+        touched_.insert(touched_.end(), unread.begin(), unread.end());
+        first = false;
+      }
+    }
+    release_touched(i);
+  }
+  return std::move(out_);
+}
+
+}  // namespace
+
+std::uint64_t Lowered::max_peak() const {
+  std::uint64_t m = 0;
+  for (auto p : peak_bytes) m = std::max(m, p);
+  return m;
+}
+
+Lowered lower(const Trace& trace, const Schedule& schedule, const std::vector<double>& durations) {
+  return Lowering(trace, durations).run(schedule);
+}
+
+std::vector<std::uint64_t> device_caps(const PlatformSpec& platform) {
+  std::vector<std::uint64_t> caps;
+  for (std::size_t d : platform.compute_devices())
+    caps.push_back(platform.tiers[*platform.devices[d].compute_tier].capacity_bytes);
+  return caps;
+}
+
+std::uint32_t device_count(const Trace& trace) {
+  std::uint32_t n = 1;
+  for (const Op& op : trace.ops) n = std::max(n, op.device + 1);
+  return n;
+}
+
+void add_chain_schedule(const Stages& stages, const std::vector<schedule::ChainStep>& actions,
+                        Schedule& out) {
+  using schedule::ChainAction;
+  const std::size_t n = stages.count();
+  std::size_t i = 0;
+  for (; i < actions.size() && actions[i].action == ChainAction::advance; ++i)
+    if (actions[i].step != i + 1)
+      throw std::logic_error("chain schedule: the first sweep does not advance through the stages in order");
+  if (i != n) throw std::logic_error("chain schedule: the first sweep does not reach the last stage");
+  std::vector<OpId> pending;
+  for (; i < actions.size(); ++i) {
+    const auto& a = actions[i];
+    if (a.action == ChainAction::advance) {
+      const auto ops = stages.ops(a.step);
+      pending.insert(pending.end(), ops.begin(), ops.end());
+    } else if (const OpId at = stages.group_first[a.step]; at != kNoOp) {
+      auto& list = out.before[at];
+      list.insert(list.end(), pending.begin(), pending.end());
+      pending.clear();
+    }
+  }
+}
+
+ParamSpec optional_budget_param() {
+  ParamSpec p = budget_param("none");
+  p.description += "; none: the device's own capacity";
+  return p;
+}
+
+std::optional<Budget> read_optional_budget(const Params& params) {
+  if (!params.given("budget") || params.get("budget").as_string() == "none") return std::nullopt;
+  return read_budget(params);
+}
+
+bool fits(const Lowered& l, const std::vector<std::uint64_t>& caps) {
+  for (std::size_t d = 0; d < l.peak_bytes.size(); ++d)
+    if (d < caps.size() && l.peak_bytes[d] > caps[d]) return false;
+  return true;
+}
+
+Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi,
+                 const std::function<Schedule(std::uint32_t)>& make,
+                 const std::vector<std::uint64_t>& caps, const std::vector<double>& durations) {
+  auto attempt = [&](std::uint32_t s) {
+    Fitted f;
+    f.slots = s;
+    f.lowered = lower(trace, make(s), durations);
+    f.fits = fits(f.lowered, caps);
+    return f;
+  };
+  Fitted top = attempt(hi);
+  if (top.fits || hi <= lo) return top;
+  Fitted bottom = attempt(lo);
+  if (!bottom.fits) return bottom;
+  // bottom fits, top does not: the answer is in [lo, hi).
+  while (hi - lo > 1) {
+    const std::uint32_t mid = lo + (hi - lo) / 2;
+    Fitted f = attempt(mid);
+    if (f.fits) {
+      lo = mid;
+      bottom = std::move(f);
+    } else {
+      hi = mid;
+    }
+  }
+  return bottom;
+}
+
+void note(const std::string& policy, const std::string& message) {
+  std::cerr << "memsim: " << policy << ": " << message << "\n";
+}
+
+// ---------------------------------------------------------------------------------------
+// Stages of a chain-shaped forward
+
+namespace {
+
+struct Cuts {
+  std::vector<std::size_t> begin;  // stage starts, then the tail start
+};
+
+// Greedy cuts over forward positions [0, end): a cut at k is taken when everything that
+// crosses it (made before k, read at or after k, before `end`) was made since the last cut.
+Cuts greedy_cuts(const std::vector<std::size_t>& made_at, const std::vector<std::vector<std::size_t>>& read_at,
+                 std::size_t end) {
+  // For each buffer: [made + 1, last read before end] is where it crosses.
+  struct Span {
+    std::size_t from, to, made;
+  };
+  std::vector<Span> spans;
+  for (std::size_t b = 0; b < made_at.size(); ++b) {
+    if (made_at[b] == kNone || made_at[b] >= end) continue;
+    const auto& r = read_at[b];
+    auto it = std::lower_bound(r.begin(), r.end(), end);
+    if (it == r.begin()) continue;
+    const std::size_t last = *(it - 1);
+    if (last <= made_at[b]) continue;
+    spans.push_back({made_at[b] + 1, last, made_at[b]});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.from < b.from; });
+  using Item = std::pair<std::size_t, std::size_t>;  // (made, to)
+  std::priority_queue<Item, std::vector<Item>, std::greater<>> open;
+  Cuts c;
+  c.begin.push_back(0);
+  std::size_t next = 0, prev = 0;
+  for (std::size_t k = 1; k < end; ++k) {
+    while (next < spans.size() && spans[next].from <= k) {
+      open.push({spans[next].made, spans[next].to});
+      ++next;
+    }
+    while (!open.empty() && open.top().second < k) open.pop();
+    // Expired spans deeper in the heap do not matter: only the minimum is compared, and a
+    // live minimum is exact once the expired ones above it are gone.
+    if (open.empty() || open.top().first >= prev) {
+      c.begin.push_back(k);
+      prev = k;
+    }
+  }
+  c.begin.push_back(end);
+  return c;
+}
+
+}  // namespace
+
+Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& policy) {
+  Stages st;
+  st.device = device;
+  std::vector<std::size_t> pos(trace.ops.size(), kNone);
+  for (const Op& op : trace.ops)
+    if (op.device == device && op.phase == Phase::forward) {
+      pos[op.id] = st.forward.size();
+      st.forward.push_back(op.id);
+    }
+  const std::size_t f = st.forward.size();
+  const std::string where = fmt::format("{}: {} needs a chain-shaped trace", trace.name, policy);
+  if (f < 2) throw InputError(fmt::format("{}, and its forward has {} op(s)", where, f));
+
+  std::vector<std::size_t> made_at(trace.buffers.size(), kNone);
+  std::vector<std::vector<std::size_t>> read_at(trace.buffers.size());
+  for (std::size_t q = 0; q < f; ++q)
+    for (BufferId b : trace.ops[st.forward[q]].outputs)
+      if (!trace.buffers[b].persistent) made_at[b] = q;
+  for (std::size_t q = 0; q < f; ++q) {
+    const Op& op = trace.ops[st.forward[q]];
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list)
+        if (made_at[b] != kNone && made_at[b] < q && (read_at[b].empty() || read_at[b].back() != q))
+          read_at[b].push_back(q);
+  }
+  // The tail: a few ops at the end (the loss, a stack of every step's output) that may read
+  // anything. Take the one leaving the most stages; a later start wins a tie.
+  Cuts best;
+  const std::size_t lowest = f > 64 ? f - 64 : 1;
+  for (std::size_t end = f; end >= lowest; --end) {
+    Cuts c = greedy_cuts(made_at, read_at, end);
+    if (c.begin.size() > best.begin.size()) best = std::move(c);
+  }
+  st.begin = std::move(best.begin);
+  // Stages at the end whose outputs no backward op reads (the loss) join the tail: keeping
+  // their inputs is free, re-running them to remake those inputs would not be.
+  std::vector<std::uint8_t> read_back(trace.buffers.size(), 0);
+  for (const Op& op : trace.ops)
+    if (op.device == device && op.phase != Phase::forward)
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list) read_back[b] = 1;
+  while (st.count() > 1) {
+    bool read = false;
+    for (std::size_t q = st.begin[st.count() - 1]; q < st.begin.back() && !read; ++q)
+      for (BufferId b : trace.ops[st.forward[q]].outputs) read |= read_back[b] && made_at[b] != kNone;
+    if (read) break;
+    st.begin.pop_back();
+  }
+  const std::size_t stages = st.count();
+  if (stages < 2)
+    throw InputError(fmt::format("{}: no point of its forward is crossed only by what the op "
+                                 "before it made (every forward op there is its own stage in a "
+                                 "chain); use checkpoint-sqrt or checkmate",
+                                 where));
+
+  // Stage of each buffer the stages made (0: none), and the state x_s: what stage s made
+  // that forward ops after it read (the tail included).
+  std::vector<std::uint32_t> stage_of(trace.buffers.size(), 0);
+  std::vector<std::uint8_t> in_state(trace.buffers.size(), 0);
+  st.state_bytes.assign(stages + 1, 0);
+  st.internal_bytes.assign(stages + 1, 0);
+  for (std::size_t s = 1; s <= stages; ++s)
+    for (std::size_t q = st.begin[s - 1]; q < st.begin[s]; ++q)
+      for (BufferId b : trace.ops[st.forward[q]].outputs)
+        if (made_at[b] != kNone) {
+          stage_of[b] = static_cast<std::uint32_t>(s);
+          if (!read_at[b].empty() && read_at[b].back() >= st.begin[s]) {
+            in_state[b] = 1;
+            st.state_bytes[s] += trace.buffers[b].bytes;
+          }
+        }
+
+  // Backward groups, in issue order G_T .. G_1.
+  st.group_first.assign(stages + 1, kNoOp);
+  std::vector<std::vector<BufferId>> group_reads(stages + 1);
+  std::uint32_t last_need = std::numeric_limits<std::uint32_t>::max();
+  OpId last_op = kNoOp;
+  for (const Op& op : trace.ops) {
+    if (op.device != device || op.phase == Phase::forward) continue;
+    std::uint32_t need = 0;
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list) need = std::max(need, stage_of[b]);
+    if (need == 0) continue;
+    if (need > last_need)
+      throw InputError(fmt::format("{}: backward op '{}' needs what forward stage {} made after "
+                                   "'{}' needed stage {} (the backward must walk the stages "
+                                   "back in order)",
+                                   where, op.name, need, trace.ops[last_op].name, last_need));
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list) {
+        const std::uint32_t s = stage_of[b];
+        if (s == 0) continue;
+        if (s != need && !(s + 1 == need && in_state[b]))
+          throw InputError(fmt::format("{}: backward op '{}' reads '{}' (made in forward stage {} "
+                                       "by '{}') together with what stage {} made; a chain's "
+                                       "backward reads only its own stage and the state "
+                                       "before it",
+                                       where, op.name, trace.buffers[b].name, s,
+                                       trace.ops[trace.buffers[b].producer].name, need));
+        group_reads[need].push_back(b);
+        if (s == need && !in_state[b]) st.reads_state_only = false;
+        if (s + 1 == need) st.reads_state_only = false;
+      }
+    if (st.group_first[need] == kNoOp) st.group_first[need] = op.id;
+    last_need = need;
+    last_op = op.id;
+  }
+  for (std::size_t s = 1; s <= stages; ++s) {
+    auto& r = group_reads[s];
+    for (std::size_t q = st.begin[s - 1]; q < st.begin[s]; ++q)
+      for (BufferId b : trace.ops[st.forward[q]].outputs)
+        if (in_state[b]) r.push_back(b);
+    std::sort(r.begin(), r.end());
+    r.erase(std::unique(r.begin(), r.end()), r.end());
+    for (BufferId b : r) st.internal_bytes[s] += trace.buffers[b].bytes;
+  }
+  return st;
+}
+
+}  // namespace memsim::ckpt

@@ -1,0 +1,28 @@
+#pragma once
+// The benchmark of DTR's own simulator: a linear network of N unit-cost, unit-size layers.
+//
+//   forward   f_i: t_i = f(t_{i-1}),            i = 1..N   (t_0, the input, is resident)
+//   backward  b_i: g_i = b(t_i, g_{i+1}),       i = N..1   (b_N reads t_N alone)
+//
+// Every op costs one unit (1 GFLOP, "matmul") and every buffer is one unit (1 MiB), so the
+// step computes 2N units, and with liveness-based freeing its peak is N + 1 units (t_1..t_N
+// and the first gradient). Budgets are fractions of that peak; "total compute over the
+// baseline" is (2N + recomputed units) / 2N.
+#include <cstddef>
+#include <cstdint>
+
+#include "sim/platform/platform.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+inline constexpr std::uint64_t kDtrUnitBytes = 1 << 20;
+inline constexpr double kDtrUnitFlops = 1e9;
+
+Trace dtr_unit_chain(std::size_t layers);
+
+/// One GPU at 1 TFLOPS with no launch overhead (an op of the chain takes exactly 1 ms) and a
+/// compute tier of `capacity_bytes`, ideal allocator; a host DRAM over a 10 GB/s link.
+PlatformSpec dtr_unit_platform(std::uint64_t capacity_bytes);
+
+}  // namespace memsim

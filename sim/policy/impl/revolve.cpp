@@ -1,0 +1,136 @@
+// revolve: Griewank's binomial checkpointing (Griewank 1992; Griewank & Walther 2000) on a
+// chain-shaped trace. The forward is split into stages (a layer, a residual block, a
+// recurrent step: see ckpt::find_stages); with c checkpoint slots the reversal re-runs the
+// fewest stages any schedule can, t(n, c+1) - (n - 1) of them (schedule/chain.h).
+//
+// Two readings of Griewank's chain, chosen by what the backward reads:
+//  - a plain chain, where the backward of a stage reads only that stage's state (a linear
+//    layer's input): the loss is Griewank's last step, and reversing step k+1 is running
+//    G_k from x_k;
+//  - otherwise (an LSTM step's backward reads its gates), reversing step k re-runs stage k
+//    from x_{k-1} to remake what G_k reads (Griewank's taped forward).
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/engine/cost_model.h"
+#include "sim/policy/impl/ckpt_common.h"
+#include "sim/policy/policy.h"
+
+namespace memsim {
+namespace {
+
+using schedule::ChainAction;
+using schedule::ChainStep;
+
+// Griewank's actions in terms of the stages.
+std::vector<ChainStep> revolve_actions(const ckpt::Stages& st, std::uint32_t slots) {
+  const auto n = static_cast<std::uint32_t>(st.count());
+  std::vector<ChainStep> out;
+  if (st.reads_state_only) {
+    for (const ChainStep& a : schedule::revolve_schedule(n + 1, slots + 1)) {
+      if (a.action == ChainAction::advance)
+        out.push_back(a);
+      else if (a.step >= 2)
+        out.push_back({ChainAction::reverse, a.step - 1});
+    }
+  } else {
+    for (const ChainStep& a : schedule::revolve_schedule(n, slots + 1)) {
+      if (a.action == ChainAction::reverse) out.push_back({ChainAction::advance, a.step});
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+// Recomputed stages of a revolve schedule, from the closed form.
+std::uint64_t revolve_recomputes(const ckpt::Stages& st, std::uint32_t slots) {
+  const std::uint64_t n = st.count();
+  // Plain chain: Griewank's advances beyond the first sweep. Otherwise every reversal but
+  // the last stage's also re-runs its stage (the taped forward), which the count leaves out.
+  return st.reads_state_only ? schedule::revolve_cost(n + 1, slots + 1) - n
+                             : schedule::revolve_cost(n, slots + 1);
+}
+
+class RevolvePolicy final : public Policy {
+ public:
+  explicit RevolvePolicy(const Params& params) : budget_(ckpt::read_optional_budget(params)) {
+    const ConfigNode s = params.get("slots");
+    if (s.as_string() != "auto") slots_ = static_cast<std::uint32_t>(s.as_int_in(0, 100'000'000));
+  }
+
+  std::optional<Budget> budget() const override { return budget_; }
+
+  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
+    const std::vector<double> durations = op_durations(trace, platform);
+    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+    std::vector<ckpt::Stages> stages;
+    for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d)
+      stages.push_back(ckpt::find_stages(trace, d, "revolve"));
+    std::uint32_t n = 0;
+    for (const auto& st : stages) n = std::max(n, static_cast<std::uint32_t>(st.count()));
+    stages_ = n;
+    auto make = [&](std::uint32_t slots) {
+      ckpt::Schedule s(trace);
+      for (const auto& st : stages) ckpt::add_chain_schedule(st, revolve_actions(st, slots), s);
+      return s;
+    };
+
+    if (slots_) {
+      chosen_ = *slots_;
+      ckpt::Lowered l = ckpt::lower(trace, make(chosen_), durations);
+      if (!ckpt::fits(l, caps))
+        ckpt::note("revolve", fmt::format("{} slots over {} stages need {} at the peak, more than "
+                                          "the {} the device holds",
+                                          chosen_, n, format_bytes(static_cast<double>(l.max_peak())),
+                                          format_bytes(static_cast<double>(caps[0]))));
+      return std::move(l.plan);
+    }
+    // Enough memory for everything: nothing to recompute.
+    ckpt::Lowered keep = ckpt::lower(trace, ckpt::Schedule(trace), durations);
+    if (ckpt::fits(keep, caps)) {
+      chosen_ = n;
+      whole_ = true;
+      return std::move(keep.plan);
+    }
+    // The fewest slots worth planning: a schedule of at most ~2^25 recomputed stages.
+    std::uint32_t lo = 0;
+    while (lo + 1 < n && revolve_recomputes(stages[0], lo) * (stages[0].forward.size() / n + 1) > (1u << 25)) ++lo;
+    ckpt::Fitted f = ckpt::fit_slots(trace, lo, n - 1, make, caps, durations);
+    chosen_ = f.slots;
+    if (!f.fits)
+      ckpt::note("revolve", fmt::format("no schedule fits: even {} slot(s) over {} stages peak at {}, "
+                                        "more than the {} the device holds",
+                                        f.slots, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
+                                        format_bytes(static_cast<double>(caps[0]))));
+    return std::move(f.lowered.plan);
+  }
+
+  std::string label() const override {
+    if (whole_) return fmt::format("revolve(stages={}, nothing recomputed)", stages_);
+    if (stages_ == 0) return slots_ ? fmt::format("revolve(slots={})", *slots_) : "revolve";
+    return fmt::format("revolve(slots={}, stages={})", chosen_, stages_);
+  }
+
+ private:
+  std::optional<Budget> budget_;
+  std::optional<std::uint32_t> slots_;
+  mutable std::uint32_t chosen_ = 0, stages_ = 0;
+  mutable bool whole_ = false;
+};
+
+}  // namespace
+
+PolicyInfo revolve_policy() {
+  return {"revolve",
+          "Griewank's binomial checkpointing of a chain-shaped trace: the fewest re-run stages "
+          "for a number of checkpoint slots",
+          {{"slots",
+            "checkpoints held besides the input (0 or more), or auto: the most that fit the "
+            "budget",
+            "auto"},
+           ckpt::optional_budget_param()},
+          [](const Params& p) { return std::make_unique<RevolvePolicy>(p); }};
+}
+
+}  // namespace memsim

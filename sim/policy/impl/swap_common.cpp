@@ -1,0 +1,97 @@
+#include "sim/policy/impl/swap_common.h"
+
+#include <algorithm>
+#include <map>
+
+namespace memsim {
+
+std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
+  const RouteTable routes = compute_routes(platform);
+  std::vector<SwapTiers> out;
+  for (std::size_t d : platform.compute_devices()) {
+    SwapTiers s;
+    s.compute = *platform.devices[d].compute_tier;
+    s.offload = nearest_offload_tier(platform, routes, s.compute);
+    if (s.offload) {
+      s.out = routes[s.compute][*s.offload];
+      s.in = routes[*s.offload][s.compute];
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<BufferUses> buffer_uses(const Trace& trace) {
+  std::vector<BufferUses> uses(trace.buffers.size());
+  for (const Op& op : trace.ops)
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list) {
+        if (op.phase == Phase::forward)
+          uses[b].last_forward = op.id;
+        else if (uses[b].first_later == kNoOp)
+          uses[b].first_later = op.id;
+      }
+  return uses;
+}
+
+std::vector<std::uint32_t> buffer_devices(const Trace& trace) {
+  std::vector<std::uint32_t> device(trace.buffers.size(), UINT32_MAX);
+  for (const Op& op : trace.ops)
+    for (const auto* list : {&op.outputs, &op.inputs, &op.updates})
+      for (BufferId b : *list)
+        if (device[b] == UINT32_MAX) device[b] = op.device;
+  for (const Buffer& b : trace.buffers)
+    if (device[b.id] == UINT32_MAX) device[b.id] = b.device;
+  return device;
+}
+
+std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std::size_t devices) {
+  const auto device = buffer_devices(trace);
+  std::vector<std::uint64_t> live(devices, 0), peak(devices, 0);
+  std::vector<std::uint8_t> here(trace.buffers.size(), 0);
+  auto take = [&](BufferId b) {
+    if (here[b]) return;
+    here[b] = 1;
+    live[device[b]] += trace.buffers[b].bytes;
+    peak[device[b]] = std::max(peak[device[b]], live[device[b]]);
+  };
+  auto leave = [&](BufferId b) {
+    if (!here[b]) return;
+    here[b] = 0;
+    live[device[b]] -= trace.buffers[b].bytes;
+  };
+  for (const Buffer& b : trace.buffers)
+    if (b.producer == kNoOp) take(b.id);
+  for (const Step& s : plan.steps) {
+    switch (s.kind) {
+      case StepKind::compute:
+      case StepKind::recompute: {
+        const Op& op = trace.ops[s.id];
+        for (const auto* list : {&op.inputs, &op.updates})
+          for (BufferId b : *list) take(b);
+        for (BufferId b : op.outputs) take(b);
+        const std::uint32_t d = op.device;
+        peak[d] = std::max(peak[d], live[d] + op.workspace_bytes);
+        break;
+      }
+      case StepKind::free:
+      case StepKind::drop:
+      case StepKind::swap_out: leave(s.id); break;
+      case StepKind::swap_in: take(s.id); break;
+    }
+  }
+  return peak;
+}
+
+std::vector<double> expected_start_times(const Trace& trace, const std::vector<double>& durations) {
+  std::map<std::pair<std::uint32_t, std::uint32_t>, double> clock;
+  std::vector<double> start(trace.ops.size(), 0);
+  for (const Op& op : trace.ops) {
+    double& c = clock[{op.device, op.stream}];
+    start[op.id] = c;
+    c += durations[op.id];
+  }
+  return start;
+}
+
+}  // namespace memsim

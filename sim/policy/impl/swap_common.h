@@ -1,0 +1,43 @@
+#pragma once
+// What the swapping policies (vdnn, swap-lru, capuchin) share: where each device swaps to,
+// when each buffer is used in forward and backward, and a static estimate of a plan's peak.
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sim/platform/routes.h"
+#include "sim/policy/plan.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+/// Per compute device (by slot, as ops name them): its compute tier and where it swaps to.
+struct SwapTiers {
+  std::size_t compute = 0;
+  std::optional<std::size_t> offload;
+  std::optional<Route> out, in;  // compute -> offload and back
+};
+std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform);
+
+/// When a buffer is touched: its last forward use and its first use after the forward
+/// (backward or optimizer). kNoOp where there is none.
+struct BufferUses {
+  OpId last_forward = kNoOp;
+  OpId first_later = kNoOp;
+};
+std::vector<BufferUses> buffer_uses(const Trace& trace);
+
+/// The compute device (slot) whose memory holds each buffer: its first user's, else its own.
+std::vector<std::uint32_t> buffer_devices(const Trace& trace);
+
+/// The peak bytes a plan holds in each device's compute tier, walking its steps in order
+/// with no timing: outputs and workspace taken at their op, frees and drops at their step,
+/// a swap-out leaving at its step, a swap-in arriving at its step (and a reader of a buffer
+/// that is elsewhere bringing it back). An estimate for choosing between plans.
+std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std::size_t devices);
+
+/// Each op's start time on its stream if nothing ever waited: the cost model's durations
+/// summed per (device, stream). For planning by expected access times.
+std::vector<double> expected_start_times(const Trace& trace, const std::vector<double>& durations);
+
+}  // namespace memsim

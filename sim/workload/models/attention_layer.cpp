@@ -1,0 +1,157 @@
+// ModelBuilder::attention: multi-head scaled dot-product attention, materialised (as eager
+// PyTorch runs it: the scores tensor) or fused (FlashAttention). With the layers of
+// seq_layers.cpp around it, a GPT layer saves exactly what Korthikanti et al. 2022 count:
+// 34 sbh + 5 as^2 b bytes in fp16 (materialised, with dropout).
+#include <algorithm>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "sim/workload/models/builder.h"
+
+namespace memsim {
+namespace {
+
+// FlashAttention's backward recomputes the scores: five matrix products to the forward's
+// two, as the FlashAttention-2 paper counts it.
+constexpr double kFlashBackwardRatio = 2.5;
+
+void require_rank(const Shape& s, std::size_t rank, const std::string& layer) {
+  if (s.size() != rank)
+    throw std::invalid_argument(
+        fmt::format("layer '{}' needs a rank-{} input, got rank {}", layer, rank, s.size()));
+}
+
+// Ids in first-seen order without repeats: q, k and v may be views of one buffer.
+std::vector<BufferId> distinct(std::vector<BufferId> ids) {
+  std::vector<BufferId> out;
+  for (BufferId b : ids)
+    if (std::find(out.begin(), out.end(), b) == out.end()) out.push_back(b);
+  return out;
+}
+
+}  // namespace
+
+Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v,
+                              std::int64_t batch, std::int64_t heads, bool causal,
+                              AttentionImpl impl, double dropout_p) {
+  const Shape s = shape(q);
+  require_rank(s, 2, name);
+  if (shape(k) != s || shape(v) != s)
+    throw std::invalid_argument(fmt::format("layer '{}': q, k and v differ in shape", name));
+  if (batch < 1 || s[0] % batch != 0 || heads < 1 || s[1] % heads != 0)
+    throw std::invalid_argument(fmt::format(
+        "layer '{}': {} x {} does not split into batch {} and {} heads", name, s[0], s[1], batch,
+        heads));
+  // The causal mask costs nothing in either form: materialised, it is applied inside the
+  // softmax (Megatron's fused scale-mask-softmax); fused, it skips the masked blocks.
+  return impl == AttentionImpl::fused ? fused_attention(name, q, k, v, batch, heads, causal)
+                                      : materialized_attention(name, q, k, v, batch, heads,
+                                                               dropout_p);
+}
+
+// q k^T, softmax, dropout and probs v as eager PyTorch runs them. The head split and merge
+// are treated as views: eager code makes contiguous copies of q, k, v and the context for
+// its batched matmuls, which adds transient copies but saves the same bytes.
+Value ModelBuilder::materialized_attention(const std::string& name, Value q, Value k, Value v,
+                                           std::int64_t batch, std::int64_t heads,
+                                           double dropout_p) {
+  const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
+  const std::int64_t seq = tokens / batch, head_dim = hidden / heads;
+  const double esize = dtype_bytes(settings_.dtype);
+  const double qkv_bytes = static_cast<double>(tokens * hidden) * esize;
+  const double scores_bytes = static_cast<double>(batch * heads * seq * seq) * esize;
+  const double mm_flops = 2.0 * static_cast<double>(batch * heads * seq * seq * head_dim);
+  const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
+                  values_[v.id].requires_grad;
+  auto grad_of = [this, qkv_bytes](const std::string& n) {
+    return trace_.add_buffer(n, static_cast<std::uint64_t>(qkv_bytes), Category::activation_grad);
+  };
+
+  // scores = q k^T / sqrt(head_dim), one batched matmul (baddbmm folds in the scale).
+  const Value scores = new_value(name + ".scores", {batch, heads, seq, seq}, rg);
+  OpId id = emit(name + ".qk", "bmm", distinct({buffer(q), buffer(k)}), {buffer(scores)}, {},
+                 mm_flops);
+  trace_.ops[id].bytes_moved = 2 * qkv_bytes + scores_bytes;
+  // Saves q and k (each is the other's gradient factor).
+  tape_.push_back([=, this] {
+    if (!has_grad(scores)) return;
+    const BufferId g = take_grad(scores);
+    const BufferId gq = grad_of(name + ".qk.grad_q"), gk = grad_of(name + ".qk.grad_k");
+    const OpId bw = emit(name + ".qk.backward", "bmm_backward", distinct({g, buffer(q), buffer(k)}),
+                         {gq, gk}, {}, 2 * mm_flops);
+    trace_.ops[bw].bytes_moved = scores_bytes + 4 * qkv_bytes;
+    contribute(q, gq, name);
+    contribute(k, gk, name);
+  });
+
+  const Value probs = softmax(name + ".softmax", scores);
+  // Dropout on the probabilities keeps its own output (read by probs v) and a bool mask,
+  // besides the softmax output: 5 as^2 b bytes in fp16, as Korthikanti et al. count.
+  const Value dropped = dropout_p > 0 ? dropout(name + ".dropout", probs) : probs;
+
+  const Value context = new_value(name + ".out", {tokens, hidden}, rg);
+  id = emit(name + ".pv", "bmm", {buffer(dropped), buffer(v)}, {buffer(context)}, {}, mm_flops);
+  trace_.ops[id].bytes_moved = scores_bytes + 2 * qkv_bytes;
+  // Saves the (dropped-out) probabilities and v.
+  tape_.push_back([=, this] {
+    if (!has_grad(context)) return;
+    const BufferId g = take_grad(context);
+    const BufferId gp = grad_buffer(name + ".pv", dropped);
+    const BufferId gv = grad_of(name + ".pv.grad_v");
+    const OpId bw = emit(name + ".pv.backward", "bmm_backward", {g, buffer(dropped), buffer(v)},
+                         {gp, gv}, {}, 2 * mm_flops);
+    trace_.ops[bw].bytes_moved = 2 * scores_bytes + 3 * qkv_bytes;
+    contribute(dropped, gp, name);
+    contribute(v, gv, name);
+  });
+  return context;
+}
+
+// FlashAttention (2): one kernel that never writes the seq x seq scores. It saves q, k, v,
+// its output and the fp32 row logsumexp; dropout on the probabilities is regenerated from
+// the RNG state in the backward, so it keeps no mask. The backward recomputes the scores
+// block by block and needs an fp32 dq accumulator and fp32 row sums as scratch.
+Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, Value v,
+                                    std::int64_t batch, std::int64_t heads, bool causal) {
+  const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
+  const std::int64_t seq = tokens / batch;
+  const double esize = dtype_bytes(settings_.dtype);
+  const double qkv_bytes = static_cast<double>(tokens * hidden) * esize;
+  const auto rows = static_cast<std::uint64_t>(batch * heads * seq);
+  // Two matmuls of 2 b s^2 h FLOPs; a causal mask halves the blocks computed.
+  const double flops = 4.0 * static_cast<double>(batch * seq) * static_cast<double>(seq * hidden) *
+                       (causal ? 0.5 : 1.0);
+  const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
+                  values_[v.id].requires_grad;
+
+  const Value out = new_value(name + ".out", {tokens, hidden}, rg);
+  const BufferId lse = activation_buffer(name + ".logsumexp", rows, DType::fp32);
+  OpId id = emit(name, "flash_attention", distinct({buffer(q), buffer(k), buffer(v)}),
+                 {buffer(out), lse}, {}, flops);
+  trace_.ops[id].bytes_moved = 4 * qkv_bytes + 4.0 * static_cast<double>(rows);
+
+  tape_.push_back([=, this] {
+    if (!has_grad(out)) return;
+    const BufferId g = take_grad(out);
+    auto grad_of = [&](const std::string& n) {
+      return trace_.add_buffer(n, static_cast<std::uint64_t>(qkv_bytes), Category::activation_grad);
+    };
+    const BufferId gq = grad_of(name + ".grad_q"), gk = grad_of(name + ".grad_k"),
+                   gv = grad_of(name + ".grad_v");
+    const OpId bw = emit(name + ".backward", "flash_attention_backward",
+                         distinct({g, buffer(q), buffer(k), buffer(v), buffer(out), lse}),
+                         {gq, gk, gv}, {}, kFlashBackwardRatio * flops);
+    Op& op = trace_.ops[bw];
+    // Scratch is written and read back, counted twice as bytes_moved() counts workspace.
+    op.workspace_bytes = static_cast<std::uint64_t>(tokens * hidden) * 4 + rows * 4;
+    op.bytes_moved = 8 * qkv_bytes + 4.0 * static_cast<double>(rows) +
+                     2.0 * static_cast<double>(op.workspace_bytes);
+    contribute(q, gq, name);
+    contribute(k, gk, name);
+    contribute(v, gv, name);
+  });
+  return out;
+}
+
+}  // namespace memsim

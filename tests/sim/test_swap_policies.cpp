@@ -1,0 +1,186 @@
+// The swapping policies against timelines worked out by hand.
+#include <gtest/gtest.h>
+
+#include "sim/core/config.h"
+#include "sim/engine/engine.h"
+#include "sim/policy/policy.h"
+
+using namespace memsim;
+
+namespace {
+
+// 1 TFLOPS, no launch overhead, efficiency 1: an op of 1e9 FLOPs takes exactly 1 ms. One
+// copy engine per direction over a full-duplex link of `link` with no latency.
+PlatformSpec box(const std::string& capacity, const std::string& link) {
+  return load_platform(ConfigNode::parse_text(R"(
+name: box
+devices:
+  gpu0:
+    kind: gpu
+    compute: {fp32: 1TFLOPS}
+    tiers:
+      hbm: {role: compute, capacity: )" + capacity + R"(, bandwidth: 100TB/s}
+  host:
+    kind: cpu
+    tiers:
+      dram: {role: offload, capacity: 64GiB, bandwidth: 100TB/s}
+links:
+  pcie: {endpoints: [gpu0.hbm, host.dram], bandwidth: )" + link + "}\n",
+                                              "box.yaml"));
+}
+
+std::unique_ptr<Policy> make(std::string name, const std::string& params = "{}") {
+  for (char& c : name)
+    if (c == '_') c = '-';
+  auto node = ConfigNode::parse_text(params, "test");
+  const PolicyInfo* info = find_policy(name);
+  return info->create(Params(node, info->params, name));
+}
+
+Op op(const std::string& name, Phase phase, std::vector<BufferId> in, std::vector<BufferId> out,
+      double ms) {
+  Op o;
+  o.name = name;
+  o.kind = "matmul";
+  o.phase = phase;
+  o.inputs = std::move(in);
+  o.outputs = std::move(out);
+  o.flops = ms * 1e9;
+  return o;
+}
+
+// Three layers and a loss, then their backward:
+//   f1: x -> a   f2: a -> b   f3: b -> c   loss (3 ms): c -> d
+//   g3: d -> gc   g2: gc, a -> ga   g1: ga, x -> gx
+// x and a (2.5 MB each) are feature maps the backward needs again; the rest are 1000 B.
+// 1 ms per op but the loss.
+Trace three_layers(std::uint64_t c_bytes = 1000) {
+  Trace t;
+  t.name = "three-layers";
+  BufferId x = t.add_buffer("x", 2'500'000, Category::input);
+  BufferId a = t.add_buffer("a", 2'500'000, Category::activation);
+  BufferId b = t.add_buffer("b", 1000, Category::activation);
+  BufferId c = t.add_buffer("c", c_bytes, Category::activation);
+  BufferId d = t.add_buffer("d", 1000, Category::activation);
+  BufferId gc = t.add_buffer("gc", 1000, Category::activation_grad);
+  BufferId ga = t.add_buffer("ga", 1000, Category::activation_grad);
+  BufferId gx = t.add_buffer("gx", 1000, Category::activation_grad);
+  t.add_op(op("f1", Phase::forward, {x}, {a}, 1));
+  t.add_op(op("f2", Phase::forward, {a}, {b}, 1));
+  t.add_op(op("f3", Phase::forward, {b}, {c}, 1));
+  t.add_op(op("loss", Phase::forward, {c}, {d}, 3));
+  t.add_op(op("g3", Phase::backward, {d}, {gc}, 1));
+  t.add_op(op("g2", Phase::backward, {gc, a}, {ga}, 1));
+  t.add_op(op("g1", Phase::backward, {ga, x}, {gx}, 1));
+  validate(t, "three-layers");
+  return t;
+}
+
+double stall_of(const Recorder& rec) {
+  double s = 0;
+  for (const Event& e : rec.events())
+    if (e.kind == EventKind::stall) s += e.end_s - e.start_s;
+  return s;
+}
+
+}  // namespace
+
+TEST(SwapVdnn, PrefetchHidesTheCopyFully) {
+  // 10 GB/s: each 2.5 MB copy takes 0.25 ms. x goes out after f1 ([1, 1.25] ms), a after f2
+  // ([2, 2.25]). Backward: a is prefetched as g3 starts (6 ms) and lands at 6.25, before g2
+  // at 7; x is prefetched as g2 starts and lands at 7.25, before g1 at 8. No stall: 9 ms.
+  Trace t = three_layers();
+  auto p = make("vdnn");
+  Recorder rec;
+  Summary s = simulate(box("1GiB", "10GB/s"), t, *p, rec);
+  EXPECT_EQ(s.status, "ok");
+  EXPECT_NEAR(s.iteration_time_s, 9e-3, 1e-12);
+  EXPECT_NEAR(s.stall_time_s, 0.0, 1e-15);
+  EXPECT_EQ(s.swap_out_bytes, 5'000'000u);
+  EXPECT_EQ(s.swap_in_bytes, 5'000'000u);
+  for (const Event& e : rec.events())
+    if (e.kind == EventKind::swap_in) {
+      const std::string& name = t.buffers[e.buffer].name;
+      EXPECT_NEAR(e.start_s, name == "a" ? 6e-3 : 7e-3, 1e-12) << name;
+      EXPECT_NEAR(e.end_s - e.start_s, 0.25e-3, 1e-12) << name;
+    }
+}
+
+TEST(SwapVdnn, ASlowLinkStallsByTheShortfall) {
+  // 2 GB/s: each copy takes 1.25 ms, 0.25 ms more than the 1 ms op it hides behind. a's
+  // prefetch runs [6, 7.25]: g2 waits 0.25 ms. x's prefetch was issued at 7 (before g2's
+  // wait) but the one engine for host-to-device copies is busy until 7.25, so it runs
+  // [7.25, 8.5]; g2 runs [7.25, 8.25], and g1 waits 0.25 ms. Stall = 2 x 0.25 ms.
+  Trace t = three_layers();
+  auto p = make("vdnn");
+  Recorder rec;
+  Summary s = simulate(box("1GiB", "2GB/s"), t, *p, rec);
+  EXPECT_NEAR(s.stall_time_s, 0.5e-3, 1e-12);
+  EXPECT_NEAR(s.iteration_time_s, 9.5e-3, 1e-12);
+}
+
+TEST(SwapVdnn, ConvModeOffloadsOnlyConvolutionInputs) {
+  Trace t = three_layers();
+  t.ops[1].kind = "conv2d";  // f2 reads a: only a qualifies
+  auto p = make("vdnn", "{mode: conv}");
+  Recorder rec;
+  Summary s = simulate(box("1GiB", "10GB/s"), t, *p, rec);
+  EXPECT_EQ(s.swap_out_bytes, 2'500'000u);
+  EXPECT_EQ(p->label(), "vdnn(conv)");
+}
+
+TEST(SwapLru, EvictsTheLeastRecentlyUsedBufferTheOpDoesNotNeed) {
+  // 6 MB of HBM, c is 2.5 MB. At f3, x (last used by f1) and a (by f2) are resident with b:
+  // 5,001,000 B; c does not fit. f3 needs b and c; of x and a, x was used longest ago: it is
+  // the victim. f3 waits for the swap-out (0.25 ms at 10 GB/s); later g1 brings x back on
+  // demand (another 0.25 ms).
+  Trace t = three_layers(2'500'000);
+  auto p = make("swap-lru", "{prefetch_lookahead: 0}");
+  Recorder rec;
+  Summary s = simulate(box("6000000B", "10GB/s"), t, *p, rec);
+  ASSERT_EQ(s.status, "ok");
+  std::vector<std::string> out, in;
+  for (const Event& e : rec.events()) {
+    if (e.kind == EventKind::swap_out) out.push_back(t.buffers[e.buffer].name);
+    if (e.kind == EventKind::swap_in) in.push_back(t.buffers[e.buffer].name);
+  }
+  EXPECT_EQ(out, std::vector<std::string>{"x"});
+  EXPECT_EQ(in, std::vector<std::string>{"x"});
+  EXPECT_NEAR(s.stall_time_s, 0.5e-3, 1e-12);
+  EXPECT_NEAR(stall_of(rec), 0.5e-3, 1e-12);
+}
+
+TEST(SwapCapuchin, RemovesTheStallSwapLruHad) {
+  // The same 6 MB: capuchin plans from expected access times. x's free time (f1 ends at
+  // 1 ms, g1 starts at 8) hides its 0.5 ms round trip, and swapping it alone brings the
+  // estimated peak under 6 MB: x leaves after f1 ([1, 1.25]) — before f3 needs the room at
+  // 2 ms — and comes back ahead of g1. No stall, where swap-lru stalled 0.5 ms.
+  Trace t = three_layers(2'500'000);
+  auto p = make("capuchin");
+  Recorder rec;
+  Summary s = simulate(box("6000000B", "10GB/s"), t, *p, rec);
+  ASSERT_EQ(s.status, "ok");
+  EXPECT_NEAR(s.stall_time_s, 0.0, 1e-15);
+  EXPECT_NEAR(s.iteration_time_s, 9e-3, 1e-12);
+  EXPECT_EQ(s.swap_out_bytes, 2'500'000u);
+  EXPECT_EQ(p->label(), "capuchin(swapped 1 buffers)");
+}
+
+// One simulation per process: a test per policy.
+class SwapPolicies : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SwapPolicies, WhatCannotFitEvenWithSwappingEndsOom) {
+  // 3 MB of HBM: f1 needs x and a (5 MB) at once; nothing can be swapped while f1 runs.
+  const char* name = GetParam();
+  Trace t = three_layers();
+  auto p = make(name);
+  Recorder rec;
+  Summary s = simulate(box("3000000B", "10GB/s"), t, *p, rec);
+  EXPECT_EQ(s.status, "oom");
+  ASSERT_TRUE(s.oom);
+  EXPECT_EQ(s.oom->op, "f1");
+  EXPECT_EQ(s.oom->requested_bytes, 2'500'000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Each, SwapPolicies, ::testing::Values("vdnn", "swap_lru", "capuchin"),
+                         [](const auto& info) { return std::string(info.param); });
