@@ -112,7 +112,8 @@ TEST(Recompute, ADroppedBufferIsRemadeByItsReader) {
 
 TEST(Recompute, AChainOfDroppedBuffersIsRemadeInOrder) {
   // a and b both dropped after g; h reads b: remaking b needs a, dropped too, so f runs,
-  // then g, then h; k reads b again, which h's remaking left resident.
+  // then g, then h; k reads b and a again, which h's remaking left resident. (A freed
+  // buffer is dead: only a dropped one that is still live can be remade.)
   Trace t;
   t.name = "chain";
   BufferId x = t.add_buffer("x", 100, Category::input, true);
@@ -123,7 +124,7 @@ TEST(Recompute, AChainOfDroppedBuffersIsRemadeInOrder) {
   t.add_op(make_op("f", {x}, {a}));
   t.add_op(make_op("g", {a}, {b}));
   t.add_op(make_op("h", {b}, {c}));
-  t.add_op(make_op("k", {c, b}, {d}));
+  t.add_op(make_op("k", {c, b, a}, {d}));  // a stays live (not freed) until k
   FixedPlan p(with_frees(t, {{StepKind::drop, a, 0}, {StepKind::drop, b, 0}}));
   Recorder rec;
   Summary s = simulate(gpu(), t, p, rec);
