@@ -15,9 +15,11 @@ build: deps
 
 run: build
 	./$(BUILD)/memsim run --out out
+	@echo "pictures: /usr/bin/python3 analysis/report.py out -o out/report.html (one plot each: docs/plots.md); out/trace.json opens in ui.perfetto.dev"
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	MEMSIM_BINARY=$(abspath $(BUILD))/memsim PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/python
 
 # The unit and engine tests again under AddressSanitizer and UBSan (CI runs this too).
 sanitize: deps

@@ -126,6 +126,7 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
     b_name, b_div = ms.bytes_unit(top_m if top_m == top_m else 1.0)
     axes_vary = [a for a in df.attrs.get("axes", []) if a not in (rows, cols)]
     handles = {}
+    fronts_drawn = False
     same_problem = [a for a in axes_vary if a.startswith("workload.")]
     for i, rv in enumerate(row_vals):
         for j, cv in enumerate(col_vals):
@@ -147,6 +148,7 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
                     for problem in problems:
                         front = problem[problem["on_front"]].sort_values("iteration_time_s")
                         if len(front) > 1:
+                            fronts_drawn = True
                             ax.step(front["iteration_time_s"] * t_factor, front["peak_bytes"] / b_div,
                                     where="post", color=colour, lw=1.2, alpha=0.9, zorder=2)
                     if label_axes and len(panel) <= 40:
@@ -175,7 +177,8 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
     fig.legend(list(handles.values()), list(handles.keys()), loc="upper right", frameon=False,
                title="policy")
     label = f"; labels: {', '.join(axes_vary)}" if axes_vary else ""
-    fig.suptitle(f"peak memory against iteration time (lines: Pareto front per policy){label}", fontsize=10)
+    fronts = " (lines: each policy's Pareto front)" if fronts_drawn else ""
+    fig.suptitle(f"peak memory against iteration time{fronts}{label}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.0 / size[0], 0.97))
     return ms.save(fig, output, dpi), pts
 

@@ -163,9 +163,9 @@ int fit_command(const FitArgs& a) {
     if (line.size() == table[0].size())
       for (std::size_t c = 0; c < line.size(); ++c) width[c] = std::max(width[c], line[c].size());
   for (const auto& line : table) {
-    std::string text = " ";
+    std::string text;
     for (std::size_t c = 0; c < line.size(); ++c)
-      text += " " + (c + 1 == line.size() ? line[c] : fmt::format("{:<{}}", line[c], width[c]));
+      text += "  " + (c + 1 == line.size() ? line[c] : fmt::format("{:<{}}", line[c], width[c]));
     std::cout << text << "\n";
   }
   if (baseline)

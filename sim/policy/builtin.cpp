@@ -6,7 +6,9 @@ const std::vector<PolicyInfo>& builtin_policies() {
   static const std::vector<PolicyInfo> policies{
       none_policy(),
       keep_all_policy(),
+      inplace_policy(),
       checkpoint_sqrt_policy(),
+      checkpoint_selective_policy(),
       revolve_policy(),
       bptt_optimal_policy(),
       checkmate_policy(),
@@ -15,6 +17,8 @@ const std::vector<PolicyInfo>& builtin_policies() {
       swap_budget_policy(),
       capuchin_policy(),
       dtr_policy(),
+      compress_policy(),
+      hybrid_policy(),
   };
   return policies;
 }

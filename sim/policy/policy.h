@@ -138,6 +138,8 @@ PolicyInfo checkpoint_sqrt_policy();
 PolicyInfo revolve_policy();
 PolicyInfo bptt_optimal_policy();
 PolicyInfo checkmate_policy();
+PolicyInfo inplace_policy();
+PolicyInfo checkpoint_selective_policy();
 PolicyInfo vdnn_policy();
 PolicyInfo swap_lru_policy();
 PolicyInfo swap_budget_policy();

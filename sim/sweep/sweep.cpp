@@ -56,8 +56,8 @@ std::string input_arg(const ConfigNode& item, const fs::path& base, const char* 
   if (fs::is_regular_file(path, ec)) return path.string();
   if (find_preset(folder, name)) return name;
   item.fail(fmt::format("no such file '{}' (paths are relative to the sweep file), and no built-in "
-                        "{} of that name (built-in: {})",
-                        path.string(), what, join(preset_names(folder))));
+                        "{} of that name (`memsim list` shows them)",
+                        path.string(), what));
 }
 
 ConfigNode open_arg(const std::string& arg, const char* folder) {
@@ -91,7 +91,7 @@ struct Loader {
       SweepInput in{item.as_string(), input_arg(item, base, "configs/devices", "device")};
       ConfigNode doc = open_arg(in.arg, "configs/devices");
       if (classify(doc) != InputKind::platform)
-        item.fail(fmt::format("expected a platform (a file with devices:), got {}", in.arg));
+        item.fail(fmt::format("expected a platform file (with devices:), got '{}'", in.arg));
       spec.devices.push_back(std::move(in));
       device_docs.push_back(std::move(doc));
     }
@@ -146,8 +146,9 @@ struct Loader {
         spec.policies.push_back({name, name});
         policy_infos.push_back(info);
       } else {
-        item.fail(fmt::format("no such policy '{}' (policies: {}), and no such file '{}'", name,
-                              join(policy_names()), path.string()));
+        item.fail(fmt::format("no such policy '{}', and no such file '{}' (`memsim list` shows "
+                              "the policies)",
+                              name, path.string()));
       }
     }
   }
@@ -201,17 +202,15 @@ struct Loader {
       }
     } else if (axis.target.target == "workload") {
       const std::string param = k.substr(0, k.find('.'));
-      std::set<std::string> known;
       for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
         if (!workload_params[w]) continue;
         const auto& ps = *workload_params[w];
-        known.insert(ps.begin() + 2, ps.end());
         if (std::find(ps.begin(), ps.end(), param) != ps.end()) axis.on_workload[w] = any = true;
       }
       if (!any)
         key_node.fail(fmt::format("unknown axis: no workload of this sweep has a parameter '{}' "
-                                  "(they have: {})",
-                                  param, join({known.begin(), known.end()})));
+                                  "(`memsim list` shows each model's parameters)",
+                                  param));
     } else {
       std::set<std::string> known;
       for (std::size_t p = 0; p < spec.policies.size(); ++p) {

@@ -84,7 +84,7 @@ class BpttPolicy final : public Policy {
       chosen_ = std::min<std::uint32_t>(*slots_, static_cast<std::uint32_t>(top));
       ckpt::Lowered l = ckpt::lower(trace, make(chosen_), durations);
       if (!ckpt::fits(l, caps))
-        ckpt::note("bptt-optimal", fmt::format("{} slots over {} steps need {} at the peak, more "
+        explain( fmt::format("{} slots over {} steps need {} at the peak, more "
                                                "than the {} the device holds",
                                                chosen_, n, format_bytes(static_cast<double>(l.max_peak())),
                                                format_bytes(static_cast<double>(caps[0]))));
@@ -93,12 +93,14 @@ class BpttPolicy final : public Policy {
     ckpt::Fitted f = ckpt::fit_slots(trace, 0, static_cast<std::uint32_t>(top), make, caps, durations);
     chosen_ = f.slots;
     if (!f.fits)
-      ckpt::note("bptt-optimal", fmt::format("no schedule fits: even {} slot(s) over {} steps peak at "
+      explain( fmt::format("no schedule fits: even {} slot(s) over {} steps peak at "
                                              "{}, more than the {} the device holds",
                                              f.slots, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
                                              format_bytes(static_cast<double>(caps[0]))));
     return std::move(f.lowered.plan);
   }
+
+  std::string oom_reason() const override { return reason_; }
 
   std::string label() const override {
     if (whole_) return fmt::format("bptt-optimal(steps={}, nothing recomputed)", steps_);
@@ -107,7 +109,14 @@ class BpttPolicy final : public Policy {
   }
 
  private:
+  // Why the budget cannot be met, on stderr now and in the OOM report later.
+  void explain(const std::string& why) const {
+    reason_ = "bptt-optimal: " + why;
+    ckpt::note("bptt-optimal", why);
+  }
+
   std::optional<Budget> budget_;
+  mutable std::string reason_;
   std::optional<std::uint32_t> slots_;
   mutable std::uint32_t chosen_ = 0, steps_ = 0, alpha_ = 1;
   mutable bool whole_ = false;

@@ -162,10 +162,8 @@ class CheckmatePolicy final : public Policy {
     const std::string graph = nodes_ < ops_ ? fmt::format("{} nodes of {} ops", nodes_, ops_)
                                             : fmt::format("{} ops", ops_);
     if (!answer_.found) return fmt::format("checkmate({}, no schedule)", graph);
-    return fmt::format("checkmate({}, {}{})", graph,
-                       answer_.proven_optimal ? "optimal" : "not proven optimal",
-                       answer_.method == "milp" || answer_.method == "keep-all" ? ""
-                                                                               : ", " + answer_.method);
+    if (answer_.proven_optimal) return fmt::format("checkmate({}, optimal)", graph);
+    return fmt::format("checkmate({}, not proven optimal: {})", graph, answer_.method);
   }
 
  private:

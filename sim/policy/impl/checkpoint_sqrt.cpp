@@ -191,13 +191,15 @@ class CheckpointSqrtPolicy final : public Policy {
     chosen_ = best->segments;
     limit_ = best->limit;
     if (!best->fits)
-      ckpt::note("checkpoint-sqrt",
+      explain(
                  fmt::format("no segmentation fits the budget: the least peak, {} with {} segments, "
                              "is more than the {} allowed",
                              format_bytes(static_cast<double>(best->lowered.max_peak())), chosen_,
                              format_bytes(static_cast<double>(caps[0]))));
     return std::move(best->lowered.plan);
   }
+
+  std::string oom_reason() const override { return reason_; }
 
   std::string label() const override {
     if (budget_ && !segments_)
@@ -208,7 +210,14 @@ class CheckpointSqrtPolicy final : public Policy {
   }
 
  private:
+  // Why the budget cannot be met, on stderr now and in the OOM report later.
+  void explain(const std::string& why) const {
+    reason_ = "checkpoint-sqrt: " + why;
+    ckpt::note("checkpoint-sqrt", why);
+  }
+
   std::optional<Budget> budget_;
+  mutable std::string reason_;
   std::optional<std::uint32_t> segments_;
   mutable std::uint32_t chosen_ = 0;
   mutable double limit_ = 0;

@@ -37,8 +37,10 @@ class Lowering {
   }
 
   Lowered run(const Schedule& schedule);
+  Lowered replay(const Plan& plan);
 
  private:
+  void start();
   void build_entries(const Schedule& schedule);
   void index_reads();
   void run_op(const Op& op, std::uint32_t device, bool recompute);
@@ -236,9 +238,44 @@ void Lowering::release_touched(std::size_t at) {
   touched_.clear();
 }
 
-Lowered Lowering::run(const Schedule& schedule) {
-  build_entries(schedule);
-  index_reads();
+Lowered Lowering::replay(const Plan& plan) {
+  reads_.assign(t_.buffers.size(), {});
+  made_.assign(t_.buffers.size(), {});
+  start();
+  std::uint32_t device = 0;
+  for (const Step& s : plan.steps) {
+    switch (s.kind) {
+      case StepKind::compute:
+        device = t_.ops[s.id].device;
+        run_op(t_.ops[s.id], device, false);
+        break;
+      case StepKind::recompute: {
+        const Op& op = t_.ops[s.id];
+        bool needed = false;
+        for (BufferId o : op.outputs) needed |= dropped_[o] != 0;
+        if (needed) run_op(op, device, true);
+        break;
+      }
+      case StepKind::drop:
+        dropped_[s.id] = 1;
+        [[fallthrough]];
+      case StepKind::free:
+        if (resident_[s.id]) {
+          resident_[s.id] = 0;
+          live_[where_[s.id]] -= t_.buffers[s.id].bytes;
+        }
+        break;
+      case StepKind::swap_out:
+      case StepKind::swap_in:
+        throw std::logic_error("replay of a plan with swaps");
+    }
+    touched_.clear();
+  }
+  out_.plan = plan;
+  return std::move(out_);
+}
+
+void Lowering::start() {
   const std::size_t nb = t_.buffers.size();
   resident_.assign(nb, 0);
   dropped_.assign(nb, 0);
@@ -254,6 +291,13 @@ Lowered Lowering::run(const Schedule& schedule) {
         if (home[b] == kNoOp) home[b] = op.device;
   for (const Buffer& b : t_.buffers)
     if (b.producer == kNoOp) allocate(b.id, home[b.id] != kNoOp ? home[b.id] : b.device);
+}
+
+Lowered Lowering::run(const Schedule& schedule) {
+  build_entries(schedule);
+  index_reads();
+  start();
+  const std::size_t nb = t_.buffers.size();
   // Never read: the engine's `none` frees it after the first op; so do we.
   std::vector<BufferId> unread;
   for (const Buffer& b : t_.buffers)
@@ -296,6 +340,10 @@ std::uint64_t Lowered::max_peak() const {
 
 Lowered lower(const Trace& trace, const Schedule& schedule, const std::vector<double>& durations) {
   return Lowering(trace, durations).run(schedule);
+}
+
+Lowered replay(const Trace& trace, const Plan& plan, const std::vector<double>& durations) {
+  return Lowering(trace, durations).replay(plan);
 }
 
 std::vector<std::uint64_t> device_caps(const PlatformSpec& platform) {
@@ -535,8 +583,9 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
                                        where, op.name, trace.buffers[b].name, s,
                                        trace.ops[trace.buffers[b].producer].name, need));
         group_reads[need].push_back(b);
-        if (s == need && !in_state[b]) st.reads_state_only = false;
-        if (s + 1 == need) st.reads_state_only = false;
+        // The last stage's backward runs right after the forward, with all it made at hand.
+        if (need < stages && ((s == need && !in_state[b]) || s + 1 == need))
+          st.reads_state_only = false;
       }
     if (st.group_first[need] == kNoOp) st.group_first[need] = op.id;
     last_need = need;

@@ -48,6 +48,11 @@ struct Lowered {
 /// The plan of `schedule`. `durations` (per op, seconds; may be empty) prices recomputation.
 Lowered lower(const Trace& trace, const Schedule& schedule, const std::vector<double>& durations);
 
+/// What the engine will see running any plan (peaks under the ideal allocator, recomputed
+/// ops and their time): the same mirror, for plans from anywhere. Throws std::logic_error on a
+/// plan that reads a freed buffer.
+Lowered replay(const Trace& trace, const Plan& plan, const std::vector<double>& durations);
+
 /// Capacity of each compute device's tier (indexed like Op::device), after any budget.
 std::vector<std::uint64_t> device_caps(const PlatformSpec& platform);
 
@@ -66,8 +71,9 @@ struct Stages {
   std::vector<OpId> group_first;       // per stage s (index s): first op of G_s, or kNoOp
   std::vector<std::uint64_t> state_bytes;     // per stage: bytes of x_s (what crosses its end)
   std::vector<std::uint64_t> internal_bytes;  // per stage: bytes G_s reads of S_{s-1}, S_s, plus x_s
-  /// Every G_s reads, of what stages made, only x_s (a plain chain: a layer's backward
-  /// reads the layer's input). Otherwise G_s needs S_s run again from x_{s-1}.
+  /// Every G_s but the last reads, of what stages made, only x_s (a plain chain: a layer's
+  /// backward reads the layer's input or output). Otherwise G_s needs S_s run again from
+  /// x_{s-1}.
   bool reads_state_only = true;
   std::size_t count() const { return begin.size() - 1; }
   /// The ops of stage s (1-based).

@@ -26,7 +26,7 @@
 namespace memsim {
 namespace {
 
-enum Mode : unsigned { kBinarize = 1, kSparse = 2, kFp16 = 4, kFp8 = 8 };
+constexpr unsigned kBinarize = 1, kSparse = 2, kFp16 = 4, kFp8 = 8;
 
 struct Stats {
   std::size_t binarized = 0, sparse = 0, reduced = 0;
@@ -188,7 +188,7 @@ PolicyInfo compress_policy() {
                                    : part == "sparse" ? kSparse
                                    : part == "fp16"   ? kFp16
                                    : part == "fp8"    ? kFp8
-                                                      : 0;
+                                                      : 0u;
               if (!bit || (modes & bit))
                 m.fail_expected("encodings joined by '+' from binarize, sparse, fp16, fp8 (each once)");
               modes |= bit;

@@ -73,6 +73,12 @@ class DtrPolicy final : public Policy {
     }
     const auto victim = core_->choose(view.now_s(), resident);
     if (!victim) {
+      if (getenv("DTR_DEBUG")) {
+        for (const Buffer& b : view.trace().buffers)
+          if (resident(b.id))
+            fprintf(stderr, "resident %s %llu cand=%d locked=%d\n", b.name.c_str(), (unsigned long long)b.bytes,
+                    core_->is_candidate(b.id), core_->is_locked(b.id));
+      }
       reason_ = fmt::format(
           "dtr: nothing left to evict: the buffers the running op (and the recomputations "
           "under it) hold take {} of {}",

@@ -6,7 +6,8 @@
 // first backward use F. For each:
 //   swap       2 x (bytes / B + latency) over the widest route from the compute tier to the
 //              nearest offload tier (bandwidth B: the slowest link or memory on the way);
-//              swapped out after L, prefetched so that the copy ends as F starts
+//              swapped out after L, prefetched so that the copy ends as F starts; only when
+//              the ops between take longer than the two copies
 //   recompute  the producer's time (and its in-place updaters'); dropped after L and remade
 //              by the engine when F reads it. Only when everything the producer reads is still
 //              alive at F.
@@ -218,7 +219,7 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
       for (BufferId b : liveness.dies_after[op.id]) {
         const Buffer& buf = trace.buffers[b];
         const std::uint32_t d = buf.producer == kNoOp ? buf.device : trace.ops[buf.producer].device;
-        now[d] -= static_cast<double>(buf.bytes);
+        if (d < devices.size()) now[d] -= static_cast<double>(buf.bytes);
       }
     }
   }
@@ -275,13 +276,16 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
       // First op that starts after the swap-out is done; last op at which the prefetch starts.
       const auto out_done = static_cast<std::size_t>(
           std::lower_bound(ends.begin(), ends.end(), ends[l + 1] + one_way) - ends.begin());
-      std::size_t prefetch = f;
-      while (prefetch > l + 1 && ends[f] - ends[prefetch] < one_way) --prefetch;
-      if (out_done < prefetch) {
+      // The latest op p with the ops p..F-1 taking at least the copy (else right after L).
+      const auto latest = std::upper_bound(ends.begin(), ends.begin() + f + 1, ends[f] - one_way) - ends.begin();
+      const std::size_t prefetch = std::max<std::size_t>(l + 1, latest > 0 ? static_cast<std::size_t>(latest - 1) : 0);
+      if (out_done <= prefetch) {
         swap = c;
         swap->choice = {b.id, true, l, static_cast<OpId>(prefetch), r->tier};
         swap->cost_s = 2 * one_way;
-        swap->from = out_done;
+        // The space counts as free from L on: an allocation that needs it before the copy
+        // is done waits for it (on_alloc_failure), a stall the run reports.
+        swap->from = l + 1;
         swap->to = prefetch - 1;
       }
     }

@@ -80,7 +80,7 @@ class RevolvePolicy final : public Policy {
       chosen_ = *slots_;
       ckpt::Lowered l = ckpt::lower(trace, make(chosen_), durations);
       if (!ckpt::fits(l, caps))
-        ckpt::note("revolve", fmt::format("{} slots over {} stages need {} at the peak, more than "
+        explain( fmt::format("{} slots over {} stages need {} at the peak, more than "
                                           "the {} the device holds",
                                           chosen_, n, format_bytes(static_cast<double>(l.max_peak())),
                                           format_bytes(static_cast<double>(caps[0]))));
@@ -99,12 +99,14 @@ class RevolvePolicy final : public Policy {
     ckpt::Fitted f = ckpt::fit_slots(trace, lo, n - 1, make, caps, durations);
     chosen_ = f.slots;
     if (!f.fits)
-      ckpt::note("revolve", fmt::format("no schedule fits: even {} slot(s) over {} stages peak at {}, "
+      explain( fmt::format("no schedule fits: even {} slot(s) over {} stages peak at {}, "
                                         "more than the {} the device holds",
                                         f.slots, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
                                         format_bytes(static_cast<double>(caps[0]))));
     return std::move(f.lowered.plan);
   }
+
+  std::string oom_reason() const override { return reason_; }
 
   std::string label() const override {
     if (whole_) return fmt::format("revolve(stages={}, nothing recomputed)", stages_);
@@ -113,7 +115,14 @@ class RevolvePolicy final : public Policy {
   }
 
  private:
+  // Why the budget cannot be met, on stderr now and in the OOM report later.
+  void explain(const std::string& why) const {
+    reason_ = "revolve: " + why;
+    ckpt::note("revolve", why);
+  }
+
   std::optional<Budget> budget_;
+  mutable std::string reason_;
   std::optional<std::uint32_t> slots_;
   mutable std::uint32_t chosen_ = 0, stages_ = 0;
   mutable bool whole_ = false;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
+#include <random>
 #include <string>
 
 #include <coin/Cbc_C_Interface.h>
@@ -30,6 +32,7 @@ std::vector<std::vector<int>> users_of(const RematGraph& g) {
 struct Replay {
   std::vector<std::vector<std::uint8_t>> R, S;
   double peak = 0, cost = 0;
+  int peak_stage = -1;  // the stage where the peak is reached
   bool valid = true;
 };
 
@@ -85,7 +88,10 @@ Replay replay(const RematGraph& g, const std::vector<std::vector<int>>& recomput
         if (!here[i]) r.valid = false;
       mem += g.mem[k];
       here[k] = 1;
-      r.peak = std::max(r.peak, mem + g.workspace[k]);
+      if (mem + g.workspace[k] > r.peak) {
+        r.peak = mem + g.workspace[k];
+        r.peak_stage = t;
+      }
       // Free what this stage no longer reads and the next does not keep.
       auto maybe_free = [&](int i) {
         if (!here[i] || (t + 1 < n && r.S[t + 1][i])) return;
@@ -292,11 +298,11 @@ std::vector<double> assignment(const Model& m, const RematGraph& g, const Replay
   return x;
 }
 
-// Two-phase rounding of an LP solution: keep i into t when S*[t][i] >= threshold (values
-// that cannot be recomputed are kept while used), then recompute whatever each stage reads
-// and does not have.
-std::vector<std::vector<int>> round_lp(const Model& m, const RematGraph& g, const double* x,
-                                       double threshold) {
+// The schedule that keeps value i into stage t when keep[t][i] (and it is there to keep)
+// and recomputes, in each stage, whatever that stage reads and does not have. Values that
+// cannot be recomputed are kept while used.
+std::vector<std::vector<int>> schedule_keeping(const RematGraph& g,
+                                               const std::vector<std::vector<std::uint8_t>>& want) {
   const int n = static_cast<int>(g.size());
   const auto users = users_of(g);
   std::vector<int> last_user(n, -1);
@@ -305,11 +311,8 @@ std::vector<std::vector<int>> round_lp(const Model& m, const RematGraph& g, cons
   std::vector<std::vector<int>> out(n);
   std::vector<std::uint8_t> avail(n, 0), keep(n, 0), make(n, 0);
   for (int t = 0; t < n; ++t) {
-    for (int i = 0; i < t; ++i) {
-      const bool want = g.recomputable[i] ? (m.S[t][i] >= 0 && x[m.S[t][i]] >= threshold)
-                                          : last_user[i] >= t;
-      keep[i] = avail[i] && want;
-    }
+    for (int i = 0; i < t; ++i)
+      keep[i] = avail[i] && (g.recomputable[i] ? want[t][i] != 0 : last_user[i] >= t);
     std::fill(make.begin(), make.end(), 0);
     make[t] = 1;
     for (int j = t; j >= 0; --j) {
@@ -322,6 +325,31 @@ std::vector<std::vector<int>> round_lp(const Model& m, const RematGraph& g, cons
     for (int i = 0; i <= t; ++i) avail[i] = keep[i] || make[i];
   }
   return out;
+}
+
+// Two-phase rounding of an LP solution (keep i into t when S*[t][i] reaches the threshold),
+// then, while the schedule is over budget, stop keeping into the peak's stage the largest
+// value kept there that can be recomputed.
+std::vector<std::vector<int>> round_lp(const Model& m, const RematGraph& g, const double* x,
+                                       const std::function<double()>& threshold, double budget) {
+  const int n = static_cast<int>(g.size());
+  std::vector<std::vector<std::uint8_t>> want(n, std::vector<std::uint8_t>(n, 0));
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < t; ++i)
+      want[t][i] = x ? (m.S[t][i] >= 0 && x[m.S[t][i]] >= threshold()) : i == t - 1;
+  auto rc = schedule_keeping(g, want);
+  for (int round = 0; round < 4 * n; ++round) {
+    const Replay r = replay(g, rc);
+    if (!r.valid || r.peak <= budget || r.peak_stage < 0) break;
+    const int t = r.peak_stage;
+    int drop = -1;
+    for (int i = 0; i < t; ++i)
+      if (r.S[t][i] && g.recomputable[i] && want[t][i] && (drop < 0 || g.mem[i] > g.mem[drop])) drop = i;
+    if (drop < 0) break;
+    want[t][drop] = 0;
+    rc = schedule_keeping(g, want);
+  }
+  return rc;
 }
 
 }  // namespace
@@ -367,22 +395,34 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   {
     std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> lp(m.p.load(false), Cbc_deleteModel);
     Cbc_setLogLevel(lp.get(), 0);
-    Cbc_setParameter(lp.get(), "seconds", std::to_string(options.seconds).c_str());
+    Cbc_setMaximumSeconds(lp.get(), options.seconds);
     Cbc_solve(lp.get());
     if (Cbc_isProvenOptimal(lp.get())) {
       best.bound = Cbc_getObjValue(lp.get()) * m.scale;
       const double* x = Cbc_getColSolution(lp.get());
-      for (int k = 1; k <= 19; ++k) offer(round_lp(m, g, x, k / 20.0), "lp-rounding");
-      offer(round_lp(m, g, x, 1e-6), "lp-rounding");
+      // Deterministic thresholds, then randomised rounding (keep with probability S*) from
+      // fixed seeds, so a run is reproducible.
+      for (double th : {1e-6, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 0.999, 1.0})
+        offer(round_lp(m, g, x, [th] { return th; }, budget), "lp-rounding");
+      for (unsigned seed = 1; seed <= 64; ++seed) {
+        std::mt19937 rng(seed);
+        std::uniform_real_distribution<double> u(1e-9, 1.0);
+        offer(round_lp(m, g, x, [&] { return u(rng); }, budget), "lp-rounding");
+      }
     } else if (Cbc_isProvenInfeasible(lp.get())) {
       return best;  // no schedule, not even a fractional one, fits
     }
   }
+  // Little memory: every stage recomputes what it reads from the inputs.
+  offer(round_lp(m, g, nullptr, {}, budget), "recompute-all");
   if (!options.integer) return best;
 
   std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> mip(m.p.load(true), Cbc_deleteModel);
   Cbc_setLogLevel(mip.get(), 0);
-  Cbc_setParameter(mip.get(), "seconds", std::to_string(options.seconds).c_str());
+  Cbc_setMaximumSeconds(mip.get(), options.seconds);
+  // CBC 2.10's preprocessing crashes in postProcess on some of these programs when stopped
+  // by the time limit; the program is small enough without it.
+  Cbc_setParameter(mip.get(), "preprocess", "off");
   if (best.found) {
     const std::vector<double> x = assignment(m, g, replay(g, best.recompute));
     std::vector<int> idx(x.size());
