@@ -18,7 +18,6 @@ const std::vector<PolicyInfo>& builtin_policies() {
       capuchin_policy(),
       dtr_policy(),
       compress_policy(),
-      hybrid_policy(),
   };
   return policies;
 }
