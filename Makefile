@@ -30,5 +30,22 @@ sanitize: deps
 bench: build
 	./$(BUILD)/memsim_bench
 
+# The sweep tests that split a sweep across "machines": GNU parallel shards, and a 3-task
+# Slurm job array on a private one-node cluster (needs root; installs Debian's slurm-wlm
+# and munge when missing). `make test` runs them too where they can run, and skips them
+# saying why where they cannot.
+.PHONY: slurm-test sweep-bench
+slurm-test: build
+	@command -v slurmctld >/dev/null && command -v munged >/dev/null || { \
+	  sudo=; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+	  echo "slurm-test: installing slurm-wlm munge"; \
+	  $$sudo apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null; }
+	cd $(BUILD) && ctest --output-on-failure -R '\.Sweep(Slurm|Parallel)\.'
+
+# Sweep overhead: 200 small points, the share of time outside the simulations (< 10%).
+sweep-bench: build
+	./$(BUILD)/memsim_sweep_bench
+
 clean:
 	rm -rf $(BUILD) build-asan out

@@ -23,6 +23,7 @@ matplotlib.rcParams.update({
     "axes.labelsize": 9,
     "legend.fontsize": 8,
     "axes.grid": True,
+    "axes.axisbelow": True,
     "grid.alpha": 0.3,
     "axes.spines.top": False,
     "axes.spines.right": False,
@@ -168,11 +169,6 @@ def compute_tier(summary, tier=None):
     if tiers:
         return next(iter(tiers))
     raise SystemExit("summary.json lists no tiers")
-
-
-def run_label(run_dir, summary):
-    """How a run is named in legends: its policy, and what else tells it apart."""
-    return f"{summary.get('policy', '?')} — {summary.get('workload', '?')} on {summary.get('platform', '?')}"
 
 
 def distinct_labels(run_dirs, summaries):

@@ -20,7 +20,7 @@ import pandas as pd
 import memsim_style as ms
 from memsim_style import plt
 
-MAX_POINTS = 20000  # beyond this the curve is thinned to a per-pixel envelope (peak kept)
+MAX_POINTS = 6000  # beyond this the curve is thinned to a per-pixel envelope (peak kept)
 
 
 def read_memory(run_dir, tier):

@@ -29,11 +29,17 @@ def natural_key(text):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(text))]
 
 
+COLUMNS = ["kind", "start_s", "end_s", "device", "stream", "op", "phase"]
+
+
 def read_timeline(run_dir):
+    """timeline.csv's columns the chart needs, each row with its lane."""
     path = Path(run_dir) / "timeline.csv"
     if not path.exists():
         raise SystemExit(f"{run_dir}: no timeline.csv")
-    return pd.read_csv(path, keep_default_na=False, na_values=[])
+    df = pd.read_csv(path, usecols=COLUMNS, keep_default_na=False, na_values=[],
+                     dtype={"kind": str, "device": str, "stream": str, "op": str, "phase": str})
+    return df.assign(lane=assign_lanes(df)) if len(df) else df.assign(lane=[])
 
 
 def assign_lanes(df):
@@ -68,14 +74,14 @@ def lane_order(lanes):
     return sorted(set(lanes), key=key)
 
 
-def timeline_bars(run_dir, window=None, resolution_s=0.0):
+def timeline_bars(run_dir, window=None, resolution_s=0.0, df=None):
     """The bars plot_timeline draws: lane, key (colour: phase for compute, else the kind),
-    start_s, end_s, op. Bars of one lane and colour closer than `resolution_s` are merged
-    (op then names the first)."""
-    df = read_timeline(run_dir)
+    start_s, end_s, op. Runs of sub-pixel bars (narrower than `resolution_s`) of one lane and
+    colour are merged into one bar that names no op. `df`: read_timeline(run_dir), if read."""
+    if df is None:
+        df = read_timeline(run_dir)
     if df.empty:
         return pd.DataFrame(columns=["lane", "key", "start_s", "end_s", "op"])
-    df = df.assign(lane=assign_lanes(df))
     key = df["kind"].astype(str).copy()
     is_compute = (df["kind"] == "compute") & df["phase"].isin(["forward", "backward", "optimizer"])
     key[is_compute] = df.loc[is_compute, "phase"]
@@ -122,12 +128,12 @@ def plot(run_dir, output=None, window=None, size=None, dpi=100):
     hi = window[1] if window and window[1] is not None else end_s
     if hi <= lo:
         raise SystemExit(f"--window: the end must be after the start ({lo * 1e3} ms to {hi * 1e3} ms)")
-    all_lanes = lane_order(assign_lanes(full)) if len(full) else []
+    all_lanes = lane_order(full["lane"]) if len(full) else []
     if size is None:
         size = (12, max(2.6, 1.4 + 0.5 * len(all_lanes)))
     width_px = size[0] * dpi * 0.8
     resolution = (hi - lo) / width_px
-    bars = timeline_bars(run_dir, window, resolution)
+    bars = timeline_bars(run_dir, window, resolution, df=full)
     t_name, t_factor = ms.time_unit(hi)
 
     fig, ax = plt.subplots(figsize=size, dpi=dpi)

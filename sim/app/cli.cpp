@@ -93,10 +93,12 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                                                platform, max_events);
   write_file_atomic(out_dir + "/trace.json", chrome.json);
   if (chrome.truncated())
-    std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events (up to {}); "
+    std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
                              "raise --max-events to keep more\n",
                              out_dir, chrome.events_written, chrome.events_total,
-                             format_seconds(chrome.written_until_s));
+                             chrome.events_written > 0
+                                 ? fmt::format(" (up to {})", format_seconds(chrome.written_until_s))
+                                 : std::string());
   if (events)
     write_file_atomic(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform));
   write_file_atomic(out_dir + "/summary.json", json_text);

@@ -18,6 +18,7 @@ const std::vector<PolicyInfo>& builtin_policies() {
       capuchin_policy(),
       dtr_policy(),
       compress_policy(),
+      hybrid_policy(),
   };
   return policies;
 }

@@ -146,5 +146,6 @@ PolicyInfo swap_budget_policy();
 PolicyInfo capuchin_policy();
 PolicyInfo dtr_policy();
 PolicyInfo compress_policy();
+PolicyInfo hybrid_policy();
 
 }  // namespace memsim

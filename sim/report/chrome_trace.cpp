@@ -146,24 +146,19 @@ void Writer::assign_copy_engines() {
 }
 
 void Writer::collect_counters() {
+  // Every sample, even several at one instant: the last is the value the tier keeps, but an
+  // earlier one may be the peak (an allocation that a drop at the same instant makes room
+  // for), and Perfetto draws each counter track's range per pixel, so the peak shows.
   const std::size_t n_tiers = platform_.tiers.size();
   tier_categories_.assign(n_tiers, {});
   tier_reserved_differs_.assign(n_tiers, false);
-  // Several changes of one tier at one instant: only the last is a value the tier had.
-  std::vector<std::int64_t> later_ts(n_tiers, -1);
-  std::vector<std::uint32_t> kept;
-  for (std::size_t i = samples_.size(); i-- > 0;) {
+  for (std::uint32_t i = 0; i < samples_.size(); ++i) {
     const MemorySample& s = samples_[i];
-    const std::int64_t ts = to_ns(s.time_s);
-    if (later_ts[s.tier] == ts) continue;
-    later_ts[s.tier] = ts;
-    kept.push_back(static_cast<std::uint32_t>(i));
     for (int c = 0; c < kCategoryCount; ++c)
       if (s.by_category[c] > 0) tier_categories_[s.tier][c] = true;
     if (s.reserved_bytes != s.allocated_bytes) tier_reserved_differs_[s.tier] = true;
+    items_.push_back({to_ns(s.time_s), ItemKind::counter, i, 0});
   }
-  for (auto it = kept.rbegin(); it != kept.rend(); ++it)
-    items_.push_back({to_ns(samples_[*it].time_s), ItemKind::counter, *it, 0});
 }
 
 double Writer::oom_time_s() const {

@@ -154,7 +154,8 @@ FitResult run_fit(const RunRequest& base, const FitOptions& options, Resolver& r
   const Search s = search_largest(options.min, options.max, fits);
   if (s.error) {
     for (const auto& p : res.probes)
-      if (p.status == "error" || p.status == "invalid") res.error = p.error;
+      if (p.status == "error" || p.status == "invalid")
+        res.error = fmt::format("at {} {}: {}", options.axis, p.value, p.error);
     return res;  // not stored: an error may be transient, and is cheap to find again
   }
   res.max = s.largest;

@@ -391,7 +391,7 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
         fit_failures += c.fit_failed;
         progress.finished(c.status, point_label(spec, points[c.index]), c.wall_s);
       }
-      if (dirty && (all_done || seconds_since(last_write) >= 10 * write_cost)) {
+      if (dirty && !all_done && seconds_since(last_write) >= 10 * write_cost) {
         const auto t = Clock::now();
         write_atomic(out_dir + "/results.csv", results_text(table, rows));
         write_cost = seconds_since(t);
@@ -402,8 +402,8 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
       if (all_done) break;
     }
     for (auto& t : threads) t.join();
-    if (dirty || !fs::exists(out_dir + "/results.csv"))
-      write_atomic(out_dir + "/results.csv", results_text(table, rows));
+    // Always: a sweep killed between two rewrites left results.csv behind its points.
+    write_atomic(out_dir + "/results.csv", results_text(table, rows));
     progress.close();
 
     const double wall = seconds_since(start);

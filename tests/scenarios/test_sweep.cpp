@@ -347,6 +347,22 @@ TEST(SweepRun, ExampleSweepMatchesSingleRuns) {
   EXPECT_EQ(checked, 3u);
 }
 
+TEST(SweepDocs, TheExampleInDocsIsAValidSweep) {
+  const std::string doc = slurp(std::string(MEMSIM_SOURCE_DIR) + "/docs/sweeps.md");
+  const auto start = doc.find("```yaml\n");
+  ASSERT_NE(start, std::string::npos);
+  const auto end = doc.find("```", start + 8);
+  const std::string dir = temp_dir("docs");
+  const std::string file = write(dir + "/example.yaml", doc.substr(start + 8, end - start - 8));
+  CliResult r = run_memsim("sweep " + file + " --list");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // none takes no budget: its points with the two budgets are one.
+  EXPECT_NE(r.out.find(": 240 points (3 devices x 2 workloads x 3 policies x 4 workload.batch x 2 "
+                       "policy.budget x 2 gpu0.hbm.capacity+pcie0.bandwidth), 48 repeats left out"),
+            std::string::npos)
+      << r.out;
+}
+
 // Every file under tests/bad_sweeps/ is refused before anything runs, with exactly the
 // message in its .expected file.
 TEST(SweepBadFiles, EachIsRefusedWithItsExactMessage) {

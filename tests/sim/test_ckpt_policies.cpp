@@ -50,17 +50,17 @@ std::unique_ptr<Policy> policy(const std::string& name, const std::string& yaml 
 
 // Runs the policy as `memsim run` does (budget, rewrite, simulate) and checks the engine saw
 // what the planner predicted.
-struct Run {
+struct Outcome {
   Summary summary;
   ckpt::Lowered predicted;
   Trace trace;
   std::string label;
 };
-Run run(Trace trace, PlatformSpec platform, Policy& p) {
+Outcome run_policy(Trace trace, PlatformSpec platform, Policy& p) {
   if (auto b = p.budget()) apply_budget(platform, *b, baseline_peak_bytes(trace));
   if (auto r = p.rewrite(trace, platform)) trace = std::move(*r);
   const Plan plan = p.plan(trace, compute_liveness(trace), platform);
-  Run out;
+  Outcome out;
   out.predicted = ckpt::replay(trace, plan, op_durations(trace, platform));
   Recorder rec;
   out.summary = simulate(platform, trace, p, rec);
@@ -81,7 +81,7 @@ constexpr double kLayerFlops = 2.0 * 1024 * 64 * 64;
 TEST(CkptEngine, SqrtRecomputesNineLayersOfASixteenLayerChain) {
   auto p = policy("checkpoint-sqrt");
   const Trace t = generate(kChain);
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_EQ(r.summary.recompute_flops, 9 * kLayerFlops);
   // Of the 16 layer outputs (1024 x 64 fp32 = 256 KiB each) 9 are dropped and at most 3 of
@@ -93,7 +93,7 @@ TEST(CkptEngine, RevolveRecomputesWhatGriewankCounts) {
   // A plain chain of 16 layers: Griewank's chain of 17 steps (the loss last), so with s
   // slots t(17, s + 1) - 16 layers run again.
   auto p = policy("revolve", "{slots: 2}");
-  Run r = run(generate(kChain), gpu(), *p);
+  Outcome r = run_policy(generate(kChain), gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_EQ(r.summary.recompute_flops,
             static_cast<double>(schedule::revolve_cost(17, 3) - 16) * kLayerFlops);
@@ -102,7 +102,7 @@ TEST(CkptEngine, RevolveRecomputesWhatGriewankCounts) {
 
 TEST(CkptEngine, RevolveWithNoSlotsRecomputesQuadratically) {
   auto p = policy("revolve", "{slots: 0}");
-  Run r = run(generate(kChain), gpu(), *p);
+  Outcome r = run_policy(generate(kChain), gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   // From the input every time: 15 + 14 + ... + 1 = 120 layers.
   EXPECT_EQ(r.summary.recompute_flops, 120 * kLayerFlops);
@@ -111,7 +111,7 @@ TEST(CkptEngine, RevolveWithNoSlotsRecomputesQuadratically) {
 TEST(CkptEngine, RevolveFitsAHalfBudgetWithTheMostSlots) {
   auto p = policy("revolve", "{budget: 0.5}");
   const Trace t = generate("{model: chain, layers: 32, width: 64, batch: 1024}");
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t) / 2);
   EXPECT_GT(r.summary.recompute_flops, 0);
@@ -128,7 +128,7 @@ TEST(CkptEngine, RevolveFitsAHalfBudgetWithTheMostSlots) {
 TEST(CkptEngine, ABudgetNoScheduleReachesEndsOomWithTheReason) {
   // 5% of the baseline is below the weights, gradients and momentum alone.
   auto p = policy("revolve", "{budget: 0.05}");
-  Run r = run(generate(kChain), gpu(), *p);
+  Outcome r = run_policy(generate(kChain), gpu(), *p);
   EXPECT_EQ(r.summary.status, "oom");
   ASSERT_TRUE(r.summary.oom.has_value());
   EXPECT_NE(r.summary.oom->reason.find("revolve: no schedule fits"), std::string::npos) << r.summary.oom->reason;
@@ -169,7 +169,7 @@ TEST(CkptEngine, BpttOnAnRnnRecomputesWhatTheTableSays) {
   }
   validate(t, "rnn");
   auto p = policy("bptt-optimal", "{slots: 3}");
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_EQ(r.label, "bptt-optimal(slots=3, steps=10, alpha=4)");
   EXPECT_EQ(r.summary.recompute_flops, static_cast<double>(schedule::BpttTable(T, 3, 4).cost(3) - T) * 1e9);
@@ -178,7 +178,7 @@ TEST(CkptEngine, BpttOnAnRnnRecomputesWhatTheTableSays) {
 TEST(CkptEngine, BpttFitsAnLstmIntoHalfItsMemory) {
   auto p = policy("bptt-optimal", "{budget: 0.5}");
   const Trace t = generate("{model: lstm, seq_len: 40, hidden: 64, input_size: 32, batch: 16}");
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t) / 2);
   EXPECT_GT(r.summary.recompute_flops, 0);
@@ -189,7 +189,7 @@ TEST(CkptEngine, SqrtOnAResNetReplaysInPlaceUpdates) {
   // engine remakes those buffers with their updates, as the planner expected.
   auto p = policy("checkpoint-sqrt");
   const Trace t = generate("{model: resnet, depth: 56, variant: cifar, batch: 32}");
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_GT(r.summary.recompute_time_s, 0);
   EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t));
@@ -200,7 +200,7 @@ TEST(CkptEngine, SelectiveRecomputesOnlyTheAttentionCore) {
   const Trace t = generate(
       "{model: gpt, layers: 2, hidden: 64, heads: 4, vocab: 100, max_positions: 128, seq_len: 128, "
       "batch: 4, attention_impl: materialized, dropout: 0.1}");
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_GT(r.summary.recompute_flops, 0);
   EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t));
@@ -259,7 +259,7 @@ TEST(CkptEngine, CheckmateRunsItsOptimalScheduleOnTheSkipGraph) {
   ASSERT_GT(best.cost, 0);
 
   auto p = policy("checkmate", "{seconds: 20}");
-  Run r = run(t, platform, *p);
+  Outcome r = run_policy(t, platform, *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, 1900u);
   EXPECT_NEAR(r.summary.recompute_time_s, best.cost, 1e-12);
@@ -271,7 +271,7 @@ TEST(CkptEngine, InplaceRunsTheRewrittenTrace) {
   // place again, and the engine's peak is the rewritten trace's baseline.
   auto p = policy("inplace");
   const Trace t = generate("{model: resnet, depth: 20, variant: cifar, batch: 16, inplace: false}");
-  Run r = run(t, gpu(), *p);
+  Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_EQ(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(r.trace));
   EXPECT_LT(baseline_peak_bytes(r.trace), baseline_peak_bytes(t));

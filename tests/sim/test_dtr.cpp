@@ -169,6 +169,35 @@ TEST(DtrEvicts, LargestTakesTheLargest) {
   EXPECT_NEAR(s.recompute_time_s, 3e-3, 1e-12);
 }
 
+TEST(DtrEvicts, AParentPastItsLastUseIsRemadeForItsChild) {
+  // q (made from the persistent x) is last read by relu2, which makes s; s is evicted when
+  // k needs room (c was just made). r reads s: remaking it re-runs relu2, which needs q,
+  // dropped (not freed) at its last use so that it can be remade: make_q, then relu2. After
+  // r, q goes again: only x is left. 7 ops of 1 ms, 2 of them recomputations.
+  Trace t;
+  t.name = "parent";
+  BufferId x = t.add_buffer("x", 100, Category::weight, true);
+  BufferId q = t.add_buffer("q", 100, Category::activation);
+  BufferId s = t.add_buffer("s", 100, Category::activation);
+  BufferId c = t.add_buffer("c", 300, Category::activation);
+  BufferId d = t.add_buffer("d", 200, Category::activation);
+  BufferId e = t.add_buffer("e", 10, Category::activation);
+  t.add_op(make_op("make_q", {x}, {q}));
+  t.add_op(make_op("relu2", {q}, {s}));
+  t.add_op(make_op("f3", {x}, {c}));
+  t.add_op(make_op("k", {x}, {d}));
+  t.add_op(make_op("r", {s, c}, {e}));
+  validate(t, "parent");
+  auto p = dtr("full");
+  Recorder rec;
+  Summary sum = simulate(gpu("610B"), t, *p, rec);
+  ASSERT_EQ(sum.status, "ok");
+  EXPECT_EQ(recomputed(t, rec), (std::vector<std::string>{"make_q", "relu2"}));
+  EXPECT_NEAR(sum.iteration_time_s, 7e-3, 1e-12);
+  EXPECT_LE(sum.tiers[0].usage.peak_allocated_bytes, 610u);
+  EXPECT_EQ(sum.tiers[0].usage.allocated_bytes, 100u);
+}
+
 TEST(DtrOom, ABudgetBelowAnyScheduleEndsOomWithTheReason) {
   // b_i holds t_i, g_{i+1} and g_i: three units are the least any schedule needs, and with
   // three DTR has nothing left to evict when it must remake a t_i.

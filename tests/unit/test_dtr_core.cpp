@@ -79,11 +79,11 @@ TEST(DtrCore, EvictedNeighboursAddTheirClassCost) {
   EXPECT_FALSE(core.is_evicted(ch.b));
   EXPECT_DOUBLE_EQ(core.score(ch.d, 11), (4.0 + 3.0) / (400 * 7));
   // b was remade for an op not yet run: it stays locked until something reads it.
-  EXPECT_TRUE(core.is_locked(ch.b));
+  EXPECT_TRUE(core.is_remade_locked(ch.b));
   core.op_begins(2);
   core.op_ends(2, 12, true);  // f2 reads b, remakes c
-  EXPECT_FALSE(core.is_locked(ch.b));
-  EXPECT_TRUE(core.is_locked(ch.c));
+  EXPECT_FALSE(core.is_remade_locked(ch.b));
+  EXPECT_TRUE(core.is_remade_locked(ch.c));
 }
 
 TEST(DtrCore, LocalCountsOnlyImmediateNeighbours) {
@@ -115,9 +115,11 @@ TEST(DtrCore, LockedAndNonResidentBuffersAreNotChosen) {
   EXPECT_EQ(other.choose(10, not_a), ch.b);
 }
 
-TEST(DtrCore, RemakeableOnlyWhenWhatItNeedsOutlivesIt) {
-  // x (input, not persistent) -> p -relu-> r; p dies at relu, r is read later by k.
-  // r cannot be remade once p is gone... unless p itself can be remade (from w, persistent).
+TEST(DtrCore, EvictableWhenWhatItNeedsLastsOrCanBeRemade) {
+  // x (input, not persistent) -> p -relu-> r; p dies at relu, r is read later by k: r can
+  // never be remade (p would need x, gone). q, made from a persistent weight, can be remade
+  // at any time; s, made from q, too: q is dropped rather than freed at relu2, and remade
+  // for s if s is.
   Trace t;
   BufferId x = t.add_buffer("x", 10, Category::input);
   BufferId w = t.add_buffer("w", 10, Category::weight, true);
@@ -131,11 +133,28 @@ TEST(DtrCore, RemakeableOnlyWhenWhatItNeedsOutlivesIt) {
   t.add_op(unit_op("make_q", {w}, {q}));   // from a persistent weight
   t.add_op(unit_op("relu2", {q}, {s}));
   t.add_op(unit_op("k", {r, s}, {out}));
-  const auto ok = dtr_remakeable(t, compute_liveness(t));
-  EXPECT_FALSE(ok[x]);  // no producer
-  EXPECT_FALSE(ok[w]);  // persistent
-  EXPECT_FALSE(ok[p]);  // needs x, which dies first
-  EXPECT_FALSE(ok[r]);  // needs p, which dies first and cannot be remade
-  EXPECT_TRUE(ok[q]);
-  EXPECT_TRUE(ok[s]);   // needs q, dead by then but remakeable from w
+  const DtrRemakeRules rules = dtr_remake_rules(t, compute_liveness(t));
+  EXPECT_FALSE(rules.evictable[x]);  // no producer
+  EXPECT_FALSE(rules.evictable[w]);  // persistent
+  EXPECT_FALSE(rules.evictable[p]);  // needs x, which dies first
+  EXPECT_FALSE(rules.evictable[r]);  // needs p, which dies first and cannot be remade then
+  EXPECT_TRUE(rules.evictable[q]);
+  EXPECT_TRUE(rules.evictable[s]);
+  EXPECT_TRUE(rules.drop_at_death[q]);   // s may need it after relu2
+  EXPECT_FALSE(rules.drop_at_death[s]);  // nothing needs s after k
+  EXPECT_FALSE(rules.drop_at_death[p]);
+}
+
+TEST(DtrCore, ABufferRemadeForAnOpGoesLast) {
+  Chain ch;
+  DtrCore core = ch.run_forward(DtrHeuristic::largest);
+  core.evicted(ch.b);
+  core.op_begins(1);
+  core.op_ends(1, 11, true);  // b remade, for an op that has not read it yet
+  auto a_or_b = [&](BufferId x) { return x == ch.a || x == ch.b; };
+  EXPECT_EQ(core.choose(20, a_or_b), ch.a);  // b is larger, but held for its reader
+  auto only_b = [&](BufferId x) { return x == ch.b; };
+  EXPECT_EQ(core.choose(20, only_b), ch.b);  // unless nothing else is left
+  EXPECT_TRUE(core.outer_op_done().empty());
+  EXPECT_FALSE(core.is_remade_locked(ch.b));
 }

@@ -31,7 +31,7 @@ constexpr double kMaxTableWork = 4e9;
 
 class BpttPolicy final : public Policy {
  public:
-  explicit BpttPolicy(const Params& params) : budget_(ckpt::read_optional_budget(params)) {
+  explicit BpttPolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode s = params.get("slots");
     if (s.as_string() != "auto") slots_ = static_cast<std::uint32_t>(s.as_int_in(0, 10'000'000));
   }
@@ -61,43 +61,50 @@ class BpttPolicy final : public Policy {
         return std::move(keep.plan);
       }
     }
-    // Slots worth a table: never more than all the internal states, nor than the device holds.
-    const std::uint64_t all = static_cast<std::uint64_t>(alpha_) * (n > 0 ? n - 1 : 0);
-    std::uint64_t top = slots_ ? *slots_ : std::min<std::uint64_t>(all, caps[0] / unit + 1);
-    top = std::min<std::uint64_t>(top, all);
-    double work = 0;
-    for (std::uint64_t t = 1; t <= n; ++t)
-      work += static_cast<double>(std::min<std::uint64_t>(top + 1, alpha_ * t)) * static_cast<double>(t);
-    if (work > kMaxTableWork)
-      throw InputError(fmt::format("{}: bptt-optimal: the table over {} steps and {} slots would take "
-                                   "about {:.0e} updates; give a smaller budget or fewer slots, or "
-                                   "use revolve",
-                                   trace.name, n, top, work));
-    const schedule::BpttTable table(n, static_cast<std::uint32_t>(top), alpha_);
+    // Slots worth a table: never more than all the internal states.
+    const std::uint32_t all = alpha_ * (n > 0 ? n - 1 : 0);
+    auto guard = [&](std::uint32_t slots) {
+      const double work = schedule::BpttTable::work(n, slots, alpha_);
+      if (work > kMaxTableWork)
+        throw InputError(fmt::format("{}: bptt-optimal: the table over {} steps and {} slots would "
+                                     "take about {:.0e} updates; give a smaller budget or fewer "
+                                     "slots, or use revolve",
+                                     trace.name, n, slots, work));
+    };
+    schedule::BpttTable table(n, 0, alpha_);
     auto make = [&](std::uint32_t slots) {
+      table.extend(slots);
       ckpt::Schedule s(trace);
-      const auto actions = table.schedule(std::min<std::uint32_t>(slots, static_cast<std::uint32_t>(top)));
+      const auto actions = table.schedule(slots);
       for (const auto& stg : stages) ckpt::add_chain_schedule(stg, actions, s);
       return s;
     };
     if (slots_) {
-      chosen_ = std::min<std::uint32_t>(*slots_, static_cast<std::uint32_t>(top));
-      ckpt::Lowered l = ckpt::lower(trace, make(chosen_), durations);
-      if (!ckpt::fits(l, caps))
-        explain( fmt::format("{} slots over {} steps need {} at the peak, more "
-                                               "than the {} the device holds",
-                                               chosen_, n, format_bytes(static_cast<double>(l.max_peak())),
-                                               format_bytes(static_cast<double>(caps[0]))));
-      return std::move(l.plan);
+      chosen_ = std::min(*slots_, all);
+      guard(chosen_);
+      ckpt::Fitted f;
+      f.lowered = ckpt::lower(trace, make(chosen_), durations);
+      f.fits = ckpt::fits(f.lowered, caps);
+      if (!f.fits)
+        explain(fmt::format("{} slots over {} steps need {} at the peak, more than the {} the "
+                            "device holds",
+                            chosen_, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
+                            format_bytes(static_cast<double>(caps[0]))));
+      return std::move(f.lowered.plan);
     }
-    ckpt::Fitted f = ckpt::fit_slots(trace, 0, static_cast<std::uint32_t>(top), make, caps, durations);
-    chosen_ = f.slots;
-    if (!f.fits)
-      explain( fmt::format("no schedule fits: even {} slot(s) over {} steps peak at "
-                                             "{}, more than the {} the device holds",
-                                             f.slots, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
-                                             format_bytes(static_cast<double>(caps[0]))));
-    return std::move(f.lowered.plan);
+    // The most slots that fit, searched from about sqrt(T) hidden states' worth.
+    const auto first = std::min<std::uint32_t>(all, static_cast<std::uint32_t>(std::sqrt(n)) * alpha_);
+    ckpt::Fitted best = ckpt::fit_slots(trace, 0, all, first, [&](std::uint32_t s) {
+      guard(s);
+      return make(s);
+    }, caps, durations);
+    if (!best.fits)
+      explain(fmt::format("no schedule fits: even {} slot(s) over {} steps peak at {}, more than "
+                          "the {} the device holds",
+                          best.slots, n, format_bytes(static_cast<double>(best.lowered.max_peak())),
+                          format_bytes(static_cast<double>(caps[0]))));
+    chosen_ = best.slots;
+    return std::move(best.lowered.plan);
   }
 
   std::string oom_reason() const override { return reason_; }
@@ -115,7 +122,7 @@ class BpttPolicy final : public Policy {
     ckpt::note("bptt-optimal", why);
   }
 
-  std::optional<Budget> budget_;
+  Budget budget_;
   mutable std::string reason_;
   std::optional<std::uint32_t> slots_;
   mutable std::uint32_t chosen_ = 0, steps_ = 0, alpha_ = 1;
@@ -132,7 +139,7 @@ PolicyInfo bptt_optimal_policy() {
             "memory for stored states, in hidden-state sizes (0 or more), or auto: the most that "
             "fit the budget",
             "auto"},
-           ckpt::optional_budget_param()},
+           budget_param()},
           [](const Params& p) { return std::make_unique<BpttPolicy>(p); }};
 }
 

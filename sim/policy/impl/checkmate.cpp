@@ -7,10 +7,10 @@
 //
 // The graph: one node per op of a device, or, past `max_nodes`, runs of consecutive ops of
 // one phase taken together (the program has n^2 variables). A node's value is what its ops
-// write that later ops read; what dies inside it counts as its workspace. An in-place update
-// makes a new version of its buffer (readers after it depend on it), so re-running a
-// buffer's producer re-runs its updates too — as the engine does. Buffers resident from the
-// start count as constant.
+// make that later ops read; what dies inside it counts as its workspace. An in-place update
+// adds no memory: later readers depend on the updating node and on the node holding the
+// buffer (the engine replays the updates when it remakes the buffer; the program does not
+// charge for them). Buffers resident from the start count as constant.
 #include <algorithm>
 #include <cmath>
 
@@ -54,37 +54,31 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
   G.deps.assign(n, {});
   for (const Buffer& b : trace.buffers)
     if (b.producer == kNoOp) G.constant += static_cast<double>(b.bytes);
-  // Versions: the node that last wrote each buffer, and whether a later node reads that
-  // version.
-  std::vector<int> writer(trace.buffers.size(), -1);
-  struct Version {
-    int node;
-    BufferId buffer;
-    bool read_outside = false;
-  };
-  std::vector<Version> versions;
-  std::vector<int> version_of(trace.buffers.size(), -1);
+  // Each buffer's memory belongs to the node that made it (its holder); an in-place update
+  // makes the node a writer of the buffer, without new memory. A reader depends on the last
+  // writer (it needs the update) and on the holder (it needs the memory kept). A holder's
+  // value counts as memory when a later node reads it, as workspace when it dies inside.
+  std::vector<int> writer(trace.buffers.size(), -1), holder(trace.buffers.size(), -1);
+  std::vector<std::uint8_t> read_outside(trace.buffers.size(), 0);
   for (std::size_t v = 0; v < n; ++v) {
     double ws = 0;
+    const int me = static_cast<int>(v);
     for (OpId o : g.ops[v]) {
       const Op& op = trace.ops[o];
       G.cost[v] += durations[o];
       ws = std::max(ws, static_cast<double>(op.workspace_bytes));
       for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list)
-          if (writer[b] >= 0 && writer[b] != static_cast<int>(v)) {
-            G.deps[v].push_back(writer[b]);
-            versions[version_of[b]].read_outside = true;
+        for (BufferId b : *list) {
+          if (writer[b] >= 0 && writer[b] != me) G.deps[v].push_back(writer[b]);
+          if (holder[b] >= 0 && holder[b] != me) {
+            G.deps[v].push_back(holder[b]);
+            read_outside[b] = 1;
           }
-      auto write = [&](BufferId b) {
-        if (trace.buffers[b].persistent || trace.buffers[b].producer == kNoOp) return;
-        if (writer[b] == static_cast<int>(v)) return;
-        writer[b] = static_cast<int>(v);
-        version_of[b] = static_cast<int>(versions.size());
-        versions.push_back({static_cast<int>(v), b});
-      };
-      for (BufferId b : op.outputs) write(b);
-      for (BufferId b : op.updates) write(b);
+        }
+      for (BufferId b : op.outputs)
+        if (!trace.buffers[b].persistent) writer[b] = holder[b] = me;
+      for (BufferId b : op.updates)
+        if (holder[b] >= 0) writer[b] = me;
     }
     G.workspace[v] = ws;
     G.recomputable[v] = trace.ops[g.ops[v].front()].phase == Phase::forward;
@@ -92,12 +86,9 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
   }
-  for (const Version& x : versions) {
-    const double bytes = static_cast<double>(trace.buffers[x.buffer].bytes);
-    if (x.read_outside)
-      G.mem[x.node] += bytes;
-    else
-      G.workspace[x.node] += bytes;  // made and dead within the node
+  for (const Buffer& b : trace.buffers) {
+    if (holder[b.id] < 0) continue;
+    (read_outside[b.id] ? G.mem : G.workspace)[holder[b.id]] += static_cast<double>(b.bytes);
   }
   return g;
 }
@@ -105,7 +96,7 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
 class CheckmatePolicy final : public Policy {
  public:
   explicit CheckmatePolicy(const Params& params)
-      : budget_(ckpt::read_optional_budget(params)),
+      : budget_(read_budget(params)),
         seconds_(params.get("seconds").as_double()),
         max_nodes_(static_cast<std::size_t>(params.get("max_nodes").as_int_in(2, 100'000))),
         integer_(params.get("method").as_choice({"milp", "lp"}) == "milp") {
@@ -127,6 +118,12 @@ class CheckmatePolicy final : public Policy {
       opt.seconds = seconds_;
       opt.integer = integer_;
       const double cap = static_cast<double>(d < caps.size() ? caps[d] : caps.back());
+      if (getenv("CKPT_DEBUG")) {
+        std::vector<std::vector<int>> none(g.graph.size());
+        double mx = 0; int at = 0;
+        for (std::size_t v = 0; v < g.graph.size(); ++v) { double need = g.graph.constant + g.graph.mem[v] + g.graph.workspace[v]; for (int d : g.graph.deps[v]) need += g.graph.mem[d]; if (need > mx) { mx = need; at = (int)v; } }
+        fprintf(stderr, "keep-all peak %g; constant %g; max single-node need %g at node %d (%s, %zu ops, ws %g, mem %g, deps %zu)\n", schedule::remat_peak(g.graph, none), g.graph.constant, mx, at, trace.ops[g.ops[at].front()].name.c_str(), g.ops[at].size(), g.graph.workspace[at], g.graph.mem[at], g.graph.deps[at].size());
+      }
       answer_ = schedule::solve_remat(g.graph, cap, opt);
       if (!answer_.found) {
         reason_ = fmt::format("checkmate: no schedule of {} nodes fits {} (the program is "
@@ -167,7 +164,7 @@ class CheckmatePolicy final : public Policy {
   }
 
  private:
-  std::optional<Budget> budget_;
+  Budget budget_;
   double seconds_;
   std::size_t max_nodes_;
   bool integer_;
@@ -182,7 +179,7 @@ PolicyInfo checkmate_policy() {
   return {"checkmate",
           "optimal rematerialization as a mixed-integer program (Jain et al.), solved by CBC "
           "within a time limit; LP rounding when no integer solution is found",
-          {ckpt::optional_budget_param(),
+          {budget_param(),
            {"seconds", "CBC's time limit for the program (and again for its LP relaxation)", "60"},
            {"max_nodes", "largest graph solved op by op; beyond, runs of consecutive ops are nodes",
             "120"},

@@ -20,7 +20,7 @@ namespace {
 
 class SelectivePolicy final : public Policy {
  public:
-  explicit SelectivePolicy(const Params& params) : budget_(ckpt::read_optional_budget(params)) {
+  explicit SelectivePolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode n = params.get("kinds");
     std::stringstream in(n.as_string());
     for (std::string k; std::getline(in, k, ',');) {
@@ -101,7 +101,7 @@ class SelectivePolicy final : public Policy {
     ckpt::note("checkpoint-selective", why);
   }
 
-  std::optional<Budget> budget_;
+  Budget budget_;
   mutable std::string reason_;
   std::set<std::string, std::less<>> kinds_;
   double min_bytes_per_flop_ = 0;
@@ -119,7 +119,7 @@ PolicyInfo checkpoint_selective_policy() {
             "recompute an op of those kinds only if it makes at least this many output bytes "
             "per FLOP (0: all of them)",
             "0"},
-           ckpt::optional_budget_param()},
+           budget_param()},
           [](const Params& p) { return std::make_unique<SelectivePolicy>(p); }};
 }
 

@@ -129,7 +129,8 @@ std::vector<std::uint32_t> greedy_segments(const Trace& trace, const std::vector
 
 class CheckpointSqrtPolicy final : public Policy {
  public:
-  explicit CheckpointSqrtPolicy(const Params& params) : budget_(ckpt::read_optional_budget(params)) {
+  explicit CheckpointSqrtPolicy(const Params& params)
+      : budget_(read_budget(params)), greedy_(params.given("budget")) {
     const ConfigNode s = params.get("segments");
     if (s.as_string() != "auto") segments_ = static_cast<std::uint32_t>(s.as_int_in(1, 100'000'000));
   }
@@ -141,7 +142,7 @@ class CheckpointSqrtPolicy final : public Policy {
     std::vector<std::vector<OpId>> forward;
     for (std::uint32_t d = 0; d < devices; ++d) forward.push_back(forward_ops(trace, d));
     const std::size_t n = forward[0].size();
-    if (segments_ || !budget_) {
+    if (segments_ || !greedy_) {
       chosen_ = segments_ ? *segments_
                           : std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(n)))));
       ckpt::Schedule s(trace);
@@ -202,7 +203,7 @@ class CheckpointSqrtPolicy final : public Policy {
   std::string oom_reason() const override { return reason_; }
 
   std::string label() const override {
-    if (budget_ && !segments_)
+    if (greedy_ && !segments_)
       return chosen_ ? fmt::format("checkpoint-sqrt(greedy, segments={}, B={})", chosen_,
                                    format_bytes(limit_))
                      : "checkpoint-sqrt(greedy)";
@@ -216,7 +217,8 @@ class CheckpointSqrtPolicy final : public Policy {
     ckpt::note("checkpoint-sqrt", why);
   }
 
-  std::optional<Budget> budget_;
+  Budget budget_;
+  bool greedy_;  // a budget was given: Chen's greedy segments under it
   mutable std::string reason_;
   std::optional<std::uint32_t> segments_;
   mutable std::uint32_t chosen_ = 0;
@@ -233,7 +235,7 @@ PolicyInfo checkpoint_sqrt_policy() {
             "forward segments (1 or more), or auto: the square root of the forward op count, or "
             "with a budget the greedy search",
             "auto"},
-           ckpt::optional_budget_param()},
+           budget_param()},
           [](const Params& p) { return std::make_unique<CheckpointSqrtPolicy>(p); }};
 }
 

@@ -382,24 +382,13 @@ void add_chain_schedule(const Stages& stages, const std::vector<schedule::ChainS
   }
 }
 
-ParamSpec optional_budget_param() {
-  ParamSpec p = budget_param("none");
-  p.description += "; none: the device's own capacity";
-  return p;
-}
-
-std::optional<Budget> read_optional_budget(const Params& params) {
-  if (!params.given("budget") || params.get("budget").as_string() == "none") return std::nullopt;
-  return read_budget(params);
-}
-
 bool fits(const Lowered& l, const std::vector<std::uint64_t>& caps) {
   for (std::size_t d = 0; d < l.peak_bytes.size(); ++d)
     if (d < caps.size() && l.peak_bytes[d] > caps[d]) return false;
   return true;
 }
 
-Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi,
+Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi, std::uint32_t start,
                  const std::function<Schedule(std::uint32_t)>& make,
                  const std::vector<std::uint64_t>& caps, const std::vector<double>& durations) {
   auto attempt = [&](std::uint32_t s) {
@@ -409,22 +398,49 @@ Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi,
     f.fits = fits(f.lowered, caps);
     return f;
   };
-  Fitted top = attempt(hi);
-  if (top.fits || hi <= lo) return top;
-  Fitted bottom = attempt(lo);
-  if (!bottom.fits) return bottom;
-  // bottom fits, top does not: the answer is in [lo, hi).
-  while (hi - lo > 1) {
-    const std::uint32_t mid = lo + (hi - lo) / 2;
-    Fitted f = attempt(mid);
-    if (f.fits) {
-      lo = mid;
-      bottom = std::move(f);
-    } else {
-      hi = mid;
+  start = std::clamp(start, lo, hi);
+  // Gallop away from `start` until the answer is bracketed: few slots make long schedules,
+  // so the search never goes much below the answer.
+  Fitted f = attempt(start);
+  std::optional<Fitted> good;
+  std::uint32_t bad = hi + 1;  // the least slot count known not to fit
+  if (f.fits) {
+    good = std::move(f);
+    for (std::uint64_t step = 1; good->slots < hi; step *= 2) {
+      const auto s = static_cast<std::uint32_t>(std::min<std::uint64_t>(hi, good->slots + step));
+      Fitted g = attempt(s);
+      if (!g.fits) {
+        bad = s;
+        break;
+      }
+      good = std::move(g);
     }
+  } else {
+    bad = start;
+    Fitted least = std::move(f);
+    for (std::uint64_t step = 1; bad > lo; step *= 2) {
+      // Never below half the last count that failed (the fewest slots are the slowest).
+      const std::uint64_t down = std::max<std::uint64_t>(1, std::min<std::uint64_t>(step, bad / 2));
+      const auto s = static_cast<std::uint32_t>(bad > lo + down ? bad - down : lo);
+      Fitted g = attempt(s);
+      if (g.fits) {
+        good = std::move(g);
+        break;
+      }
+      bad = s;
+      least = std::move(g);
+    }
+    if (!good) return least;  // nothing fits: the fewest slots, the least memory
   }
-  return bottom;
+  while (bad - good->slots > 1) {
+    const std::uint32_t mid = good->slots + (bad - good->slots) / 2;
+    Fitted g = attempt(mid);
+    if (g.fits)
+      good = std::move(g);
+    else
+      bad = mid;
+  }
+  return std::move(*good);
 }
 
 void note(const std::string& policy, const std::string& message) {
@@ -531,76 +547,117 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
     if (read) break;
     st.begin.pop_back();
   }
-  const std::size_t stages = st.count();
-  if (stages < 2)
+  if (st.count() < 2)
     throw InputError(fmt::format("{}: no point of its forward is crossed only by what the op "
                                  "before it made (every forward op there is its own stage in a "
                                  "chain); use checkpoint-sqrt or checkmate",
                                  where));
 
-  // Stage of each buffer the stages made (0: none), and the state x_s: what stage s made
-  // that forward ops after it read (the tail included).
+  // Check the backward against the stages; where it interleaves stages or reads far back
+  // (the two branches of a residual block cut in two), merge the stages it spans and check
+  // again.
+  std::string first_violation;
   std::vector<std::uint32_t> stage_of(trace.buffers.size(), 0);
   std::vector<std::uint8_t> in_state(trace.buffers.size(), 0);
-  st.state_bytes.assign(stages + 1, 0);
-  st.internal_bytes.assign(stages + 1, 0);
-  for (std::size_t s = 1; s <= stages; ++s)
-    for (std::size_t q = st.begin[s - 1]; q < st.begin[s]; ++q)
-      for (BufferId b : trace.ops[st.forward[q]].outputs)
-        if (made_at[b] != kNone) {
-          stage_of[b] = static_cast<std::uint32_t>(s);
-          if (!read_at[b].empty() && read_at[b].back() >= st.begin[s]) {
-            in_state[b] = 1;
-            st.state_bytes[s] += trace.buffers[b].bytes;
-          }
-        }
-
-  // Backward groups, in issue order G_T .. G_1.
-  st.group_first.assign(stages + 1, kNoOp);
-  std::vector<std::vector<BufferId>> group_reads(stages + 1);
-  std::uint32_t last_need = std::numeric_limits<std::uint32_t>::max();
-  OpId last_op = kNoOp;
-  for (const Op& op : trace.ops) {
-    if (op.device != device || op.phase == Phase::forward) continue;
-    std::uint32_t need = 0;
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) need = std::max(need, stage_of[b]);
-    if (need == 0) continue;
-    if (need > last_need)
-      throw InputError(fmt::format("{}: backward op '{}' needs what forward stage {} made after "
-                                   "'{}' needed stage {} (the backward must walk the stages "
-                                   "back in order)",
-                                   where, op.name, need, trace.ops[last_op].name, last_need));
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) {
-        const std::uint32_t s = stage_of[b];
-        if (s == 0) continue;
-        if (s != need && !(s + 1 == need && in_state[b]))
-          throw InputError(fmt::format("{}: backward op '{}' reads '{}' (made in forward stage {} "
-                                       "by '{}') together with what stage {} made; a chain's "
-                                       "backward reads only its own stage and the state "
-                                       "before it",
-                                       where, op.name, trace.buffers[b].name, s,
-                                       trace.ops[trace.buffers[b].producer].name, need));
-        group_reads[need].push_back(b);
-        // The last stage's backward runs right after the forward, with all it made at hand.
-        if (need < stages && ((s == need && !in_state[b]) || s + 1 == need))
-          st.reads_state_only = false;
+  for (;;) {
+    const std::size_t stages = st.count();
+    if (stages < 2)
+      throw InputError(fmt::format("{}: {}; one stage is left once the stages it spans are merged",
+                                   where, first_violation));
+    // Stage of each buffer the stages made (0: none): the stage that wrote it last, for an
+    // in-place update (a residual add, a ReLU) makes the version later ops read. The state
+    // x_s: what stage s wrote last that forward ops after it read (the tail included).
+    std::fill(stage_of.begin(), stage_of.end(), 0);
+    std::fill(in_state.begin(), in_state.end(), 0);
+    st.state_bytes.assign(stages + 1, 0);
+    st.internal_bytes.assign(stages + 1, 0);
+    // (state_bytes: everything stage s writes that is read after it, in-place updates of
+    // what an earlier stage made included.)
+    std::vector<BufferId> written;
+    for (std::size_t s = 1; s <= stages; ++s) {
+      written.clear();
+      for (std::size_t q = st.begin[s - 1]; q < st.begin[s]; ++q) {
+        const Op& op = trace.ops[st.forward[q]];
+        for (const auto* list : {&op.outputs, &op.updates})
+          for (BufferId b : *list)
+            if (made_at[b] != kNone) {
+              stage_of[b] = static_cast<std::uint32_t>(s);
+              written.push_back(b);
+            }
       }
-    if (st.group_first[need] == kNoOp) st.group_first[need] = op.id;
-    last_need = need;
-    last_op = op.id;
+      std::sort(written.begin(), written.end());
+      written.erase(std::unique(written.begin(), written.end()), written.end());
+      for (BufferId b : written)
+        if (!read_at[b].empty() && read_at[b].back() >= st.begin[s]) st.state_bytes[s] += trace.buffers[b].bytes;
+    }
+    for (BufferId b = 0; b < trace.buffers.size(); ++b) {
+      const std::uint32_t s = stage_of[b];
+      if (s > 0 && !read_at[b].empty() && read_at[b].back() >= st.begin[s]) in_state[b] = 1;
+    }
+
+    // Backward groups, in issue order G_T .. G_1.
+    st.group_first.assign(stages + 1, kNoOp);
+    st.reads_state_only = true;
+    std::vector<std::vector<BufferId>> group_reads(stages + 1);
+    std::uint32_t last_need = std::numeric_limits<std::uint32_t>::max();
+    OpId last_op = kNoOp;
+    std::uint32_t merge_lo = 0, merge_hi = 0;
+    std::string violation;
+    for (const Op& op : trace.ops) {
+      if (op.device != device || op.phase == Phase::forward) continue;
+      std::uint32_t need = 0;
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list) need = std::max(need, stage_of[b]);
+      if (need == 0) continue;
+      if (need > last_need) {
+        violation = fmt::format("backward op '{}' needs what forward stage {} made after '{}' "
+                                "needed stage {} (the backward must walk the stages back in order)",
+                                op.name, need, trace.ops[last_op].name, last_need);
+        merge_lo = last_need;
+        merge_hi = need;
+        break;
+      }
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list) {
+          const std::uint32_t s = stage_of[b];
+          if (s == 0 || !violation.empty()) continue;
+          if (s != need && !(s + 1 == need && in_state[b])) {
+            violation = fmt::format("backward op '{}' reads '{}' (made in forward stage {} by "
+                                    "'{}') together with what stage {} made; a chain's backward "
+                                    "reads only its own stage and the state before it",
+                                    op.name, trace.buffers[b].name, s,
+                                    trace.ops[trace.buffers[b].producer].name, need);
+            merge_lo = s;
+            merge_hi = need;
+            continue;
+          }
+          group_reads[need].push_back(b);
+          // The last stage's backward runs right after the forward, with all it made at hand.
+          if (need < stages && ((s == need && !in_state[b]) || s + 1 == need))
+            st.reads_state_only = false;
+        }
+      if (!violation.empty()) break;
+      if (st.group_first[need] == kNoOp) st.group_first[need] = op.id;
+      last_need = need;
+      last_op = op.id;
+    }
+    if (!violation.empty()) {
+      if (first_violation.empty()) first_violation = violation;
+      // Stages merge_lo..merge_hi become one: drop the boundaries between them.
+      st.begin.erase(st.begin.begin() + merge_lo, st.begin.begin() + merge_hi);
+      continue;
+    }
+    for (std::size_t s = 1; s <= stages; ++s) {
+      auto& r = group_reads[s];
+      for (std::size_t q = st.begin[s - 1]; q < st.begin[s]; ++q)
+        for (BufferId b : trace.ops[st.forward[q]].outputs)
+          if (in_state[b] && stage_of[b] == s) r.push_back(b);
+      std::sort(r.begin(), r.end());
+      r.erase(std::unique(r.begin(), r.end()), r.end());
+      for (BufferId b : r) st.internal_bytes[s] += trace.buffers[b].bytes;
+    }
+    return st;
   }
-  for (std::size_t s = 1; s <= stages; ++s) {
-    auto& r = group_reads[s];
-    for (std::size_t q = st.begin[s - 1]; q < st.begin[s]; ++q)
-      for (BufferId b : trace.ops[st.forward[q]].outputs)
-        if (in_state[b]) r.push_back(b);
-    std::sort(r.begin(), r.end());
-    r.erase(std::unique(r.begin(), r.end()), r.end());
-    for (BufferId b : r) st.internal_bytes[s] += trace.buffers[b].bytes;
-  }
-  return st;
 }
 
 }  // namespace memsim::ckpt

@@ -93,20 +93,16 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
 void add_chain_schedule(const Stages& stages, const std::vector<schedule::ChainStep>& actions,
                         Schedule& out);
 
-/// `budget` for the planning policies: none by default (plan for the device's own memory).
-ParamSpec optional_budget_param();
-std::optional<Budget> read_optional_budget(const Params& params);
-
 /// The recomputations that fit: the largest `slots` in [lo, hi] whose plan's peak fits every
-/// device's cap (more slots, less recomputation), by bisection on a peak that grows with
-/// the slots. `make(slots)` builds the schedule. When none fits, the one with the least
-/// peak (lo). Returns the slots and the lowered plan.
+/// device's cap (more slots, less recomputation), searched from `start` by galloping, then
+/// bisection, on a peak that grows with the slots. `make(slots)` builds the schedule. When
+/// none fits, the one with the least peak (the fewest slots tried).
 struct Fitted {
   std::uint32_t slots = 0;
   Lowered lowered;
   bool fits = false;
 };
-Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi,
+Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi, std::uint32_t start,
                  const std::function<Schedule(std::uint32_t)>& make,
                  const std::vector<std::uint64_t>& caps, const std::vector<double>& durations);
 bool fits(const Lowered& l, const std::vector<std::uint64_t>& caps);

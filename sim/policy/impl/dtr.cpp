@@ -19,16 +19,16 @@ class DtrPolicy final : public Policy {
   DtrPolicy(Budget budget, std::string budget_text, DtrHeuristic heuristic)
       : budget_(budget), budget_text_(std::move(budget_text)), heuristic_(heuristic) {}
 
-  // Frees at last use, except that a buffer DTR can remake is dropped instead: DTR keeps a
-  // tensor whose last reference goes rematerializable, for its children's sake.
+  // Frees at last use, except that a buffer a candidate may need later is dropped instead
+  // (see dtr_core.h): the engine can then remake it.
   Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec&) const override {
-    const auto remakeable = dtr_remakeable(trace, liveness);
+    const DtrRemakeRules rules = dtr_remake_rules(trace, liveness);
     Plan plan;
     plan.steps.reserve(trace.ops.size() + trace.buffers.size());
     for (const Op& op : trace.ops) {
       plan.steps.push_back({StepKind::compute, op.id, 0});
       for (BufferId b : liveness.dies_after[op.id])
-        plan.steps.push_back({remakeable[b] ? StepKind::drop : StepKind::free, b, 0});
+        plan.steps.push_back({rules.drop_at_death[b] ? StepKind::drop : StepKind::free, b, 0});
     }
     return plan;
   }
@@ -43,8 +43,7 @@ class DtrPolicy final : public Policy {
 
   void after_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
     core_->op_ends(op, view.now_s(), false);
-    // Buffers remade for this op that nothing reads any more go again.
-    for (BufferId b : core_->outer_op_done(op)) {
+    for (BufferId b : core_->outer_op_done()) {
       actions.push_back({Action::Kind::drop, b, 0});
       core_->evicted(b);
     }
@@ -73,12 +72,6 @@ class DtrPolicy final : public Policy {
     }
     const auto victim = core_->choose(view.now_s(), resident);
     if (!victim) {
-      if (getenv("DTR_DEBUG")) {
-        for (const Buffer& b : view.trace().buffers)
-          if (resident(b.id))
-            fprintf(stderr, "resident %s %llu cand=%d locked=%d\n", b.name.c_str(), (unsigned long long)b.bytes,
-                    core_->is_candidate(b.id), core_->is_locked(b.id));
-      }
       reason_ = fmt::format(
           "dtr: nothing left to evict: the buffers the running op (and the recomputations "
           "under it) hold take {} of {}",

@@ -21,40 +21,71 @@ std::optional<DtrHeuristic> dtr_heuristic_from_string(std::string_view s) {
   return std::nullopt;
 }
 
-std::vector<std::uint8_t> dtr_remakeable(const Trace& trace, const Liveness& liveness) {
+DtrRemakeRules dtr_remake_rules(const Trace& trace, const Liveness& liveness) {
   const std::size_t n = trace.buffers.size();
-  auto last = [&](BufferId b) {
+  constexpr std::uint64_t kForever = UINT64_MAX;
+  auto last = [&](BufferId b) -> std::uint64_t {
     const OpId l = liveness.last_use[b];
     return l == kNoOp ? trace.buffers[b].producer : l;  // never read: dead at its producer
   };
-  std::vector<std::uint8_t> r(n, 0);
-  for (const Buffer& b : trace.buffers) r[b.id] = b.producer != kNoOp && !b.persistent;
-  // A buffer c can be remade whenever it is needed if everything its producer and its
-  // in-place updaters read is persistent, outlives c, or can be remade itself. Updaters may
-  // come after c's children, so iterate to the fixed point (r only falls).
-  auto ok = [&](BufferId p, BufferId c) {
-    if (p == c || trace.buffers[p].persistent) return true;
-    if (last(p) != kNoOp && last(c) != kNoOp && last(p) >= last(c)) return true;
-    return trace.buffers[p].producer != kNoOp && r[p] != 0;
+  // horizon[c]: the last op at which c can still be remade: the least, over what its producer
+  // and its in-place updaters read, of how long that stays available: for ever if
+  // persistent; else until its last use, or, if it can be remade itself, until its horizon
+  // (it is then dropped rather than freed at its last use, as DTR keeps a tensor whose last
+  // reference goes rematerializable for its children). Updaters can come after c's children,
+  // so iterate to the fixed point (horizons only shrink).
+  std::vector<std::uint64_t> horizon(n, kForever);
+  std::vector<std::uint8_t> own(n, 0);  // has a producer and is not persistent
+  for (const Buffer& b : trace.buffers) {
+    own[b.id] = b.producer != kNoOp && !b.persistent;
+    if (b.producer == kNoOp) horizon[b.id] = 0;  // never remade
+  }
+  auto available = [&](BufferId p) -> std::uint64_t {
+    if (trace.buffers[p].persistent) return kForever;
+    if (own[p] && horizon[p] >= last(p)) return std::max(last(p), horizon[p]);
+    return last(p);
   };
   for (bool changed = true; changed;) {
     changed = false;
     for (const Op& op : trace.ops) {
-      auto check = [&](BufferId c) {
-        if (!r[c]) return;
+      auto bound = [&](BufferId c) {
+        if (!own[c]) return;
         for (const auto* list : {&op.inputs, &op.updates})
           for (BufferId p : *list)
-            if (!ok(p, c)) {
-              r[c] = 0;
+            if (p != c && available(p) < horizon[c]) {
+              horizon[c] = available(p);
               changed = true;
-              return;
             }
       };
-      for (BufferId c : op.outputs) check(c);
-      for (BufferId c : op.updates) check(c);
+      for (BufferId c : op.outputs) bound(c);
+      for (BufferId c : op.updates) bound(c);
     }
   }
-  return r;
+  DtrRemakeRules rules;
+  rules.evictable.assign(n, 0);
+  rules.drop_at_death.assign(n, 0);
+  for (const Buffer& b : trace.buffers) rules.evictable[b.id] = own[b.id] && horizon[b.id] >= last(b.id);
+  // need[p]: the latest op that may need p made: its last use, or later if an evictable
+  // buffer made from it may be remade then. Ops in reverse, to the fixed point.
+  std::vector<std::uint64_t> need(n);
+  for (const Buffer& b : trace.buffers) need[b.id] = last(b.id);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto op = trace.ops.rbegin(); op != trace.ops.rend(); ++op)
+      for (const auto* targets : {&op->outputs, &op->updates})
+        for (BufferId c : *targets) {
+          if (!rules.evictable[c]) continue;
+          for (const auto* sources : {&op->inputs, &op->updates})
+            for (BufferId p : *sources)
+              if (p != c && need[c] > need[p]) {
+                need[p] = need[c];
+                changed = true;
+              }
+        }
+  }
+  for (const Buffer& b : trace.buffers)
+    rules.drop_at_death[b.id] = rules.evictable[b.id] && need[b.id] > last(b.id);
+  return rules;
 }
 
 DtrCore::DtrCore(const Trace& trace, const Liveness& liveness, std::vector<double> op_cost,
@@ -63,9 +94,10 @@ DtrCore::DtrCore(const Trace& trace, const Liveness& liveness, std::vector<doubl
       liveness_(liveness),
       op_cost_(std::move(op_cost)),
       heuristic_(heuristic),
-      candidate_(dtr_remakeable(trace, liveness)),
-      evicted_(trace.buffers.size(), 0),
+      rules_(dtr_remake_rules(trace, liveness)),
+      candidate_(rules_.evictable),
       dead_(trace.buffers.size(), 0),
+      evicted_(trace.buffers.size(), 0),
       lock_(trace.buffers.size(), 0),
       remade_lock_(trace.buffers.size(), 0),
       last_access_(trace.buffers.size(), 0.0),
@@ -76,18 +108,20 @@ DtrCore::DtrCore(const Trace& trace, const Liveness& liveness, std::vector<doubl
   for (const Op& op : trace.ops)
     for (BufferId b : op.updates)
       if (candidate_[b]) updaters_[b].push_back(op.id);
-  // Neighbours: an op joins each candidate it reads (or updates) with each candidate it
-  // makes. Counted first, then filled (CSR), then sorted and deduplicated per buffer.
+  // Neighbours: an op joins each candidate it reads or updates with each candidate it makes
+  // or updates (an in-place add_ joins its operand to the buffer it writes). Collected, then
+  // sorted and deduplicated per buffer, then packed (CSR).
   std::vector<std::vector<BufferId>> lists(n);
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId in : *list) {
+    for (const auto* sources : {&op.inputs, &op.updates})
+      for (BufferId in : *sources) {
         if (!candidate_[in]) continue;
-        for (BufferId out : op.outputs)
-          if (candidate_[out] && out != in) {
-            lists[in].push_back(out);
-            lists[out].push_back(in);
-          }
+        for (const auto* targets : {&op.outputs, &op.updates})
+          for (BufferId out : *targets)
+            if (candidate_[out] && out != in) {
+              lists[in].push_back(out);
+              lists[out].push_back(in);
+            }
       }
   nbr_begin_.assign(n + 1, 0);
   for (std::size_t b = 0; b < n; ++b) {
@@ -165,15 +199,26 @@ void DtrCore::op_ends(OpId id, double now_s, bool recompute) {
     add_resident(b);
   }
   if (recompute) return;
-  outer_op_ = id;
   for (BufferId b : liveness_.dies_after[id]) {
     dead_[b] = 1;
+    if (rules_.drop_at_death[b]) {
+      // Dropped by the plan, still remakeable for its children: an evicted buffer like any.
+      if (!evicted_[b]) evicted(b);
+      continue;
+    }
+    // Freed: nothing remakes it; if it was evicted, its cost leaves its class.
     remove_resident(b);
-    if (candidate_[b]) evicted_[b] = 1;  // the plan drops it: DTR keeps it remakeable
+    if (node_[b] != kNoNode) {
+      class_cost_[find(node_[b])] -= cost(b);
+      node_[b] = kNoNode;
+    }
+    evicted_[b] = 0;
   }
 }
 
-std::vector<BufferId> DtrCore::outer_op_done(OpId) {
+std::vector<BufferId> DtrCore::outer_op_done() {
+  // Buffers past their last use that were remade (for a child) are resident again with no
+  // free to come: they go now.
   std::vector<BufferId> dead_and_resident;
   for (BufferId b : remade_locked_) {
     remade_lock_[b] = 0;
@@ -189,7 +234,7 @@ std::vector<BufferId> DtrCore::outer_op_done(OpId) {
 void DtrCore::evicted(BufferId b) {
   remove_resident(b);
   evicted_[b] = 1;
-  if (dead_[b] || heuristic_ != DtrHeuristic::full) return;
+  if (heuristic_ != DtrHeuristic::full) return;
   const auto node = static_cast<std::uint32_t>(parent_.size());
   parent_.push_back(node);
   class_cost_.push_back(cost(b));
@@ -211,7 +256,7 @@ double DtrCore::neighbourhood_cost(BufferId b) const {
   double e = 0;
   if (heuristic_ == DtrHeuristic::local) {
     for (std::uint32_t i = nbr_begin_[b]; i < nbr_begin_[b + 1]; ++i)
-      if (evicted_[nbr_[i]] && !dead_[nbr_[i]]) e += cost(nbr_[i]);
+      if (evicted_[nbr_[i]]) e += cost(nbr_[i]);
     return e;
   }
   // Distinct classes around b: neighbours are few, so a linear scan of the roots seen.
@@ -245,12 +290,16 @@ double DtrCore::score(BufferId b, double now_s) const {
 
 std::optional<BufferId> DtrCore::choose(double now_s,
                                         const std::function<bool(BufferId)>& resident) {
-  // Smallest (score, then the stalest, then the lowest id): deterministic.
+  // Smallest (score, then the stalest, then the lowest id): deterministic. A buffer remade
+  // for an op that has not read it yet goes only when nothing else can: evicting it undoes
+  // work under way (and two inputs could evict each other in turn), but holding every such
+  // buffer through a deep remake (a chain of residual blocks) can take more than the budget.
   std::optional<BufferId> best;
-  std::tuple<double, double, BufferId> best_key{};
+  std::tuple<bool, double, double, BufferId> best_key{};
   for (BufferId b : resident_) {
-    if (lock_[b] || remade_lock_[b] || !resident(b)) continue;
-    const std::tuple<double, double, BufferId> key{score(b, now_s), last_access_[b], b};
+    if (lock_[b] || !resident(b)) continue;
+    const std::tuple<bool, double, double, BufferId> key{remade_lock_[b] != 0, score(b, now_s),
+                                                         last_access_[b], b};
     if (!best || key < best_key) {
       best = b;
       best_key = key;
@@ -262,7 +311,7 @@ std::optional<BufferId> DtrCore::choose(double now_s,
 std::uint64_t DtrCore::locked_bytes(const std::function<bool(BufferId)>& resident) const {
   std::uint64_t bytes = 0;
   for (const Buffer& b : trace_.buffers)
-    if ((lock_[b.id] || remade_lock_[b.id]) && resident(b.id)) bytes += b.bytes;
+    if (lock_[b.id] && resident(b.id)) bytes += b.bytes;
   return bytes;
 }
 

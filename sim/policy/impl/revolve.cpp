@@ -54,7 +54,7 @@ std::uint64_t revolve_recomputes(const ckpt::Stages& st, std::uint32_t slots) {
 
 class RevolvePolicy final : public Policy {
  public:
-  explicit RevolvePolicy(const Params& params) : budget_(ckpt::read_optional_budget(params)) {
+  explicit RevolvePolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode s = params.get("slots");
     if (s.as_string() != "auto") slots_ = static_cast<std::uint32_t>(s.as_int_in(0, 100'000'000));
   }
@@ -96,7 +96,17 @@ class RevolvePolicy final : public Policy {
     // The fewest slots worth planning: a schedule of at most ~2^25 recomputed stages.
     std::uint32_t lo = 0;
     while (lo + 1 < n && revolve_recomputes(stages[0], lo) * (stages[0].forward.size() / n + 1) > (1u << 25)) ++lo;
-    ckpt::Fitted f = ckpt::fit_slots(trace, lo, n - 1, make, caps, durations);
+    // Start near what the memory left beside the states could hold, in states (at least
+    // sqrt(n): a trace whose peak is not the states' guesses low).
+    const ckpt::Stages& st = stages[0];
+    std::uint64_t states = 0;
+    for (std::size_t s = 1; s <= st.count(); ++s) states += st.state_bytes[s];
+    const std::uint64_t rest = keep.peak_bytes[0] - std::min(keep.peak_bytes[0], states);
+    const std::uint64_t unit = std::max<std::uint64_t>(1, states / std::max<std::size_t>(1, st.count()));
+    const auto guess = static_cast<std::uint32_t>(std::min<std::uint64_t>(
+        n - 1, std::max<std::uint64_t>(static_cast<std::uint64_t>(std::sqrt(n)),
+                                       (caps[0] - std::min(caps[0], rest)) / unit)));
+    ckpt::Fitted f = ckpt::fit_slots(trace, lo, n - 1, guess, make, caps, durations);
     chosen_ = f.slots;
     if (!f.fits)
       explain( fmt::format("no schedule fits: even {} slot(s) over {} stages peak at {}, "
@@ -121,7 +131,7 @@ class RevolvePolicy final : public Policy {
     ckpt::note("revolve", why);
   }
 
-  std::optional<Budget> budget_;
+  Budget budget_;
   mutable std::string reason_;
   std::optional<std::uint32_t> slots_;
   mutable std::uint32_t chosen_ = 0, stages_ = 0;
@@ -138,7 +148,7 @@ PolicyInfo revolve_policy() {
             "checkpoints held besides the input (0 or more), or auto: the most that fit the "
             "budget",
             "auto"},
-           ckpt::optional_budget_param()},
+           budget_param()},
           [](const Params& p) { return std::make_unique<RevolvePolicy>(p); }};
 }
 

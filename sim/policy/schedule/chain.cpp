@@ -79,37 +79,51 @@ std::vector<ChainStep> revolve_schedule(std::uint32_t n, std::uint32_t snaps) {
 }
 
 BpttTable::BpttTable(std::uint32_t n, std::uint32_t max_slots, std::uint32_t alpha)
-    : n_(n), m_(max_slots), alpha_(std::max<std::uint32_t>(alpha, 1)) {
-  cells_.resize((n_ + 1ull) * (m_ + 1ull));
-  for (std::uint32_t m = 0; m <= m_; ++m) cells_[m] = {0, 0, true};
-  for (std::uint32_t t = 1; t <= n_; ++t) {
-    for (std::uint32_t m = 0; m <= m_; ++m) {
+    : n_(n), alpha_(std::max<std::uint32_t>(alpha, 1)) {
+  extend(max_slots);
+}
+
+double BpttTable::work(std::uint32_t n, std::uint32_t max_slots, std::uint32_t alpha) {
+  double w = 0;
+  for (std::uint64_t t = 2; t <= n; ++t)
+    w += static_cast<double>(std::min<std::uint64_t>(max_slots + 1ull, static_cast<std::uint64_t>(alpha) * (t - 1))) *
+         static_cast<double>(t);
+  return w;
+}
+
+void BpttTable::extend(std::uint32_t max_slots) {
+  for (std::uint32_t m = static_cast<std::uint32_t>(cols_.size()); m <= max_slots; ++m) {
+    cols_.emplace_back(n_ + 1);
+    Cell* const here = cols_[m].data();
+    const Cell* const less1 = m >= 1 ? cols_[m - 1].data() : nullptr;
+    const Cell* const less_a = m >= alpha_ ? cols_[m - alpha_].data() : nullptr;
+    here[0] = {0, 0, true};
+    for (std::uint32_t t = 1; t <= n_; ++t) {
       // Advance to the end and reverse the last step from the register.
-      Cell best{t + at(t - 1, m).cost, t, true};
+      Cell best{t + here[t - 1].cost, t, true};
       // With memory for every remaining internal state, storing them all is optimal:
       // every step is advanced once.
       if (m >= static_cast<std::uint64_t>(alpha_) * (t - 1)) {
         if (t > 1) best = {t, 1, true};
-        cells_[t * (m_ + 1ull) + m] = best;
-        continue;
-      }
-      for (std::uint32_t y = 1; y < t; ++y) {
-        if (m >= alpha_) {
-          const std::uint64_t c = y + at(t - y, m - alpha_).cost + at(y - 1, m).cost;
-          if (c < best.cost) best = {c, y, true};
+      } else {
+        for (std::uint32_t y = 1; y < t; ++y) {
+          if (less_a) {
+            const std::uint64_t c = y + less_a[t - y].cost + here[y - 1].cost;
+            if (c < best.cost) best = {c, y, true};
+          }
+          if (less1) {
+            const std::uint64_t c = y + less1[t - y].cost + here[y].cost;
+            if (c < best.cost) best = {c, y, false};
+          }
         }
-        if (m >= 1) {
-          const std::uint64_t c = y + at(t - y, m - 1).cost + at(y, m).cost;
-          if (c < best.cost) best = {c, y, false};
-        }
       }
-      cells_[t * (m_ + 1ull) + m] = best;
+      here[t] = best;
     }
   }
 }
 
 std::vector<ChainStep> BpttTable::schedule(std::uint32_t slots) const {
-  if (slots > m_) throw std::invalid_argument("bptt schedule beyond the table's slots");
+  if (slots > this->slots()) throw std::invalid_argument("bptt schedule beyond the table's slots");
   std::vector<ChainStep> out;
   struct Task {
     bool reverse;

@@ -37,15 +37,21 @@ std::uint64_t revolve_cost(std::uint64_t n, std::uint64_t snaps);
 /// the advances from the checkpoint in use. Its advances number revolve_cost(n, snaps).
 std::vector<ChainStep> revolve_schedule(std::uint32_t n, std::uint32_t snaps);
 
-/// Gruslys et al.'s table, filled for every t <= n and m <= max_slots.
+/// Gruslys et al.'s table, filled for every t <= n and m <= slots(); extend() adds columns
+/// (column m needs only columns m - 1 and m - alpha), so a search over the slots fills only
+/// as far as it looks.
 class BpttTable {
  public:
   BpttTable(std::uint32_t n, std::uint32_t max_slots, std::uint32_t alpha);
+  void extend(std::uint32_t max_slots);
+  std::uint32_t slots() const { return static_cast<std::uint32_t>(cols_.size()) - 1; }
   /// Q(n, m): advances, the first forward pass included.
   std::uint64_t cost(std::uint32_t slots) const { return at(n_, slots).cost; }
-  /// The optimal actions for `slots` <= max_slots; advances number cost(slots).
+  /// The optimal actions for `slots` <= slots(); advances number cost(slots).
   std::vector<ChainStep> schedule(std::uint32_t slots) const;
   std::uint32_t alpha() const { return alpha_; }
+  /// Inner-loop steps to fill columns up to `max_slots` from scratch (for a time guard).
+  static double work(std::uint32_t n, std::uint32_t max_slots, std::uint32_t alpha);
 
  private:
   struct Cell {
@@ -53,9 +59,9 @@ class BpttTable {
     std::uint32_t y;   // split point
     bool internal;     // store the internal state at y (else the hidden state)
   };
-  const Cell& at(std::uint32_t t, std::uint32_t m) const { return cells_[t * (m_ + 1ull) + m]; }
-  std::uint32_t n_, m_, alpha_;
-  std::vector<Cell> cells_;
+  const Cell& at(std::uint32_t t, std::uint32_t m) const { return cols_[m][t]; }
+  std::uint32_t n_, alpha_;
+  std::vector<std::vector<Cell>> cols_;  // per m, over t
 };
 
 }  // namespace memsim::schedule

@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <cstdio>
 
 #include <coin/Cbc_C_Interface.h>
 
@@ -376,6 +377,7 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   RematAnswer best;
   auto offer = [&](std::vector<std::vector<int>> rc, const std::string& method) {
     const Replay r = replay(g, rc);
+    if (getenv("CKPT_DEBUG")) fprintf(stderr, "offer %s valid %d peak %g (stage %d) cost %g\n", method.c_str(), r.valid, r.peak, r.peak_stage, r.cost);
     if (!r.valid || r.peak > budget * (1 + 1e-9)) return false;
     if (best.found && r.cost >= best.cost) return false;
     best.found = true;
