@@ -52,7 +52,12 @@ class Simulation final : public RuntimeView {
   Summary run();
 
   // RuntimeView
-  double now_s() const override { return sg4::Engine::get_clock() + deferred_s_; }
+  // Never earlier than a time already handed out: executing deferred time as one SimGrid
+  // activity can land a rounding error short of the sum it stands for.
+  double now_s() const override {
+    latest_s_ = std::max(latest_s_, sg4::Engine::get_clock() + deferred_s_);
+    return latest_s_;
+  }
   const Trace& trace() const override { return trace_; }
   const Liveness& liveness() const override { return liveness_; }
   const PlatformSpec& platform() const override { return platform_; }
@@ -131,6 +136,7 @@ class Simulation final : public RuntimeView {
   // SimGrid activity when something could (a copy, a wait, the end). now_s() includes the
   // deferred time, so every event and memory change carries its exact simulated time.
   double deferred_s_ = 0;
+  mutable double latest_s_ = 0;  // the latest time now_s() returned
   int copies_in_flight_ = 0;
   std::vector<int> leaving_;  // per tier: copies out of it under way
   bool stopped_ = false;
@@ -443,8 +449,8 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
     // A recomputation remakes only what was dropped; the op's other outputs are alive or
     // already dead.
     if (recompute && !dropped_[b]) continue;
-    const double now = now_s();
-    if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now); }))
+    // The clock is read inside: allocate() may wait for memory and retry later.
+    if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now_s()); }))
       return;
   }
   // Workspace goes to the device's scratch tier (TPU VMEM/CMEM) when it fits there, else to
@@ -452,16 +458,15 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   Allocation workspace_address;
   std::size_t workspace_tier = tier;
   if (op.workspace_bytes > 0) {
-    const double now = now_s();
     const auto& scratch = platform_.devices[compute_devices_[device_slot]].scratch_tier;
     std::optional<Allocation> in_scratch;
     if (scratch)
-      in_scratch = memory_.allocate_anonymous(*scratch, op.workspace_bytes, Category::workspace, now);
+      in_scratch = memory_.allocate_anonymous(*scratch, op.workspace_bytes, Category::workspace, now_s());
     if (in_scratch) {
       workspace_address = *in_scratch;
       workspace_tier = *scratch;
     } else if (!allocate(tier, op.workspace_bytes, op, [&] {
-                 auto a = memory_.allocate_anonymous(tier, op.workspace_bytes, Category::workspace, now);
+                 auto a = memory_.allocate_anonymous(tier, op.workspace_bytes, Category::workspace, now_s());
                  if (a) workspace_address = *a;
                  return a.has_value();
                })) {
