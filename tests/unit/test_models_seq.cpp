@@ -201,6 +201,25 @@ TEST(SeqRecurrent, ParameterCountsByHand) {
   for (const char* m : {"lstm", "gru", "rnn"}) expect_well_formed(generate(std::string("model: ") + m + "\n" + dims));
 }
 
+TEST(SeqRecurrent, LastOutputKeepsOnlyTheLastHiddenState) {
+  // output: last — the classifier reads h_T itself; nothing is stacked.
+  const std::string dims = "layers: 2\nhidden: 20\ninput_size: 10\nnum_classes: 5\nseq_len: 4\nbatch: 3\n";
+  Trace seq = generate("model: lstm\n" + dims);
+  Trace last = generate("model: lstm\noutput: last\n" + dims);
+  expect_well_formed(last);
+  EXPECT_EQ(last.parameters, seq.parameters);
+  EXPECT_EQ(find_buffer(last, "lstm.l1.out"), nullptr);  // the last layer stacks nothing
+  EXPECT_NE(find_buffer(last, "lstm.l0.out"), nullptr);  // the first still feeds the second
+  EXPECT_EQ(op_named(last, "fc").inputs[0], buffer_named(last, "lstm.l1.t3.h").id);
+  // Over 50 steps the peak is at the end of the forward, where the stacked sequence
+  // (50 x 8 x 32 x 4 B = 51,200 B) was live besides the states the backward keeps.
+  const std::string longer = "hidden: 32\ninput_size: 8\nseq_len: 50\nbatch: 8\n";
+  EXPECT_EQ(baseline_peak_bytes(generate("model: lstm\n" + longer)) -
+                baseline_peak_bytes(generate("model: lstm\noutput: last\n" + longer)),
+            51'200u);
+  EXPECT_NE(error_of("model: lstm\noutput: all\n").find("output"), std::string::npos);
+}
+
 // ---------------------------------------------------------------------------------------
 // What the transformer saves
 

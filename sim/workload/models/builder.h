@@ -226,9 +226,11 @@ class ModelBuilder {
   /// (`seq x batch x features`), unrolled per time step as PyTorch's native CUDA path
   /// runs it; returns the stacked outputs `seq x batch x hidden`. Parameters are named as
   /// nn.LSTM names them: `name.weight_ih_l{layer}`, ... Backward runs through time in
-  /// reverse step order.
+  /// reverse step order. With `last_only` it returns only the last step's hidden state
+  /// (`batch x hidden`) and nothing is stacked: a hand-written per-step loop whose loss
+  /// reads h_T, the setting of Gruslys et al.'s memory-efficient BPTT.
   Value recurrent(const std::string& name, int layer, Value x, RecurrentCell cell,
-                  std::int64_t hidden);
+                  std::int64_t hidden, bool last_only = false);
 
  private:
   // Helpers of the sequence layers.

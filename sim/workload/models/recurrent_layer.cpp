@@ -58,7 +58,7 @@ void charge_slice(Trace& t, OpId id, BufferId whole, double slice_bytes) {
 }  // namespace
 
 Value ModelBuilder::recurrent(const std::string& name, int layer, Value x, RecurrentCell cell,
-                              std::int64_t hidden) {
+                              std::int64_t hidden, bool last_only) {
   const Shape in_shape = shape(x);
   if (in_shape.size() != 3)
     throw std::invalid_argument(
@@ -136,18 +136,29 @@ Value ModelBuilder::recurrent(const std::string& name, int layer, Value x, Recur
            cell_fw);
     }
   }
-  const Value y = new_value(p + ".out", {steps, n, hidden}, true);
-  emit(p + ".stack", "stack", std::vector<BufferId>(h.begin() + 1, h.end()), {buffer(y)}, {}, 0);
+  Value y;
+  if (last_only) {
+    // h_T itself is the output; the other steps' states are read only by the backward.
+    values_.push_back({h.back(), {n, hidden}, true});
+    grad_.push_back(kNoBuffer);
+    y = Value{static_cast<std::uint32_t>(values_.size() - 1)};
+  } else {
+    y = new_value(p + ".out", {steps, n, hidden}, true);
+    emit(p + ".stack", "stack", std::vector<BufferId>(h.begin() + 1, h.end()), {buffer(y)}, {},
+         0);
+  }
 
   tape_.push_back([=, this, h = std::move(h), c = std::move(c), ws = std::move(ws)] {
     if (!has_grad(y)) return;
-    const BufferId G = take_grad(y);  // its step slices are the outputs' gradients
+    // Its step slices are the outputs' gradients (with last_only, G is h_T's gradient).
+    const BufferId G = take_grad(y);
     auto grad = [this](std::string n, double bytes) {
       return trace_.add_buffer(std::move(n), static_cast<std::uint64_t>(bytes),
                                Category::activation_grad);
     };
     // h_{t-1}'s gradient: adds the output slice of G into the buffer step t produced.
     auto add_output_slice = [&](const std::string& sp, BufferId into) {
+      if (last_only) return;  // no earlier step's state reached the loss directly
       const OpId id = emit(sp + ".grad_h.accumulate_grad", "accumulate_grad", {G}, {}, {into},
                            kEltwiseFlops * static_cast<double>(nh));
       charge_slice(trace_, id, G, h_bytes);

@@ -22,6 +22,7 @@ Trace generate(const char* model, Cell cell, const Params& params) {
   const std::int64_t input_size = params.get("input_size").as_int_in(1, 1 << 20);
   const std::int64_t seq_len = params.get("seq_len").as_int_in(1, 1'000'000);
   const std::int64_t classes = params.get("num_classes").as_int_in(1, 1'000'000);
+  const std::string output = params.get("output").as_choice({"sequence", "last"});
   const TrainingSettings settings = read_training_settings(params);
 
   ModelBuilder m(settings);
@@ -29,10 +30,11 @@ Trace generate(const char* model, Cell cell, const Params& params) {
   // Time-major, as nn.LSTM without batch_first.
   Value x = m.input("input", {seq_len, n, input_size}, settings.dtype);
   const Value labels = m.input("labels", {n}, DType::int64);
+  const bool last_only = output == "last";
   for (std::int64_t l = 0; l < layers; ++l)
-    x = m.recurrent(model, static_cast<int>(l), x, cell, hidden);
+    x = m.recurrent(model, static_cast<int>(l), x, cell, hidden, last_only && l + 1 == layers);
   // output[-1]: a view of the last step, which keeps the whole stacked output alive.
-  const Value last = m.select("last_step", x, {n, hidden});
+  const Value last = last_only ? x : m.select("last_step", x, {n, hidden});
   const Value logits = m.linear("fc", last, classes, true);
   m.cross_entropy(logits, labels);
 
@@ -47,6 +49,11 @@ ModelInfo make(const char* model, Cell cell, const char* what) {
       {"input_size", "features per time step of the input", "512"},
       {"seq_len", "time steps, unrolled one op group per step (up to 1,000,000)", "100"},
       {"num_classes", "outputs of the classifier on the last step", "10"},
+      {"output",
+       "sequence: the last layer stacks every step's output and the classifier reads the last "
+       "(nn.LSTM); last: only h_T is kept for the classifier (a per-step loop, as in "
+       "memory-efficient BPTT)",
+       "sequence"},
   };
   for (auto& s : training_param_specs()) specs.push_back(std::move(s));
   return {model,
