@@ -45,7 +45,12 @@ std::vector<std::uint32_t> buffer_devices(const Trace& trace) {
   return device;
 }
 
-std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std::size_t devices) {
+namespace {
+
+// Walks the plan keeping the live bytes per device; calls at(op, bytes) at each op.
+template <typename At>
+std::vector<std::uint64_t> walk_plan(const Trace& trace, const Plan& plan, std::size_t devices,
+                                     At at) {
   const auto device = buffer_devices(trace);
   std::vector<std::uint64_t> live(devices, 0), peak(devices, 0);
   std::vector<std::uint8_t> here(trace.buffers.size(), 0);
@@ -72,6 +77,7 @@ std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std:
         for (BufferId b : op.outputs) take(b);
         const std::uint32_t d = op.device;
         peak[d] = std::max(peak[d], live[d] + op.workspace_bytes);
+        at(op.id, live[d] + op.workspace_bytes);
         break;
       }
       case StepKind::free:
@@ -81,6 +87,18 @@ std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std:
     }
   }
   return peak;
+}
+
+}  // namespace
+
+std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std::size_t devices) {
+  return walk_plan(trace, plan, devices, [](OpId, std::uint64_t) {});
+}
+
+std::vector<std::uint64_t> bytes_at_ops(const Trace& trace, const Plan& plan, std::size_t devices) {
+  std::vector<std::uint64_t> bytes(trace.ops.size(), 0);
+  walk_plan(trace, plan, devices, [&](OpId op, std::uint64_t b) { bytes[op] = std::max(bytes[op], b); });
+  return bytes;
 }
 
 std::vector<double> expected_start_times(const Trace& trace, const std::vector<double>& durations) {

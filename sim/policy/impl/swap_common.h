@@ -36,6 +36,10 @@ std::vector<std::uint32_t> buffer_devices(const Trace& trace);
 /// that is elsewhere bringing it back). An estimate for choosing between plans.
 std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std::size_t devices);
 
+/// Per op: the bytes on its device while it runs under `plan` (its operands, outputs and
+/// workspace with everything else live then), as plan_peaks counts them.
+std::vector<std::uint64_t> bytes_at_ops(const Trace& trace, const Plan& plan, std::size_t devices);
+
 /// Each op's start time on its stream if nothing ever waited: the cost model's durations
 /// summed per (device, stream). For planning by expected access times.
 std::vector<double> expected_start_times(const Trace& trace, const std::vector<double>& durations);

@@ -4,6 +4,8 @@
 //   all   offload every feature map the backward pass needs again
 //   conv  only the inputs of convolutions (cheap layers' inputs stay)
 //   dyn   the least offloading (none, then conv, then all) whose estimated peak fits
+// A prefetch that would overflow the compute tier while the op before its reader runs is
+// issued at its reader instead (on demand).
 #include <fmt/format.h>
 
 #include "sim/policy/impl/swap_common.h"
@@ -16,8 +18,12 @@ enum class Mode { none, conv, all };
 
 const char* name_of(Mode m) { return m == Mode::all ? "all" : m == Mode::conv ? "conv" : "none"; }
 
+// `caps`: the compute tiers' capacities by device (empty: no limit). A prefetch issued one op
+// ahead holds its bytes while that op runs; where that would overflow the tier, the prefetch
+// waits until the op that reads it (an on-demand copy, whose time shows as stall).
 Plan vdnn_plan(const Trace& trace, const Liveness& liveness, const std::vector<SwapTiers>& tiers,
-               Mode mode) {
+               Mode mode, const std::vector<std::uint64_t>& caps = {},
+               std::size_t* on_demand = nullptr) {
   const auto uses = buffer_uses(trace);
   const auto device = buffer_devices(trace);
   std::vector<std::uint8_t> conv_input(trace.buffers.size(), 0);
@@ -39,6 +45,7 @@ Plan vdnn_plan(const Trace& trace, const Liveness& liveness, const std::vector<S
     }
   }
   std::vector<std::vector<BufferId>> out_after(trace.ops.size()), in_before(trace.ops.size());
+  std::vector<OpId> consumer(trace.buffers.size(), kNoOp);  // a prefetch's reader
   if (mode != Mode::none) {
     for (const Buffer& b : trace.buffers) {
       const BufferUses& u = uses[b.id];
@@ -50,19 +57,43 @@ Plan vdnn_plan(const Trace& trace, const Liveness& liveness, const std::vector<S
       out_after[u.last_forward].push_back(b.id);
       const OpId ahead = previous_later[u.first_later];
       in_before[ahead == kNoOp ? u.first_later : ahead].push_back(b.id);
+      consumer[b.id] = u.first_later;
     }
   }
-  Plan plan;
-  plan.steps.reserve(trace.ops.size() * 2 + trace.buffers.size());
+  auto build = [&] {
+    Plan plan;
+    plan.steps.reserve(trace.ops.size() * 2 + trace.buffers.size());
+    for (const Op& op : trace.ops) {
+      for (BufferId b : in_before[op.id])
+        plan.steps.push_back({StepKind::swap_in, b, static_cast<std::uint32_t>(tiers[device[b]].compute)});
+      plan.steps.push_back({StepKind::compute, op.id, 0});
+      for (BufferId b : out_after[op.id])
+        plan.steps.push_back({StepKind::swap_out, b, static_cast<std::uint32_t>(*tiers[device[b]].offload)});
+      for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
+    }
+    return plan;
+  };
+  Plan plan = build();
+  if (caps.empty()) return plan;
+  // The bytes each op runs with under this plan; an op that overflows its tier lets its
+  // prefetches for the next op wait for that op. Moving them lowers only this op's bytes.
+  const std::vector<std::uint64_t> at = bytes_at_ops(trace, plan, tiers.size());
+  std::size_t moved = 0;
   for (const Op& op : trace.ops) {
-    for (BufferId b : in_before[op.id])
-      plan.steps.push_back({StepKind::swap_in, b, static_cast<std::uint32_t>(tiers[device[b]].compute)});
-    plan.steps.push_back({StepKind::compute, op.id, 0});
-    for (BufferId b : out_after[op.id])
-      plan.steps.push_back({StepKind::swap_out, b, static_cast<std::uint32_t>(*tiers[device[b]].offload)});
-    for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
+    if (op.device >= caps.size() || at[op.id] <= caps[op.device]) continue;
+    auto& list = in_before[op.id];
+    for (auto it = list.begin(); it != list.end();) {
+      if (consumer[*it] != kNoOp && consumer[*it] != op.id) {
+        in_before[consumer[*it]].push_back(*it);
+        it = list.erase(it);
+        ++moved;
+      } else {
+        ++it;
+      }
+    }
   }
-  return plan;
+  if (on_demand) *on_demand = moved;
+  return moved ? build() : plan;
 }
 
 class VdnnPolicy final : public Policy {
@@ -71,14 +102,16 @@ class VdnnPolicy final : public Policy {
 
   Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
     const auto tiers = swap_tiers(platform);
+    std::vector<std::uint64_t> caps;
+    for (const SwapTiers& t : tiers) caps.push_back(platform.tiers[t.compute].capacity_bytes);
     if (mode_ != "dyn") {
       chosen_ = mode_ == "all" ? Mode::all : Mode::conv;
-      return vdnn_plan(trace, liveness, tiers, chosen_);
+      return vdnn_plan(trace, liveness, tiers, chosen_, caps, &on_demand_);
     }
     // vDNN-dyn: the least offloading whose estimated peak fits every device.
     for (Mode m : {Mode::none, Mode::conv, Mode::all}) {
       chosen_ = m;
-      Plan p = vdnn_plan(trace, liveness, tiers, m);
+      Plan p = vdnn_plan(trace, liveness, tiers, m, caps, &on_demand_);
       const auto peaks = plan_peaks(trace, p, tiers.size());
       bool fits = true;
       for (std::size_t d = 0; d < tiers.size(); ++d)
@@ -89,14 +122,17 @@ class VdnnPolicy final : public Policy {
   }
   std::optional<Budget> budget() const override { return budget_; }
   std::string label() const override {
-    if (mode_ == "dyn") return fmt::format("vdnn(dyn: {})", name_of(chosen_));
-    return fmt::format("vdnn({})", mode_);
+    const std::string waits =
+        on_demand_ ? fmt::format(", {} prefetches wait for their reader", on_demand_) : "";
+    if (mode_ == "dyn") return fmt::format("vdnn(dyn: {}{})", name_of(chosen_), waits);
+    return fmt::format("vdnn({}{})", mode_, waits);
   }
 
  private:
   std::string mode_;
   Budget budget_;
   mutable Mode chosen_ = Mode::all;
+  mutable std::size_t on_demand_ = 0;
 };
 
 }  // namespace
