@@ -30,6 +30,13 @@ sanitize: deps
 bench: build
 	./$(BUILD)/memsim_bench
 
+# The Pareto table of docs/policies.md: every policy on resnet50 and bert-base (a few
+# minutes: checkmate takes up to its time limit per point).
+.PHONY: pareto
+pareto: build
+	./$(BUILD)/memsim sweep configs/sweeps/pareto.yaml -j $(JOBS) --out out/pareto
+	/usr/bin/python3 analysis/pareto_table.py out/pareto/results.csv --into docs/policies.md
+
 # The sweep tests that split a sweep across "machines": GNU parallel shards, and a 3-task
 # Slurm job array on a private one-node cluster (needs root; installs Debian's slurm-wlm
 # and munge when missing). `make test` runs them too where they can run, and skips them

@@ -11,6 +11,7 @@ import pytest
 from conftest import ANALYSIS, SWEEP_POINTS, memsim, script
 
 import compare
+import pareto_table
 import plot_memory
 import plot_sweep
 import plot_tiles
@@ -19,7 +20,7 @@ import report
 import to_memory_viz
 
 SCRIPTS = ["plot_memory.py", "plot_timeline.py", "plot_sweep.py", "plot_tiles.py", "compare.py",
-           "to_memory_viz.py", "report.py"]
+           "to_memory_viz.py", "report.py", "pareto_table.py"]
 
 
 def png_size(path):
@@ -52,7 +53,7 @@ def summary(run_dir):
 def main_of(name):
     return {"plot_memory.py": plot_memory, "plot_timeline.py": plot_timeline, "plot_sweep.py": plot_sweep,
             "plot_tiles.py": plot_tiles, "compare.py": compare, "to_memory_viz.py": to_memory_viz,
-            "report.py": report}[name].main
+            "report.py": report, "pareto_table.py": pareto_table}[name].main
 
 
 def run_main(name, *args):
@@ -223,6 +224,35 @@ def test_pareto_front():
     df.attrs["axes"] = ["policy.budget"]
     front = plot_sweep.pareto_frame(df)
     assert list(front["on_front"]) == [True, True, True, False]
+
+
+def test_pareto_table_marks_the_front_across_policies(tmp_path, capsys):
+    path = tmp_path / "results.csv"
+    path.write_text("point_id,device,workload,policy,policy.budget,status,error,iteration_time_s,"
+                    "gpu0.hbm.peak_allocated_bytes\n"
+                    "a,d,w,none,,ok,,0.100,4294967296\n"
+                    "b,d,w,dtr,0.5,ok,,0.120,2147483648\n"
+                    "c,d,w,vdnn,0.5,ok,,0.200,2147483648\n"
+                    "e,d,w,dtr,0.3,oom,,0.010,1073741824\n")
+    assert run_main("pareto_table.py", path) == 0
+    rows = [l for l in capsys.readouterr().out.splitlines() if l.startswith("| ") and "---" not in l][1:]
+    cells = [[c.strip() for c in r.strip("|").split("|")] for r in rows]
+    # Sorted by peak: the two 2 GiB points (dtr first, faster), then none; the oom last.
+    assert [c[0] for c in cells] == ["dtr", "vdnn", "none", "dtr"]
+    assert cells[0][1:] == ["budget=0.5", "ok", "2.00", "120.0", "1.200x", "yes"]
+    assert cells[1][6] == ""  # vdnn: as much memory as dtr, slower
+    assert cells[2][6] == "yes"  # none: the fastest
+    assert cells[3][2] == "oom" and cells[3][3] == ""
+    doc = tmp_path / "doc.md"
+    doc.write_text("before\n<!-- pareto:begin -->\nold\n<!-- pareto:end -->\nafter\n")
+    assert run_main("pareto_table.py", path, "--into", doc) == 0
+    text = doc.read_text()
+    assert text.startswith("before\n<!-- pareto:begin -->\n") and text.endswith("<!-- pareto:end -->\nafter\n")
+    assert "old" not in text and "| vdnn | budget=0.5 |" in text
+    doc.write_text("no markers\n")
+    with pytest.raises(SystemExit) as e:
+        run_main("pareto_table.py", path, "--into", doc)
+    assert "pareto:begin" in str(e.value.code)
 
 
 def test_sweep_peak_column_takes_the_first_compute_tier(tmp_path):
