@@ -105,7 +105,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   if (json)
     std::cout << json_text;
   else
-    std::cout << terminal_summary(summary, out_dir);
+    std::cout << terminal_summary(summary, out_dir, events);
   return 0;
 }
 

@@ -140,7 +140,7 @@ std::string tiles_csv(const Summary& s) {
   return out.empty() ? out : "tier,tile,peak_bytes\n" + out;
 }
 
-std::string terminal_summary(const Summary& s, const std::string& out_dir) {
+std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events) {
   std::string out = fmt::format("{} on {}, policy {}\n",
                                 s.description.empty() ? s.workload : s.description, s.platform,
                                 s.policy);
@@ -203,7 +203,8 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir) {
   bool tiled = false;
   for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
   if (!out_dir.empty())
-    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (tiled ? " tiles.csv" : ""));
+    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (tiled ? " tiles.csv" : "") +
+                           " trace.json" + (events ? " events.csv" : ""));
   return out;
 }
 
