@@ -3,10 +3,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <algorithm>
 #include <sstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "sim/app/inputs.h"
@@ -43,7 +45,7 @@ bool names_a_platform(const std::string& arg) {
 
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
-            bool events, std::size_t max_events) {
+            bool events, std::size_t max_events, const std::string& only_devices) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
@@ -61,6 +63,22 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   // device, in the platform's device order.
   std::vector<std::string> device_names;
   for (std::size_t d : platform.compute_devices()) device_names.push_back(platform.devices[d].name);
+  std::vector<std::uint32_t> slots;  // with --devices: each chosen device's index
+  if (!only_devices.empty()) {
+    // --devices: run on these compute devices only; the others stay idle.
+    std::vector<std::string> chosen;
+    std::stringstream list(only_devices);
+    for (std::string name; std::getline(list, name, ',');) {
+      const auto at = std::find(device_names.begin(), device_names.end(), name);
+      if (at == device_names.end())
+        throw UsageError(fmt::format("--devices: platform {} has no compute device '{}' (it has {})",
+                                     platform.name, name, fmt::join(device_names, ", ")));
+      if (std::find(chosen.begin(), chosen.end(), name) != chosen.end()) continue;
+      chosen.push_back(name);
+      slots.push_back(static_cast<std::uint32_t>(at - device_names.begin()));
+    }
+    device_names = std::move(chosen);
+  }
   if (workloads.size() != 1 && workloads.size() != device_names.size())
     throw UsageError(fmt::format("platform {} has {} compute devices: give one workload (run on each) "
                                  "or {}, got {}",
@@ -68,7 +86,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   std::vector<Trace> traces;
   for (std::size_t k = 0; k < device_names.size(); ++k)
     traces.push_back(k < workloads.size() ? load_workload_arg(workloads[k], overrides) : traces[0]);
-  Trace trace = combine_per_device(traces, device_names);
+  Trace trace = combine_per_device(traces, device_names, slots);
   const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
 
@@ -302,6 +320,9 @@ int cli_main(int argc, char** argv) {
                 "also write events.csv: every allocation and free with its tier, address and bytes");
   run->add_option("--max-events", max_events,
                   "most events in trace.json (default 1000000); later ones are left out, with a note");
+  std::string only_devices;
+  run->add_option("--devices", only_devices,
+                  "run on these compute devices only, separated by commas (default: all of them)");
 
   std::string target;
   auto* info = app.add_subcommand("info", "describe a workload (parameters, ops, bytes, FLOPs) or a device");
@@ -327,7 +348,8 @@ int cli_main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   try {
-    if (run->parsed()) return cmd_run(positional, policy, sets, out_dir, json, events, max_events);
+    if (run->parsed())
+      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices);
     if (info->parsed()) return cmd_info(target, sets, json);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file);

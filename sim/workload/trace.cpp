@@ -162,8 +162,10 @@ void validate(const Trace& trace, const std::string& source,
                         trace.ops[i].name, trace.ops[d].name));
 }
 
-Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices) {
-  if (traces.size() == 1) return traces[0];
+Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices,
+                         const std::vector<std::uint32_t>& slots) {
+  auto slot = [&](std::size_t k) { return k < slots.size() ? slots[k] : static_cast<std::uint32_t>(k); };
+  if (traces.size() == 1 && slot(0) == 0) return traces[0];
   Trace out;
   const bool same = std::all_of(traces.begin(), traces.end(),
                                 [&](const Trace& t) { return t.name == traces[0].name; });
@@ -185,7 +187,7 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
     const std::string prefix = devices.at(k) + ":";
     for (const Buffer& b : t.buffers) {
       const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
-      out.buffers[id].device = static_cast<std::uint32_t>(k);
+      out.buffers[id].device = slot(k);
     }
     for (const Op& op : t.ops) {
       if (op.device != 0)
@@ -194,7 +196,7 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
                                      t.name, op.name, op.device));
       Op copy = op;
       copy.name = prefix + op.name;
-      copy.device = static_cast<std::uint32_t>(k);
+      copy.device = slot(k);
       for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
         for (BufferId& b : *list) b += base;
       out.add_op(std::move(copy));

@@ -100,8 +100,11 @@ void validate(const Trace& trace, const std::string& source,
 /// One trace per compute device, run side by side (data-parallel replicas, or different
 /// workloads): buffers and ops are copied with their names prefixed by the device name
 /// ("gpu3:layer1.0.conv1") and their ops placed on device k. Each input must be a
-/// single-device trace (every op on device 0); throws InputError otherwise.
-Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices);
+/// single-device trace (every op on device 0); throws InputError otherwise. `slots`, when
+/// given, is each trace's compute-device index (a subset of the platform's devices, the rest
+/// idle); by default trace k goes on device k.
+Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices,
+                         const std::vector<std::uint32_t>& slots = {});
 
 /// When each buffer is live, in op indices.
 struct Liveness {
