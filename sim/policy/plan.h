@@ -26,8 +26,16 @@ struct Step {
   std::uint32_t tier = 0;   // destination tier of a swap
 };
 
+/// Where a buffer resident at the start of the iteration lives then, when not in the
+/// operand tier of its first user's device (optimizer state kept on NVMe).
+struct InitialPlacement {
+  BufferId buffer = 0;
+  std::uint32_t tier = 0;
+};
+
 struct Plan {
   std::vector<Step> steps;
+  std::vector<InitialPlacement> placements;
 };
 
 /// Every op in issue order, each buffer freed right after its last use (memory sharing by

@@ -34,6 +34,13 @@ struct OomReport {
   std::vector<LiveBuffer> largest_live;  // largest first
 };
 
+/// What the copies carried from one tier to another (host traffic, NVMe traffic).
+struct TrafficSummary {
+  std::string from, to;  // tier names
+  std::uint64_t bytes = 0;
+  std::uint64_t copies = 0;
+};
+
 struct Summary {
   std::string status = "ok";  // ok | oom
   std::string workload;       // trace name
@@ -52,6 +59,7 @@ struct Summary {
   std::uint64_t ops_run = 0;
   std::uint64_t ops_total = 0;
   std::vector<TierSummary> tiers;
+  std::vector<TrafficSummary> traffic;  // per (source, destination) tier, in tier order
   std::optional<OomReport> oom;
 };
 
