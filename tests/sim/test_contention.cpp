@@ -1,6 +1,8 @@
 // Replicas that swap with vdnn on dgx-a100 contend for the PCIe switches' uplinks: two GPUs
 // share each switch, so while both copy each gets half the uplink. The slowdown a replica
-// sees is worked out here from the preset's link bandwidths.
+// sees is worked out here from the preset's link bandwidths. (These caught SimGrid 3.32's
+// lazy bandwidth updates letting some swap-ins run at host-memory speed; the engine now
+// configures network/optim:Full.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
