@@ -679,6 +679,8 @@ Summary Simulation::run() {
   for (const auto& [tiers, moved] : traffic_)
     summary_.traffic.push_back({platform_.tiers[tiers.first].name, platform_.tiers[tiers.second].name,
                                 moved.first, moved.second});
+  for (std::size_t i = accelerators_ * max_streams_; i < busy_.size(); ++i)
+    summary_.host_compute_time_s += busy_[i].compute_s;
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;

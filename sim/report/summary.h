@@ -52,6 +52,7 @@ struct Summary {
   double compute_time_s = 0;  // of the busiest stream (the only one, usually)
   double stall_time_s = 0;    // of that stream
   double recompute_time_s = 0;
+  double host_compute_time_s = 0;  // ops a policy moved to a host CPU (an offloaded optimizer)
   double transfer_time_s = 0;  // total busy time of copies
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;

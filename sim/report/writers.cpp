@@ -47,6 +47,7 @@ std::string summary_json(const Summary& s) {
   j["compute_time_s"] = s.compute_time_s;
   j["stall_time_s"] = s.stall_time_s;
   j["recompute_time_s"] = s.recompute_time_s;
+  j["host_compute_time_s"] = s.host_compute_time_s;
   j["transfer_time_s"] = s.transfer_time_s;
   j["swap_out_bytes"] = s.swap_out_bytes;
   j["swap_in_bytes"] = s.swap_in_bytes;
@@ -171,6 +172,8 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir) {
                   format_seconds(s.recompute_time_s),
                   s.status == "ok" ? fmt::format("   ({:.1f}% slower than with enough memory)", slower)
                                    : std::string("   (stopped at the OOM)")));
+  if (s.host_compute_time_s > 0)
+    row("host", fmt::format("CPU computed {} (offloaded ops)", format_seconds(s.host_compute_time_s)));
   for (const auto& t : s.tiers) {
     const TierUsage& u = t.usage;
     if (t.role == "compute") {

@@ -149,6 +149,7 @@ TEST(ZeroOffload, GradientsOutStepOnTheHostWeightsBack) {
   EXPECT_NEAR(s.iteration_time_s, 10e-3, 1e-12);
   EXPECT_NEAR(s.compute_time_s, 4e-3, 1e-12);  // the accelerator's: it never waits
   EXPECT_NEAR(s.stall_time_s, 0.0, 1e-15);
+  EXPECT_NEAR(s.host_compute_time_s, 4e-3, 1e-12);  // s1 and s2 on the CPU
   const auto got = spans(r);
   EXPECT_EQ(got.size(), 10u);  // 6 ops, 2 gradients out, 2 weights in
   expect_span(got, "compute b1", 3, 4);

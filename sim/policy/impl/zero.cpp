@@ -23,6 +23,11 @@
 namespace memsim {
 namespace {
 
+/// "configs/devices/x.yaml: " for messages about what a platform lacks.
+std::string where(const PlatformSpec& platform) {
+  return platform.source.empty() ? std::string() : platform.source + ": ";
+}
+
 /// The index (into op_devices) of the host that runs the steps: the one named, else the
 /// first device that runs ops without a compute tier.
 std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
@@ -33,12 +38,12 @@ std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
     if (name.empty() ? !d.compute_tier : d.name == name) return static_cast<std::uint32_t>(i);
   }
   if (!name.empty() && platform.find_device(name))
-    throw InputError(fmt::format("{}: device '{}' of platform '{}' cannot run the optimizer step "
+    throw InputError(where(platform) + fmt::format("{}: device '{}' of platform '{}' cannot run the optimizer step "
                                  "(it needs kind cpu and a compute rate, key 'compute')",
                                  policy, name, platform.name));
   if (!name.empty())
-    throw InputError(fmt::format("{}: platform '{}' has no device '{}'", policy, platform.name, name));
-  throw InputError(fmt::format("{}: platform '{}' has no host CPU with a compute rate to run the "
+    throw InputError(where(platform) + fmt::format("{}: platform '{}' has no device '{}'", policy, platform.name, name));
+  throw InputError(where(platform) + fmt::format("{}: platform '{}' has no host CPU with a compute rate to run the "
                                "optimizer step on (give a cpu device `compute: {{fp32: ...}}`)",
                                policy, platform.name));
 }
@@ -183,14 +188,14 @@ class ZeroPolicy final : public Policy {
     if (!nvme_tier_.empty()) {
       auto t = platform.find_tier(nvme_tier_);
       if (!t || platform.tiers[*t].role != TierRole::offload)
-        throw InputError(fmt::format("zero-infinity: platform '{}' has no offload tier '{}'",
+        throw InputError(where(platform) + fmt::format("zero-infinity: platform '{}' has no offload tier '{}'",
                                      platform.name, nvme_tier_));
       return static_cast<std::uint32_t>(*t);
     }
     for (std::size_t t : d.tiers)
       if (t != *d.operand_tier() && platform.tiers[t].role == TierRole::offload)
         return static_cast<std::uint32_t>(t);
-    throw InputError(fmt::format("zero-infinity: host '{}' of platform '{}' has no NVMe tier "
+    throw InputError(where(platform) + fmt::format("zero-infinity: host '{}' of platform '{}' has no NVMe tier "
                                  "(a second offload tier, e.g. `nvme: {{role: offload, ...}}`)",
                                  d.name, platform.name));
   }
