@@ -64,17 +64,18 @@ Op op(const std::string& name, Phase phase, std::vector<BufferId> in, std::vecto
 //   f1: x, w1 -> a    f2: a, w2 -> y    b2: y, a, w2 -> ga, gw2    b1: ga, x, w1 -> gw1
 //   s1: gw1; updates w1, w1.master, w1.exp_avg, w1.exp_avg_sq (s2 likewise)
 // fp16 weights and gradients 1 MB, master weights and moments 2 MB, the rest 1000 B.
-Trace two_layers() {
+// Without `master`, as in fp32 training: no master weights, the steps update w1 and w2.
+Trace two_layers(bool master = true) {
   Trace t;
   t.name = "two-layers";
   BufferId x = t.add_buffer("x", 1000, Category::input);
   std::vector<std::vector<BufferId>> params;
   for (const char* w : {"w1", "w2"}) {
     const std::string n = w;
-    params.push_back({t.add_buffer(n, 1'000'000, Category::weight, true),
-                      t.add_buffer(n + ".master", 2'000'000, Category::weight, true),
-                      t.add_buffer(n + ".exp_avg", 2'000'000, Category::optimizer_state, true),
-                      t.add_buffer(n + ".exp_avg_sq", 2'000'000, Category::optimizer_state, true)});
+    params.push_back({t.add_buffer(n, 1'000'000, Category::weight, true)});
+    if (master) params.back().push_back(t.add_buffer(n + ".master", 2'000'000, Category::weight, true));
+    params.back().push_back(t.add_buffer(n + ".exp_avg", 2'000'000, Category::optimizer_state, true));
+    params.back().push_back(t.add_buffer(n + ".exp_avg_sq", 2'000'000, Category::optimizer_state, true));
   }
   BufferId a = t.add_buffer("a", 1000, Category::activation);
   BufferId y = t.add_buffer("y", 1000, Category::activation);
@@ -177,6 +178,27 @@ TEST(ZeroOffload, GradientsOutStepOnTheHostWeightsBack) {
   EXPECT_EQ(hbm.peak_by_category[static_cast<int>(Category::weight)], 2'000'000u);
   EXPECT_GE(dram.peak_by_category[static_cast<int>(Category::optimizer_state)], 8'000'000u);
   EXPECT_GE(dram.peak_by_category[static_cast<int>(Category::weight)], 4'000'000u);
+}
+
+TEST(ZeroOffload, WithoutMasterWeightsTheWeightsMakeTheRoundTrip) {
+  // No fp32 master copy: the host updates the weights themselves, so each goes out with its
+  // gradient after its last GPU use and comes back after its step. After b2: w2 [3,4],
+  // w2.grad [4,5]; after b1: w1 [5,6], w1.grad [6,7] (one engine out). s1 [7,9], w1 back
+  // [9,10]; s2 [9,11], w2 back [11,12].
+  ZeroRun r(two_layers(false));
+  auto p = make("zero-offload");
+  run(r, box("1GiB"), *p);
+  const Summary& s = r.summary;
+  ASSERT_EQ(s.status, "ok");
+  EXPECT_NEAR(s.iteration_time_s, 12e-3, 1e-12);
+  const auto got = spans(r);
+  expect_span(got, "swap_out w2", 3, 4);
+  expect_span(got, "swap_out w1.grad", 6, 7);
+  expect_span(got, "compute s1", 7, 9);
+  expect_span(got, "swap_in w1", 9, 10);
+  expect_span(got, "swap_in w2", 11, 12);
+  EXPECT_EQ(traffic(s, "gpu0.hbm", "host.dram"), 4'000'000u);
+  EXPECT_EQ(traffic(s, "host.dram", "gpu0.hbm"), 2'000'000u);
 }
 
 TEST(ZeroInfinity, StateComesFromNvmeAheadOfEachStep) {

@@ -35,11 +35,11 @@ std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
   const auto devices = platform.op_devices();
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const DeviceSpec& d = platform.devices[devices[i]];
-    if (name.empty() ? !d.compute_tier : d.name == name) return static_cast<std::uint32_t>(i);
+    if (!d.compute_tier && (name.empty() || d.name == name)) return static_cast<std::uint32_t>(i);
   }
   if (!name.empty() && platform.find_device(name))
     throw InputError(where(platform) + fmt::format("{}: device '{}' of platform '{}' cannot run the optimizer step "
-                                 "(it needs kind cpu and a compute rate, key 'compute')",
+                                 "(it needs kind cpu, a compute rate and no compute tier)",
                                  policy, name, platform.name));
   if (!name.empty())
     throw InputError(where(platform) + fmt::format("{}: platform '{}' has no device '{}'", policy, platform.name, name));
