@@ -19,7 +19,7 @@ namespace {
 // The accelerator computes 1 TFLOPS (a 1e9-FLOP op takes 1 ms), the host CPU 0.5 TFLOPS
 // (2 ms). Efficiency 1, no launch overhead; PCIe 1 GB/s each way (1 MB in 1 ms), one copy
 // engine per direction; with `nvme`, an NVMe tier behind a half-duplex 2 GB/s link.
-PlatformSpec box(const std::string& hbm, bool nvme = false) {
+PlatformSpec box(const std::string& hbm, bool nvme = false, const std::string& dram = "64GiB") {
   std::string text = R"(
 name: box
 devices:
@@ -32,7 +32,7 @@ devices:
     kind: cpu
     compute: {fp32: 0.5TFLOPS}
     tiers:
-      dram: {role: offload, capacity: 64GiB, bandwidth: 100TB/s}
+      dram: {role: offload, capacity: )" + dram + R"(, bandwidth: 100TB/s}
 )";
   if (nvme) text += "      nvme: {role: offload, capacity: 1TiB, bandwidth: 2GB/s}\n";
   text += "links:\n  pcie: {endpoints: [gpu0.hbm, host.dram], bandwidth: 1GB/s}\n";
@@ -247,6 +247,20 @@ TEST(ZeroOffload, HalfWeightsThatDoNotFitEndInOom) {
   EXPECT_EQ(r.summary.oom->tier, "gpu0.hbm");
   EXPECT_EQ(r.summary.oom->requested_bytes, 1'000'000u);
   EXPECT_NE(r.summary.oom->reason.find("zero-offload"), std::string::npos) << r.summary.oom->reason;
+}
+
+TEST(ZeroInfinity, StateThatDoesNotFitInHostMemoryEndsInOom) {
+  // 5 MB of DRAM: s1's first two 2 MB reads are under way at the start, the third finds no
+  // room and nothing leaving DRAM to wait for.
+  ZeroRun r(two_layers());
+  auto p = make("zero-infinity");
+  run(r, box("1GiB", true, "5000000B"), *p);
+  ASSERT_EQ(r.summary.status, "oom");
+  ASSERT_TRUE(r.summary.oom);
+  EXPECT_EQ(r.summary.oom->tier, "host.dram");
+  EXPECT_EQ(r.summary.oom->requested_bytes, 2'000'000u);
+  EXPECT_NE(r.summary.oom->op.find("w1.exp_avg_sq"), std::string::npos) << r.summary.oom->op;
+  EXPECT_NE(r.summary.oom->reason.find("in host memory"), std::string::npos) << r.summary.oom->reason;
 }
 
 TEST(ZeroInfinity, APlatformWithoutNvmeIsAnError) {

@@ -169,10 +169,23 @@ class ZeroPolicy final : public Policy {
     return plan;
   }
 
+  void on_alloc_failure(const RuntimeView& view, const AllocationFailure& failure,
+                        std::vector<Action>&) override {
+    failed_ = view.platform().tiers[failure.tier].role == TierRole::compute ? Failed::accelerator
+                                                                           : Failed::host;
+  }
   std::string oom_reason() const override {
-    return fmt::format("{} keeps only the half weights, activations and gradients not yet "
-                       "copied out on the accelerator; they do not fit",
-                       name());
+    if (failed_ == Failed::none)  // the resident buffers at the start did not fit
+      return fmt::format("{} keeps the half weights on the accelerator and the master weights "
+                         "and optimizer state in {}; they do not fit",
+                         name(), nvme_ ? "NVMe" : "host memory");
+    if (failed_ == Failed::accelerator)
+      return fmt::format("{} keeps only the half weights, activations and gradients not yet "
+                         "copied out on the accelerator; they do not fit",
+                         name());
+    return fmt::format("{} stages the master weights, optimizer state{}, gradients and new "
+                       "half weights in host memory; they do not fit",
+                       name(), nvme_ ? fmt::format(" (of {} step(s) ahead)", prefetch_) : "");
   }
   std::string label() const override {
     return nvme_ ? fmt::format("zero-infinity(prefetch {})", prefetch_) : std::string("zero-offload");
@@ -204,6 +217,8 @@ class ZeroPolicy final : public Policy {
   std::string host_;
   std::string nvme_tier_;
   int prefetch_;
+  enum class Failed { none, accelerator, host };
+  Failed failed_ = Failed::none;  // where the last allocation failed
 };
 
 ParamSpec host_param() {
