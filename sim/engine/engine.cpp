@@ -451,14 +451,17 @@ bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
   const bool several = streams_.size() > 1;
   if (ready_[b] && !in_flight_[b] && memory_.resident(b, tier) && !(several && update_pending(b, op)))
     return true;  // the usual case
-  const double t0 = now_s();
+  double t0 = now_s();
   bool memory_wait = false;
   while (!stopped_) {
     if (several && update_pending(b, op)) {
       wait_for_change();
+      t0 = now_s();  // waiting for another stream's work is a dependency, not a memory stall
     } else if (!ready_[b] || in_flight_[b]) {
+      const bool produced = ready_[b] != 0;
       memory_wait |= in_flight_[b] != 0;
       wait_for_change();
+      if (!produced) t0 = now_s();
     } else if (!memory_.resident(b, tier)) {
       if (memory_.placement(b).tier == Placement::kNowhere) {
         if (!dropped_[b])

@@ -106,6 +106,15 @@ TEST(HostOps, AHostOpRunsAtTheHostRateOnOperandsInHostMemory) {
   EXPECT_NEAR(update->start_s, 3e-3, 1e-12);
   EXPECT_NEAR(update->end_s, 5e-3, 1e-12);
   EXPECT_EQ(update->device, 1u);
+  // The host's wait counts as a stall only from when g exists: before, it waits for the
+  // GPU's work, not for memory.
+  double host_stall = 0;
+  for (const Event& e : rec.events())
+    if (e.kind == EventKind::stall && e.device == 1) {
+      EXPECT_NEAR(e.start_s, 2e-3, 1e-12);
+      host_stall += e.end_s - e.start_s;
+    }
+  EXPECT_NEAR(host_stall, 1e-3, 1e-12);
   // The GPU computed 1 ms and waited 1 ms for p; the host computed 2 ms.
   EXPECT_NEAR(s.compute_time_s, 1e-3, 1e-12);
   EXPECT_NEAR(s.stall_time_s, 1e-3, 1e-12);
