@@ -82,6 +82,7 @@ class Simulation final : public RuntimeView {
   std::vector<OpId> remake_ops(BufferId b, OpId reader) const;
   void remake(BufferId b, const Op& reader);
   void drop(BufferId b);
+  void evict(BufferId b, std::size_t to);
   void apply(const Action& a);
   void run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
   void run_steps(const Stream& s);
@@ -595,6 +596,19 @@ void Simulation::drop(BufferId b) {
   release(b);
 }
 
+void Simulation::evict(BufferId b, std::size_t to) {
+  // A clean copy (ZeRO-Infinity's parameters, read from NVMe and never written back): its
+  // space here is released and it is held in `to` again, at once. One in flight is left be.
+  const std::size_t from = memory_.placement(b).tier;
+  if (in_flight_[b] || from == to || from == Placement::kNowhere) return;
+  memory_.release(b, now_s());
+  Op for_what;
+  for_what.name = fmt::format("(evicting {} to {})", trace_.buffers[b].name, platform_.tiers[to].name);
+  for_what.id = current_op_;
+  allocate(to, trace_.buffers[b].bytes, for_what, [&] { return memory_.allocate(b, to, now_s()); });
+  notify();
+}
+
 void Simulation::run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
                           OpId op) {
   hook_actions_.clear();
@@ -627,6 +641,7 @@ void Simulation::run_steps(const Stream& s) {
       case StepKind::swap_out:
       case StepKind::swap_in: start_copy(step.id, step.tier); break;
       case StepKind::drop: drop(step.id); break;
+      case StepKind::evict: evict(step.id, step.tier); break;
       case StepKind::recompute: {
         const Op& op = trace_.ops[step.id];
         bool needed = false;

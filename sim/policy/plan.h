@@ -17,6 +17,8 @@ enum class StepKind : std::uint8_t {
   swap_in,   // start copying buffer `id` to tier `tier` (a prefetch); a reader waits for it
   drop,      // release buffer `id` before its last use; a later reader recomputes it
   recompute, // run op `id` again now, to remake its dropped outputs ahead of their reader
+  evict,     // buffer `id` is unchanged since it came from tier `tier`, which still holds it:
+             // release it where it is, no copy; a later reader brings it back from there
 };
 std::string_view to_string(StepKind k);
 

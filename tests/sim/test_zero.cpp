@@ -249,6 +249,30 @@ TEST(ZeroOffload, HalfWeightsThatDoNotFitEndInOom) {
   EXPECT_NE(r.summary.oom->reason.find("zero-offload"), std::string::npos) << r.summary.oom->reason;
 }
 
+TEST(ZeroInfinity, OffloadedParametersAreReadForEachRunOfUsesAndNeverWrittenBack) {
+  // The half weights start on NVMe. w1 is read by f1 and b1 (not adjacent: read twice,
+  // evicted in between with no copy), w2 by f2 and b2 (adjacent: read once). The steps' new
+  // weights go to NVMe, so the GPU ends the step with no weights at all.
+  ZeroRun r(two_layers());
+  auto p = make("zero-infinity", "{offload_params: true}");
+  run(r, box("1GiB", true), *p);
+  const Summary& s = r.summary;
+  ASSERT_EQ(s.status, "ok");
+  EXPECT_EQ(traffic(s, "host.nvme", "gpu0.hbm"), 3'000'000u);
+  EXPECT_EQ(traffic(s, "gpu0.hbm", "host.nvme"), 0u);
+  EXPECT_EQ(traffic(s, "gpu0.hbm", "host.dram"), 2'000'000u);  // the gradients
+  EXPECT_EQ(traffic(s, "host.dram", "gpu0.hbm"), 0u);
+  EXPECT_EQ(traffic(s, "host.nvme", "host.dram"), 12'000'000u);  // state in
+  EXPECT_EQ(traffic(s, "host.dram", "host.nvme"), 14'000'000u);  // state and new weights out
+  std::uint64_t last_gpu_weights = 1;
+  for (const MemorySample& m : r.recorder.samples())
+    if (m.tier == 0) {
+      EXPECT_LE(m.by_category[static_cast<int>(Category::weight)], 2'000'000u);
+      last_gpu_weights = m.by_category[static_cast<int>(Category::weight)];
+    }
+  EXPECT_EQ(last_gpu_weights, 0u);
+}
+
 TEST(ZeroInfinity, StateThatDoesNotFitInHostMemoryEndsInOom) {
   // 5 MB of DRAM: s1's first two 2 MB reads are under way at the start, the third finds no
   // room and nothing leaving DRAM to wait for.

@@ -267,6 +267,7 @@ Lowered Lowering::replay(const Plan& plan) {
         break;
       case StepKind::swap_out:
       case StepKind::swap_in:
+      case StepKind::evict:
         throw std::logic_error("replay of a plan with swaps");
     }
     touched_.clear();

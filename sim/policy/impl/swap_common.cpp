@@ -76,7 +76,8 @@ std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std:
       }
       case StepKind::free:
       case StepKind::drop:
-      case StepKind::swap_out: leave(s.id); break;
+      case StepKind::swap_out:
+      case StepKind::evict: leave(s.id); break;
       case StepKind::swap_in: take(s.id); break;
     }
   }

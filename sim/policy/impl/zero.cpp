@@ -50,8 +50,12 @@ std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
 
 class ZeroPolicy final : public Policy {
  public:
-  ZeroPolicy(bool nvme, std::string host, std::string nvme_tier, int prefetch)
-      : nvme_(nvme), host_(std::move(host)), nvme_tier_(std::move(nvme_tier)), prefetch_(prefetch) {}
+  ZeroPolicy(bool nvme, std::string host, std::string nvme_tier, int prefetch, bool params)
+      : nvme_(nvme),
+        host_(std::move(host)),
+        nvme_tier_(std::move(nvme_tier)),
+        prefetch_(prefetch),
+        params_(params) {}
 
   std::optional<Trace> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
     const std::uint32_t host = host_slot(platform, host_, name());
@@ -132,6 +136,7 @@ class ZeroPolicy final : public Policy {
       if (op.device == host) host_ops.push_back(op.id);
     std::vector<std::vector<BufferId>> state(trace.ops.size());
     std::vector<std::vector<BufferId>> fetch_before(trace.ops.size());
+    std::vector<std::vector<Step>> fetch_before_device(trace.ops.size());
     if (nvme_) {
       std::vector<std::uint8_t> placed(n, 0);
       for (std::size_t j = 0; j < host_ops.size(); ++j) {
@@ -150,19 +155,72 @@ class ZeroPolicy final : public Policy {
       }
     }
 
+    // ZeRO-Infinity's parameter offload: the fp16 weights the steps replace (the old copies,
+    // which die after backward) start on NVMe. Each run of uses on the accelerator reads the
+    // weight `prefetch` of that device's ops ahead; after a run it is evicted (NVMe still
+    // holds it: no copy back). The steps' new weights go to NVMe instead of the GPU.
+    std::vector<std::vector<Step>> after(trace.ops.size());
+    if (nvme_ && params_) {
+      std::vector<std::vector<OpId>> sequence(devices.size());
+      std::vector<std::size_t> position(trace.ops.size(), 0);
+      std::vector<std::vector<OpId>> uses(n);
+      for (const Op& op : trace.ops) {
+        if (op.device == host) continue;
+        position[op.id] = sequence[op.device].size();
+        sequence[op.device].push_back(op.id);
+        for (const auto* list : {&op.inputs, &op.updates})
+          for (BufferId b : *list)
+            if (uses[b].empty() || uses[b].back() != op.id) uses[b].push_back(op.id);
+      }
+      std::vector<Step> at_start;
+      for (const Buffer& b : trace.buffers) {
+        if (b.producer != kNoOp || b.persistent || b.category != Category::weight ||
+            uses[b.id].empty())
+          continue;
+        plan.placements.push_back({b.id, nvme});
+        const std::uint32_t d = trace.ops[uses[b.id].front()].device;
+        const auto& ops = sequence[d];
+        std::size_t previous = SIZE_MAX;
+        for (OpId u : uses[b.id]) {
+          const std::size_t p = position[u];
+          if (previous != SIZE_MAX && p - previous <= 1) {
+            previous = p;  // the next op reads it too: keep it
+            continue;
+          }
+          if (previous != SIZE_MAX) after[ops[previous]].push_back({StepKind::evict, b.id, nvme});
+          const std::size_t earliest = previous == SIZE_MAX ? 0 : previous + 1;
+          const std::size_t ahead = p >= static_cast<std::size_t>(prefetch_) ? p - prefetch_ : 0;
+          const std::size_t at = std::max(earliest, ahead);
+          // Steps before a device's first op would run on the stream before it: issue those
+          // at the start of the iteration instead.
+          const Step read{StepKind::swap_in, b.id, tier_of(d)};
+          if (at == 0)
+            at_start.push_back(read);
+          else
+            fetch_before_device[ops[at]].push_back(read);
+          previous = p;
+        }
+      }
+      plan.steps.insert(plan.steps.begin(), at_start.begin(), at_start.end());
+    }
+
     for (const Op& op : trace.ops) {
+      for (const Step& s : fetch_before_device[op.id]) plan.steps.push_back(s);
       for (BufferId b : fetch_before[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier});
       plan.steps.push_back({StepKind::compute, op.id, 0});
       if (op.device == host) {
         // The new weights go back to their accelerator (for the next iteration's forward).
         for (const auto* list : {&op.outputs, &op.updates})
           for (BufferId b : *list)
-            if ((list == &op.outputs && trace.buffers[b].category == Category::weight) ||
-                (list == &op.updates && device_use[b]))
+            if (list == &op.outputs && trace.buffers[b].category == Category::weight && nvme_ && params_)
+              plan.steps.push_back({StepKind::swap_out, b, nvme});
+            else if ((list == &op.outputs && trace.buffers[b].category == Category::weight) ||
+                     (list == &op.updates && device_use[b]))
               plan.steps.push_back({StepKind::swap_in, b, tier_of(accelerator[b])});
         for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_out, b, nvme});
       } else {
         for (BufferId b : out_after[op.id]) plan.steps.push_back({StepKind::swap_out, b, host_tier});
+        for (const Step& s : after[op.id]) plan.steps.push_back(s);
       }
       for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
     }
@@ -188,7 +246,8 @@ class ZeroPolicy final : public Policy {
                        name(), nvme_ ? fmt::format(" (of {} step(s) ahead)", prefetch_) : "");
   }
   std::string label() const override {
-    return nvme_ ? fmt::format("zero-infinity(prefetch {})", prefetch_) : std::string("zero-offload");
+    if (!nvme_) return "zero-offload";
+    return fmt::format("zero-infinity(prefetch {}{})", prefetch_, params_ ? ", params on NVMe" : "");
   }
 
  private:
@@ -217,6 +276,7 @@ class ZeroPolicy final : public Policy {
   std::string host_;
   std::string nvme_tier_;
   int prefetch_;
+  bool params_;  // zero-infinity: the fp16 weights on NVMe too
   enum class Failed { none, accelerator, host };
   Failed failed_ = Failed::none;  // where the last allocation failed
 };
@@ -240,7 +300,7 @@ PolicyInfo zero_offload_policy() {
           "optimizer state in host DRAM, the optimizer step on the host CPU, fp16 weights copied back",
           {host_param()},
           [](const Params& p) {
-            return std::make_unique<ZeroPolicy>(false, named(p, "host"), "", 0);
+            return std::make_unique<ZeroPolicy>(false, named(p, "host"), "", 0, false);
           }};
 }
 
@@ -251,10 +311,14 @@ PolicyInfo zero_infinity_policy() {
           {host_param(),
            {"nvme", "the offload tier holding the optimizer state; auto: the host's second "
                     "offload tier (host.nvme)", "auto"},
-           {"prefetch", "optimizer steps ahead that a step's state is read from NVMe (>= 1)", "1"}},
+           {"prefetch", "steps ahead that state is read from NVMe: optimizer steps for the "
+                        "optimizer state, the accelerator's ops for offloaded weights (>= 1)", "1"},
+           {"offload_params", "true: the fp16 weights live on NVMe too, read before each run of "
+                              "uses and evicted after it (no write back)", "false"}},
           [](const Params& p) {
             return std::make_unique<ZeroPolicy>(true, named(p, "host"), named(p, "nvme"),
-                                                static_cast<int>(p.get("prefetch").as_int_in(1, 1 << 20)));
+                                                static_cast<int>(p.get("prefetch").as_int_in(1, 1 << 20)),
+                                                p.get("offload_params").as_bool());
           }};
 }
 
