@@ -3,6 +3,8 @@
 // policies build on, against timelines worked out by hand.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "sim/core/config.h"
 #include "sim/engine/engine.h"
 #include "sim/policy/policy.h"
@@ -150,4 +152,39 @@ TEST(HostOps, AReaderWaitsForInPlaceUpdatesIssuedBeforeItOnAnotherStream) {
   const Event* read = find(rec, EventKind::compute, 2);
   ASSERT_TRUE(read);
   EXPECT_NEAR(read->start_s, 3e-3, 1e-12);
+}
+
+TEST(HostOps, AnEvictedBufferIsReleasedWithoutACopyAndReadAgainFromItsHome) {
+  // p (1 MB) lives in host DRAM. f reads it: swapped in on demand [0,1], f [1,2]; the evict
+  // step releases the GPU copy at 2 with no copy back (DRAM holds p again at once); g reads
+  // it: in again [2,3], g [3,4].
+  Trace t;
+  t.name = "evict";
+  BufferId p = t.add_buffer("p", 1'000'000, Category::weight, true);
+  BufferId a = t.add_buffer("a", 1000, Category::activation);
+  BufferId b = t.add_buffer("b", 1000, Category::activation);
+  t.add_op(op("f", 0, {p}, {a}));
+  t.add_op(op("g", 0, {p, a}, {b}));
+  validate(t, "evict");
+  const PlatformSpec platform = box();
+  const auto dram = static_cast<std::uint32_t>(*platform.find_tier("host.dram"));
+  Plan plan;
+  plan.placements.push_back({p, dram});
+  plan.steps = {{StepKind::compute, 0, 0}, {StepKind::evict, p, dram}, {StepKind::compute, 1, 0}};
+  FixedPlan fixed(plan);
+  Recorder rec;
+  Summary s = simulate(platform, t, fixed, rec);
+  ASSERT_EQ(s.status, "ok");
+  EXPECT_NEAR(s.iteration_time_s, 4e-3, 1e-12);
+  EXPECT_EQ(s.swap_in_bytes, 2'000'000u);
+  EXPECT_EQ(s.swap_out_bytes, 0u);
+  // DRAM held p at the start, not while it was on the GPU, and again from the eviction on.
+  std::vector<std::pair<double, std::uint64_t>> dram_curve;
+  for (const MemorySample& m : rec.samples())
+    if (m.tier == dram) dram_curve.emplace_back(m.time_s, m.allocated_bytes);
+  ASSERT_GE(dram_curve.size(), 4u);
+  EXPECT_EQ(dram_curve.back().second, 0u);  // in the GPU again at the end
+  bool back_at_2ms = false;
+  for (const auto& [time, bytes] : dram_curve) back_at_2ms |= std::abs(time - 2e-3) < 1e-12 && bytes == 1'000'000;
+  EXPECT_TRUE(back_at_2ms);
 }

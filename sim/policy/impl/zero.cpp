@@ -13,8 +13,9 @@
 //
 // zero-infinity: the same, with the master weights and optimizer state on an NVMe tier of
 // the host: each step's state is read into host DRAM `prefetch` steps ahead and written back
-// after it. Parameters stay on the accelerator (ZeRO-Infinity's parameter offload is not
-// modelled).
+// after it. With `offload_params` the fp16 weights start on NVMe too: each run of uses on
+// the accelerator reads them ahead, and they are evicted after it (NVMe still holds them, so
+// nothing is written back); the steps' new weights go to NVMe.
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
