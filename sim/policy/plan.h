@@ -1,8 +1,9 @@
 #pragma once
 // A Plan is the trace with memory operations inserted: what each stream does, in order.
 // Planning passes (static policies) write it; the engine runs it. Compute steps run an op;
-// free, swap_out and swap_in steps act on a buffer. A step runs on the stream of the most
-// recent compute step before it (device 0, stream 0 for steps before any compute).
+// the others act on a buffer. A step runs on the stream of the most recent compute step
+// before it (device 0, stream 0 for steps before any compute). Placements put buffers that
+// are resident at the start somewhere other than their first user's memory.
 #include <cstdint>
 #include <vector>
 
