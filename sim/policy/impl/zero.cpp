@@ -16,6 +16,9 @@
 // after it. With `offload_params` the fp16 weights start on NVMe too: each run of uses on
 // the accelerator reads them ahead, and they are evicted after it (NVMe still holds them, so
 // nothing is written back); the steps' new weights go to NVMe.
+#include <algorithm>
+#include <functional>
+
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
@@ -156,54 +159,9 @@ class ZeroPolicy final : public Policy {
       }
     }
 
-    // ZeRO-Infinity's parameter offload: the fp16 weights the steps replace (the old copies,
-    // which die after backward) start on NVMe. Each run of uses on the accelerator reads the
-    // weight `prefetch` of that device's ops ahead; after a run it is evicted (NVMe still
-    // holds it: no copy back). The steps' new weights go to NVMe instead of the GPU.
     std::vector<std::vector<Step>> after(trace.ops.size());
-    if (nvme_ && params_) {
-      std::vector<std::vector<OpId>> sequence(devices.size());
-      std::vector<std::size_t> position(trace.ops.size(), 0);
-      std::vector<std::vector<OpId>> uses(n);
-      for (const Op& op : trace.ops) {
-        if (op.device == host) continue;
-        position[op.id] = sequence[op.device].size();
-        sequence[op.device].push_back(op.id);
-        for (const auto* list : {&op.inputs, &op.updates})
-          for (BufferId b : *list)
-            if (uses[b].empty() || uses[b].back() != op.id) uses[b].push_back(op.id);
-      }
-      std::vector<Step> at_start;
-      for (const Buffer& b : trace.buffers) {
-        if (b.producer != kNoOp || b.persistent || b.category != Category::weight ||
-            uses[b.id].empty())
-          continue;
-        plan.placements.push_back({b.id, nvme});
-        const std::uint32_t d = trace.ops[uses[b.id].front()].device;
-        const auto& ops = sequence[d];
-        std::size_t previous = SIZE_MAX;
-        for (OpId u : uses[b.id]) {
-          const std::size_t p = position[u];
-          if (previous != SIZE_MAX && p - previous <= 1) {
-            previous = p;  // the next op reads it too: keep it
-            continue;
-          }
-          if (previous != SIZE_MAX) after[ops[previous]].push_back({StepKind::evict, b.id, nvme});
-          const std::size_t earliest = previous == SIZE_MAX ? 0 : previous + 1;
-          const std::size_t ahead = p >= static_cast<std::size_t>(prefetch_) ? p - prefetch_ : 0;
-          const std::size_t at = std::max(earliest, ahead);
-          // Steps before a device's first op would run on the stream before it: issue those
-          // at the start of the iteration instead.
-          const Step read{StepKind::swap_in, b.id, tier_of(d)};
-          if (at == 0)
-            at_start.push_back(read);
-          else
-            fetch_before_device[ops[at]].push_back(read);
-          previous = p;
-        }
-      }
-      plan.steps.insert(plan.steps.begin(), at_start.begin(), at_start.end());
-    }
+    if (nvme_ && params_)  // the steps' new weights then go to NVMe, below
+      plan_parameter_reads(trace, host, nvme, tier_of, plan, fetch_before_device, after);
 
     for (const Op& op : trace.ops) {
       for (const Step& s : fetch_before_device[op.id]) plan.steps.push_back(s);
@@ -253,6 +211,61 @@ class ZeroPolicy final : public Policy {
 
  private:
   std::string name() const { return nvme_ ? "zero-infinity" : "zero-offload"; }
+
+  // ZeRO-Infinity's parameter offload: the fp16 weights the steps replace (the old copies,
+  // which die after backward) start on NVMe. Each run of uses on the accelerator reads the
+  // weight `prefetch` of that device's ops ahead; after a run it is evicted (NVMe still
+  // holds it: no copy back). Reads go to `fetch_before_device` (or the start of the plan),
+  // evictions to `after`, per accelerator op.
+  void plan_parameter_reads(const Trace& trace, std::uint32_t host, std::uint32_t nvme,
+                            const std::function<std::uint32_t(std::uint32_t)>& tier_of,
+                            Plan& plan, std::vector<std::vector<Step>>& fetch_before_device,
+                            std::vector<std::vector<Step>>& after) const {
+    const std::size_t n = trace.buffers.size();
+    std::uint32_t devices = 0;
+    for (const Op& op : trace.ops) devices = std::max(devices, op.device + 1);
+    std::vector<std::vector<OpId>> sequence(devices);
+    std::vector<std::size_t> position(trace.ops.size(), 0);
+    std::vector<std::vector<OpId>> uses(n);
+    for (const Op& op : trace.ops) {
+      if (op.device == host) continue;
+      position[op.id] = sequence[op.device].size();
+      sequence[op.device].push_back(op.id);
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list)
+          if (uses[b].empty() || uses[b].back() != op.id) uses[b].push_back(op.id);
+    }
+    std::vector<Step> at_start;
+    for (const Buffer& b : trace.buffers) {
+      if (b.producer != kNoOp || b.persistent || b.category != Category::weight ||
+          uses[b.id].empty())
+        continue;
+      plan.placements.push_back({b.id, nvme});
+      const std::uint32_t d = trace.ops[uses[b.id].front()].device;
+      const auto& ops = sequence[d];
+      std::size_t previous = SIZE_MAX;
+      for (OpId u : uses[b.id]) {
+        const std::size_t p = position[u];
+        if (previous != SIZE_MAX && p - previous <= 1) {
+          previous = p;  // the next op reads it too: keep it
+          continue;
+        }
+        if (previous != SIZE_MAX) after[ops[previous]].push_back({StepKind::evict, b.id, nvme});
+        const std::size_t earliest = previous == SIZE_MAX ? 0 : previous + 1;
+        const std::size_t ahead = p >= static_cast<std::size_t>(prefetch_) ? p - prefetch_ : 0;
+        const std::size_t at = std::max(earliest, ahead);
+        // Steps before a device's first op would run on the stream before it: issue those
+        // at the start of the iteration instead.
+        const Step read{StepKind::swap_in, b.id, tier_of(d)};
+        if (at == 0)
+          at_start.push_back(read);
+        else
+          fetch_before_device[ops[at]].push_back(read);
+        previous = p;
+      }
+    }
+    plan.steps.insert(plan.steps.begin(), at_start.begin(), at_start.end());
+  }
 
   /// The NVMe tier: the one named, else the host's first tier after its DRAM that is an
   /// offload tier.
