@@ -20,14 +20,14 @@ double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& tier,
 }
 
 std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platform) {
-  const auto devices = platform.compute_devices();
+  const auto devices = platform.op_devices();
   const bool measured_here = !trace.measured_on.empty() && trace.measured_on == platform.name;
   std::vector<double> out;
   out.reserve(trace.ops.size());
   for (const Op& op : trace.ops) {
     if (op.device >= devices.size())
       throw InputError(fmt::format(
-          "{}: op '{}' runs on compute device {}, but platform '{}' has {} compute device(s)",
+          "{}: op '{}' runs on device {}, but platform '{}' has {} device(s) that run ops",
           trace.name, op.name, op.device, platform.name, devices.size()));
     const DeviceSpec& d = platform.devices[devices[op.device]];
     if (op.stream >= static_cast<std::uint32_t>(d.streams))
@@ -46,7 +46,7 @@ std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platfor
     double input_bytes = 0;
     if (d.exchange_Bps > 0)
       for (BufferId b : op.inputs) input_bytes += static_cast<double>(trace.buffers[b].bytes);
-    out.push_back(roofline_s(op, d, platform.tiers[*d.compute_tier], input_bytes));
+    out.push_back(roofline_s(op, d, platform.tiers[*d.operand_tier()], input_bytes));
   }
   return out;
 }

@@ -34,12 +34,14 @@ class Simulation final : public RuntimeView {
         liveness_(compute_liveness(trace)),
         memory_(platform, trace),
         durations_(op_durations(trace, platform)),
-        compute_devices_(platform.compute_devices()),
+        compute_devices_(platform.op_devices()),
+        accelerators_(platform.compute_devices().size()),
         ready_(trace.buffers.size(), 0),
         in_flight_(trace.buffers.size(), 0),
         free_on_arrival_(trace.buffers.size(), 0),
         dropped_(trace.buffers.size(), 0),
         updaters_(trace.buffers.size()),
+        op_done_(trace.ops.size(), 0),
         leaving_(platform.tiers.size(), 0) {
     for (const Op& op : trace.ops)
       for (BufferId b : op.updates) updaters_[b].push_back(op.id);
@@ -80,12 +82,14 @@ class Simulation final : public RuntimeView {
   std::vector<OpId> remake_ops(BufferId b, OpId reader) const;
   void remake(BufferId b, const Op& reader);
   void drop(BufferId b);
+  void evict(BufferId b, std::size_t to);
   void apply(const Action& a);
   void run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
   void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
               bool recompute = false);
   bool ensure_resident(BufferId b, std::size_t tier, const Op& op);
+  bool update_pending(BufferId b, const Op& op) const;
   bool allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
                 const std::function<bool()>& attempt);
   void start_copy(BufferId b, std::size_t to);
@@ -113,7 +117,8 @@ class Simulation final : public RuntimeView {
   Liveness liveness_;
   MemoryState memory_;
   std::vector<double> durations_;
-  std::vector<std::size_t> compute_devices_;
+  std::vector<std::size_t> compute_devices_;  // the devices ops name (op_devices): hosts last
+  std::size_t accelerators_ = 0;              // how many of them are compute devices
   Plan plan_;
   std::vector<Stream> streams_;
 
@@ -130,6 +135,7 @@ class Simulation final : public RuntimeView {
   std::vector<std::uint8_t> free_on_arrival_;
   std::vector<std::uint8_t> dropped_;           // released before its last use
   std::vector<std::vector<OpId>> updaters_;     // per buffer: ops that update it in place
+  std::vector<std::uint8_t> op_done_;           // ran (not counting recomputations)
   OpId current_op_ = 0;
   // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
   // observe the clock between its ops, so their durations are summed and executed as one
@@ -144,6 +150,8 @@ class Simulation final : public RuntimeView {
   std::vector<Busy> busy_;  // per (compute device, stream)
   bool hooks_ = false;
   std::vector<Action> hook_actions_;
+  std::map<std::pair<std::size_t, std::size_t>, std::pair<std::uint64_t, std::uint64_t>>
+      traffic_;  // (from, to) tier -> (bytes, copies)
   std::uint32_t max_streams_ = 1;
   Summary summary_;
 };
@@ -229,10 +237,21 @@ void Simulation::place_initial_buffers() {
   // their first user (ops name devices by compute-device index), else of their own device.
   std::vector<std::size_t> home(trace_.buffers.size(), SIZE_MAX);
   for (const Op& op : trace_.ops) {
-    std::size_t tier = *platform_.devices[compute_devices_[op.device]].compute_tier;
+    std::size_t tier = *platform_.devices[compute_devices_[op.device]].operand_tier();
     for (const auto* list : {&op.inputs, &op.updates})
       for (BufferId b : *list)
         if (home[b] == SIZE_MAX) home[b] = tier;
+  }
+  // A plan may place some elsewhere (optimizer state kept in host memory or on NVMe).
+  for (const InitialPlacement& p : plan_.placements) {
+    if (p.buffer >= trace_.buffers.size() || p.tier >= platform_.tiers.size())
+      throw InputError(fmt::format("policy {} places buffer {} in tier {}: no such buffer or tier",
+                                   policy_.label(), p.buffer, p.tier));
+    if (trace_.buffers[p.buffer].producer != kNoOp)
+      throw InputError(fmt::format("policy {} places buffer '{}' at the start, but op '{}' makes it",
+                                   policy_.label(), trace_.buffers[p.buffer].name,
+                                   trace_.ops[trace_.buffers[p.buffer].producer].name));
+    home[p.buffer] = p.tier;
   }
   for (const Buffer& b : trace_.buffers) {
     if (b.producer != kNoOp) continue;
@@ -244,7 +263,7 @@ void Simulation::place_initial_buffers() {
                                    compute_devices_.size()));
     const std::size_t tier = home[b.id] != SIZE_MAX
                                  ? home[b.id]
-                                 : *platform_.devices[compute_devices_[b.device]].compute_tier;
+                                 : *platform_.devices[compute_devices_[b.device]].operand_tier();
     if (!memory_.allocate(b.id, tier, 0.0)) {
       Op none;
       none.name = "(start of iteration: resident buffers)";
@@ -370,7 +389,13 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
   ++leaving_[from];
   int direction = 0;
   const std::uint32_t owner = copy_owner(from, to, direction);
-  const bool to_compute = platform_.tiers[to].role == TierRole::compute;
+  // A swap-in moves data toward where ops run: into a compute tier, or between two stores
+  // into the faster one (NVMe to host DRAM); everything else is a swap-out.
+  const TierSpec& dst = platform_.tiers[to];
+  const TierSpec& src = platform_.tiers[from];
+  const bool to_compute =
+      dst.role == TierRole::compute ||
+      (src.role != TierRole::compute && dst.bandwidth_Bps > src.bandwidth_Bps);
   sg4::Actor::create("copy", device_hosts_[owner], [this, b, from, to, address, owner, direction,
                                                     to_compute] {
     guarded([&] {
@@ -390,6 +415,9 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
       else
         summary_.swap_out_bytes += bytes;
       summary_.transfer_time_s += t1 - t0;
+      auto& pair = traffic_[{from, to}];
+      pair.first += bytes;
+      ++pair.second;
       recorder_.record({to_compute ? EventKind::swap_in : EventKind::swap_out, t0, t1, owner,
                         static_cast<std::uint32_t>(direction), kNoOp, b, bytes,
                         static_cast<std::uint32_t>(from), static_cast<std::uint32_t>(to)});
@@ -409,14 +437,32 @@ void Simulation::release(BufferId b) {
     memory_.release(b, now_s());
 }
 
+// An op reads what the in-place updates issued before it wrote: with several streams, one
+// may still be under way elsewhere (a gradient accumulated on the GPU, read by a step on the
+// host). Updaters are in issue order and few per buffer.
+bool Simulation::update_pending(BufferId b, const Op& op) const {
+  for (OpId u : updaters_[b]) {
+    if (u >= op.id) break;
+    if (!op_done_[u]) return true;
+  }
+  return false;
+}
+
 bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
-  if (ready_[b] && !in_flight_[b] && memory_.resident(b, tier)) return true;  // the usual case
-  const double t0 = now_s();
+  const bool several = streams_.size() > 1;
+  if (ready_[b] && !in_flight_[b] && memory_.resident(b, tier) && !(several && update_pending(b, op)))
+    return true;  // the usual case
+  double t0 = now_s();
   bool memory_wait = false;
   while (!stopped_) {
-    if (!ready_[b] || in_flight_[b]) {
+    if (several && update_pending(b, op)) {
+      wait_for_change();
+      t0 = now_s();  // waiting for another stream's work is a dependency, not a memory stall
+    } else if (!ready_[b] || in_flight_[b]) {
+      const bool produced = ready_[b] != 0;
       memory_wait |= in_flight_[b] != 0;
       wait_for_change();
+      if (!produced) t0 = now_s();
     } else if (!memory_.resident(b, tier)) {
       if (memory_.placement(b).tier == Placement::kNowhere) {
         if (!dropped_[b])
@@ -441,7 +487,7 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   current_op_ = op.id;
   if (hooks_ && !recompute) run_hook(&Policy::before_op, op.id);
   if (hooks_ && recompute) policy_.before_recompute(*this, op.id);
-  const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].compute_tier;
+  const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].operand_tier();
   for (const auto* list : {&op.inputs, &op.updates})
     for (BufferId b : *list)
       if (!ensure_resident(b, tier, op)) return;
@@ -485,6 +531,7 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   } else {
     busy(op).compute_s += t1 - t0;
     ++summary_.ops_run;
+    op_done_[op.id] = 1;
   }
   recorder_.record({recompute ? EventKind::recompute : EventKind::compute, t0, t1, device_slot,
                     stream, op.id, kNoId, 0, kNoId, kNoId});
@@ -549,6 +596,19 @@ void Simulation::drop(BufferId b) {
   release(b);
 }
 
+void Simulation::evict(BufferId b, std::size_t to) {
+  // A clean copy (ZeRO-Infinity's parameters, read from NVMe and never written back): its
+  // space here is released and it is held in `to` again, at once. One in flight is left be.
+  const std::size_t from = memory_.placement(b).tier;
+  if (in_flight_[b] || from == to || from == Placement::kNowhere) return;
+  memory_.release(b, now_s());
+  Op for_what;
+  for_what.name = fmt::format("(evicting {} to {})", trace_.buffers[b].name, platform_.tiers[to].name);
+  for_what.id = current_op_;
+  allocate(to, trace_.buffers[b].bytes, for_what, [&] { return memory_.allocate(b, to, now_s()); });
+  notify();
+}
+
 void Simulation::run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
                           OpId op) {
   hook_actions_.clear();
@@ -581,6 +641,7 @@ void Simulation::run_steps(const Stream& s) {
       case StepKind::swap_out:
       case StepKind::swap_in: start_copy(step.id, step.tier); break;
       case StepKind::drop: drop(step.id); break;
+      case StepKind::evict: evict(step.id, step.tier); break;
       case StepKind::recompute: {
         const Op& op = trace_.ops[step.id];
         bool needed = false;
@@ -604,6 +665,11 @@ Summary Simulation::run() {
   engine.set_config("network/model:CM02");
   engine.set_config("network/crosstraffic:0");
   engine.set_config("network/TCP-gamma:0");
+  // SimGrid 3.32's lazy bandwidth updates let a flow that starts after its links' latency,
+  // while another flow shares some of its path, escape the limits of the links it does not
+  // share (two GPUs copying in through different PCIe switches: one ran at host-memory
+  // speed). Recomputing the sharing in full keeps every flow within its links.
+  engine.set_config("network/optim:Full");
   build_platform();
   for (std::size_t d : compute_devices_)
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
@@ -619,14 +685,20 @@ Summary Simulation::run() {
   if (error_) std::rethrow_exception(error_);
 
   summary_.iteration_time_s = sg4::Engine::get_clock();
-  // The stream that computed longest speaks for the step (with one stream: that stream).
-  for (const Busy& b : busy_)
-    if (b.compute_s > summary_.compute_time_s ||
+  // The accelerator stream that computed longest speaks for the step (with one stream: that
+  // stream); a host's offloaded work shows in the iteration time, not here.
+  for (std::size_t i = 0; i < accelerators_ * max_streams_; ++i)
+    if (const Busy& b = busy_[i]; b.compute_s > summary_.compute_time_s ||
         (b.compute_s == summary_.compute_time_s && b.stall_s > summary_.stall_time_s)) {
       summary_.compute_time_s = b.compute_s;
       summary_.stall_time_s = b.stall_s;
       summary_.recompute_time_s = b.recompute_s;
     }
+  for (const auto& [tiers, moved] : traffic_)
+    summary_.traffic.push_back({platform_.tiers[tiers.first].name, platform_.tiers[tiers.second].name,
+                                moved.first, moved.second});
+  for (std::size_t i = accelerators_ * max_streams_; i < busy_.size(); ++i)
+    summary_.host_compute_time_s += busy_[i].compute_s;
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;

@@ -145,6 +145,21 @@ double DeviceSpec::efficiency_for(const std::string& op_kind) const {
   return it == efficiency.end() ? default_efficiency : it->second;
 }
 
+std::optional<std::size_t> DeviceSpec::operand_tier() const {
+  if (compute_tier) return compute_tier;
+  if (kind != DeviceKind::cpu || tiers.empty()) return std::nullopt;
+  for (double r : peak_flops)
+    if (r > 0) return tiers.front();
+  return std::nullopt;
+}
+
+std::vector<std::size_t> PlatformSpec::op_devices() const {
+  std::vector<std::size_t> out = compute_devices();
+  for (std::size_t i = 0; i < devices.size(); ++i)
+    if (!devices[i].compute_tier && devices[i].operand_tier()) out.push_back(i);
+  return out;
+}
+
 std::optional<std::size_t> PlatformSpec::find_device(const std::string& n) const {
   for (std::size_t i = 0; i < devices.size(); ++i)
     if (devices[i].name == n) return i;

@@ -72,6 +72,10 @@ struct DeviceSpec {
   double sync_s = 0;                         // the sync step of each bulk-synchronous op
 
   double efficiency_for(const std::string& op_kind) const;
+  /// Where the operands of the ops it runs must be: its compute tier; for a host CPU that
+  /// has compute rates but no compute tier, its first tier (host DRAM) — a host runs ops
+  /// handed to it (an offloaded optimizer step) in its own memory. None for a pure store.
+  std::optional<std::size_t> operand_tier() const;
 };
 
 struct LinkSpec {
@@ -94,6 +98,10 @@ struct PlatformSpec {
   std::optional<std::size_t> find_tier(const std::string& name) const;
   /// Devices that run ops (those with a compute tier), in file order.
   std::vector<std::size_t> compute_devices() const;
+  /// Devices an op can name (Op::device indexes this list): the compute devices, then the
+  /// hosts (CPUs with compute rates but no compute tier), each in file order. Workloads are
+  /// replicated over the compute devices only; a policy moves ops to a host (ZeRO-Offload).
+  std::vector<std::size_t> op_devices() const;
 };
 
 /// Reads and checks a platform. Throws InputError naming file, line, key.

@@ -16,6 +16,8 @@ const std::vector<PolicyInfo>& builtin_policies() {
       swap_lru_policy(),
       swap_budget_policy(),
       capuchin_policy(),
+      zero_offload_policy(),
+      zero_infinity_policy(),
       dtr_policy(),
       compress_policy(),
       hybrid_policy(),

@@ -10,6 +10,7 @@ std::string_view to_string(StepKind k) {
     case StepKind::swap_in: return "swap_in";
     case StepKind::drop: return "drop";
     case StepKind::recompute: return "recompute";
+    case StepKind::evict: return "evict";
   }
   return "?";
 }

@@ -147,5 +147,7 @@ PolicyInfo capuchin_policy();
 PolicyInfo dtr_policy();
 PolicyInfo compress_policy();
 PolicyInfo hybrid_policy();
+PolicyInfo zero_offload_policy();
+PolicyInfo zero_infinity_policy();
 
 }  // namespace memsim

@@ -68,7 +68,7 @@ class Writer {
         summary_(summary),
         trace_(trace),
         platform_(platform),
-        compute_devices_(platform.compute_devices()) {}
+        compute_devices_(platform.op_devices()) {}
 
   ChromeTrace write(std::size_t max_events);
 
@@ -328,9 +328,11 @@ void Writer::put_metadata() {
   }
   // Threads: every stream of a compute device, and each copy engine that carried a copy.
   std::vector<std::pair<std::uint32_t, std::uint32_t>> threads;  // (pid, tid)
+  // (A host that runs ops appears through its events.)
   for (std::size_t slot = 0; slot < compute_devices_.size(); ++slot)
-    for (int s = 0; s < platform_.devices[compute_devices_[slot]].streams; ++s)
-      threads.emplace_back(device_pid(compute_devices_[slot]), stream_tid(static_cast<std::uint32_t>(s)));
+    if (platform_.devices[compute_devices_[slot]].compute_tier)
+      for (int s = 0; s < platform_.devices[compute_devices_[slot]].streams; ++s)
+        threads.emplace_back(device_pid(compute_devices_[slot]), stream_tid(static_cast<std::uint32_t>(s)));
   for (std::size_t i = 0; i < events_.size(); ++i)
     threads.emplace_back(device_pid(platform_device(events_[i])), event_tid_[i]);
   std::sort(threads.begin(), threads.end());

@@ -34,6 +34,13 @@ struct OomReport {
   std::vector<LiveBuffer> largest_live;  // largest first
 };
 
+/// What the copies carried from one tier to another (host traffic, NVMe traffic).
+struct TrafficSummary {
+  std::string from, to;  // tier names
+  std::uint64_t bytes = 0;
+  std::uint64_t copies = 0;
+};
+
 struct Summary {
   std::string status = "ok";  // ok | oom
   std::string workload;       // trace name
@@ -45,6 +52,7 @@ struct Summary {
   double compute_time_s = 0;  // of the busiest stream (the only one, usually)
   double stall_time_s = 0;    // of that stream
   double recompute_time_s = 0;
+  double host_compute_time_s = 0;  // ops a policy moved to a host CPU (an offloaded optimizer)
   double transfer_time_s = 0;  // total busy time of copies
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;
@@ -52,6 +60,7 @@ struct Summary {
   std::uint64_t ops_run = 0;
   std::uint64_t ops_total = 0;
   std::vector<TierSummary> tiers;
+  std::vector<TrafficSummary> traffic;  // per (source, destination) tier, in tier order
   std::optional<OomReport> oom;
 };
 

@@ -47,9 +47,14 @@ std::string summary_json(const Summary& s) {
   j["compute_time_s"] = s.compute_time_s;
   j["stall_time_s"] = s.stall_time_s;
   j["recompute_time_s"] = s.recompute_time_s;
+  j["host_compute_time_s"] = s.host_compute_time_s;
   j["transfer_time_s"] = s.transfer_time_s;
   j["swap_out_bytes"] = s.swap_out_bytes;
   j["swap_in_bytes"] = s.swap_in_bytes;
+  ordered_json traffic = ordered_json::array();
+  for (const auto& t : s.traffic)
+    traffic.push_back({{"from", t.from}, {"to", t.to}, {"bytes", t.bytes}, {"copies", t.copies}});
+  j["traffic"] = traffic;
   j["recompute_flops"] = s.recompute_flops;
   j["ops_run"] = s.ops_run;
   j["ops_total"] = s.ops_total;
@@ -94,7 +99,7 @@ std::string summary_json(const Summary& s) {
 
 std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
                          const PlatformSpec& platform) {
-  const auto devices = platform.compute_devices();
+  const auto devices = platform.op_devices();
   std::string out =
       "kind,start_s,end_s,duration_s,device,stream,op,op_kind,phase,buffer,bytes,src_tier,dst_tier\n";
   out.reserve(events.size() * 96);
@@ -167,6 +172,8 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
                   format_seconds(s.recompute_time_s),
                   s.status == "ok" ? fmt::format("   ({:.1f}% slower than with enough memory)", slower)
                                    : std::string("   (stopped at the OOM)")));
+  if (s.host_compute_time_s > 0)
+    row("host", fmt::format("CPU computed {} (offloaded ops)", format_seconds(s.host_compute_time_s)));
   for (const auto& t : s.tiers) {
     const TierUsage& u = t.usage;
     if (t.role == "compute") {
@@ -200,6 +207,8 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
   }
   row("copies", fmt::format("swapped out {}, in {}; copies busy {}", format_bytes(s.swap_out_bytes),
                             format_bytes(s.swap_in_bytes), format_seconds(s.transfer_time_s)));
+  for (const auto& t : s.traffic)
+    row("", fmt::format("{} -> {}: {} in {} copies", t.from, t.to, format_bytes(t.bytes), t.copies));
   bool tiled = false;
   for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
   if (!out_dir.empty())

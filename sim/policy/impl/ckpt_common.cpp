@@ -267,6 +267,7 @@ Lowered Lowering::replay(const Plan& plan) {
         break;
       case StepKind::swap_out:
       case StepKind::swap_in:
+      case StepKind::evict:
         throw std::logic_error("replay of a plan with swaps");
     }
     touched_.clear();
@@ -348,8 +349,8 @@ Lowered replay(const Trace& trace, const Plan& plan, const std::vector<double>& 
 
 std::vector<std::uint64_t> device_caps(const PlatformSpec& platform) {
   std::vector<std::uint64_t> caps;
-  for (std::size_t d : platform.compute_devices())
-    caps.push_back(platform.tiers[*platform.devices[d].compute_tier].capacity_bytes);
+  for (std::size_t d : platform.op_devices())
+    caps.push_back(platform.tiers[*platform.devices[d].operand_tier()].capacity_bytes);
   return caps;
 }
 

@@ -136,7 +136,7 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
   const std::vector<double> dur = op_durations(trace, platform);
   std::vector<double> ends(n_ops + 1, 0);  // ends[i]: the time op i starts, run back to back
   for (std::size_t i = 0; i < n_ops; ++i) ends[i + 1] = ends[i] + dur[i];
-  const auto devices = platform.compute_devices();
+  const auto devices = platform.op_devices();
 
   // Live bytes during each op, per compute device (what baseline_peak_bytes walks).
   std::vector<std::vector<double>> live(devices.size(), std::vector<double>(n_ops, 0));
@@ -185,7 +185,7 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
   std::vector<std::optional<Route>> routes(devices.size());
   std::vector<std::size_t> offload(devices.size(), 0);
   for (std::size_t d = 0; d < devices.size(); ++d) {
-    const std::size_t from = *platform.devices[devices[d]].compute_tier;
+    const std::size_t from = *platform.devices[devices[d]].operand_tier();
     if (auto to = nearest_offload_tier(platform, table, from)) {
       routes[d] = table[from][*to];
       offload[d] = *to;
@@ -256,7 +256,7 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
   std::vector<double> cap;
   for (std::size_t d = 0; d < devices.size(); ++d) {
     trees.emplace_back(live[d]);
-    cap.push_back(static_cast<double>(platform.tiers[*platform.devices[devices[d]].compute_tier].capacity_bytes));
+    cap.push_back(static_cast<double>(platform.tiers[*platform.devices[devices[d]].operand_tier()].capacity_bytes));
   }
   choices_.clear();
   swaps_ = recomputes_ = 0;
@@ -372,7 +372,7 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
       const auto device = trace.ops[trace.buffers[c.buffer].producer].device;
       before[c.prefetch].push_back(
           {StepKind::swap_in, c.buffer,
-           static_cast<std::uint32_t>(*platform.devices[devices[device]].compute_tier)});
+           static_cast<std::uint32_t>(*platform.devices[devices[device]].operand_tier())});
     } else {
       after[c.last_forward].push_back({StepKind::drop, c.buffer, 0});
     }

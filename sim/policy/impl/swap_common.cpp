@@ -8,9 +8,9 @@ namespace memsim {
 std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
   const RouteTable routes = compute_routes(platform);
   std::vector<SwapTiers> out;
-  for (std::size_t d : platform.compute_devices()) {
+  for (std::size_t d : platform.op_devices()) {
     SwapTiers s;
-    s.compute = *platform.devices[d].compute_tier;
+    s.compute = *platform.devices[d].operand_tier();
     s.offload = nearest_offload_tier(platform, routes, s.compute);
     if (s.offload) {
       s.out = routes[s.compute][*s.offload];
@@ -82,7 +82,8 @@ std::vector<std::uint64_t> walk_plan(const Trace& trace, const Plan& plan, std::
       }
       case StepKind::free:
       case StepKind::drop:
-      case StepKind::swap_out: leave(s.id); break;
+      case StepKind::swap_out:
+      case StepKind::evict: leave(s.id); break;
       case StepKind::swap_in: take(s.id); break;
     }
   }

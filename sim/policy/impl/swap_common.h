@@ -11,7 +11,8 @@
 
 namespace memsim {
 
-/// Per compute device (by slot, as ops name them): its compute tier and where it swaps to.
+/// Per device that runs ops (by slot, as ops name them; hosts after the compute devices): the
+/// tier its operands live in and where it swaps to.
 struct SwapTiers {
   std::size_t compute = 0;
   std::optional<std::size_t> offload;

@@ -1,0 +1,339 @@
+// ZeRO-Offload (Ren et al. 2021) and its NVMe extension ZeRO-Infinity (Rajbhandari et al.
+// 2021), for one data-parallel rank per accelerator.
+//
+// zero-offload: the optimizer step moves to the host CPU (rewrite): it runs on the host at
+// the host's compute rate from the platform, on operands in host DRAM. The fp32 master
+// weights and the optimizer state are used only by the step, so they live in host DRAM from
+// the start. Each gradient is copied to the host as soon as the accelerator is done with it,
+// and each step writes a fresh fp16 copy of its weights (`<weight>.updated`), copied back
+// to the accelerator; the accelerator's old copy is freed after its last use in backward.
+// The accelerator then holds 2 bytes per parameter of model state (fp16 weights) plus the
+// gradients still waiting for the link, instead of 16 (mixed-precision Adam).
+// Without master weights (fp32 training) the weights themselves make the round trip.
+//
+// zero-infinity: the same, with the master weights and optimizer state on an NVMe tier of
+// the host: each step's state is read into host DRAM `prefetch` steps ahead and written back
+// after it. With `offload_params` the fp16 weights start on NVMe too: each run of uses on
+// the accelerator reads them ahead, and they are evicted after it (NVMe still holds them, so
+// nothing is written back); the steps' new weights go to NVMe.
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/policy/policy.h"
+
+namespace memsim {
+namespace {
+
+/// "configs/devices/x.yaml: " for messages about what a platform lacks.
+std::string where(const PlatformSpec& platform) {
+  return platform.source.empty() ? std::string() : platform.source + ": ";
+}
+
+/// The index (into op_devices) of the host that runs the steps: the one named, else the
+/// first device that runs ops without a compute tier.
+std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
+                        const std::string& policy) {
+  const auto devices = platform.op_devices();
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const DeviceSpec& d = platform.devices[devices[i]];
+    if (!d.compute_tier && (name.empty() || d.name == name)) return static_cast<std::uint32_t>(i);
+  }
+  if (!name.empty() && platform.find_device(name))
+    throw InputError(where(platform) + fmt::format("{}: device '{}' of platform '{}' cannot run the optimizer step "
+                                 "(it needs kind cpu, a compute rate and no compute tier)",
+                                 policy, name, platform.name));
+  if (!name.empty())
+    throw InputError(where(platform) + fmt::format("{}: platform '{}' has no device '{}'", policy, platform.name, name));
+  throw InputError(where(platform) + fmt::format("{}: platform '{}' has no host CPU with a compute rate to run the "
+                               "optimizer step on (give a cpu device `compute: {{fp32: ...}}`)",
+                               policy, platform.name));
+}
+
+class ZeroPolicy final : public Policy {
+ public:
+  ZeroPolicy(bool nvme, std::string host, std::string nvme_tier, int prefetch, bool params)
+      : nvme_(nvme),
+        host_(std::move(host)),
+        nvme_tier_(std::move(nvme_tier)),
+        prefetch_(prefetch),
+        params_(params) {}
+
+  std::optional<Trace> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
+    const std::uint32_t host = host_slot(platform, host_, name());
+    Trace t = trace;
+    // The accelerators' copies: buffers that ops outside the optimizer step touch.
+    std::vector<std::uint8_t> device_use(t.buffers.size(), 0);
+    for (const Op& op : t.ops)
+      if (op.phase != Phase::optimizer)
+        for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
+          for (BufferId b : *list) device_use[b] = 1;
+    for (Op& op : t.ops) {
+      if (op.phase != Phase::optimizer) continue;
+      op.device = host;
+      op.stream = 0;
+      bool has_master = false;
+      for (BufferId b : op.updates)
+        has_master |= !device_use[b] && t.buffers[b].category == Category::weight;
+      if (!has_master) continue;  // fp32 training: the weights make the round trip
+      std::vector<BufferId> kept;
+      for (BufferId b : op.updates) {
+        if (!device_use[b] || t.buffers[b].category != Category::weight) {
+          kept.push_back(b);
+          continue;
+        }
+        // The step casts the master into a new half copy; the old one dies after backward.
+        t.buffers[b].persistent = false;
+        const Buffer old = t.buffers[b];
+        const BufferId fresh = t.add_buffer(old.name + ".updated", old.bytes, Category::weight, true);
+        t.buffers[fresh].producer = op.id;
+        t.buffers[fresh].device = old.device;
+        op.outputs.push_back(fresh);
+      }
+      op.updates = std::move(kept);
+    }
+    validate(t, trace.name + " (" + label() + ")");
+    return t;
+  }
+
+  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
+    const std::uint32_t host = host_slot(platform, host_, name());
+    const auto devices = platform.op_devices();
+    auto tier_of = [&](std::uint32_t slot) {
+      return static_cast<std::uint32_t>(*platform.devices[devices[slot]].operand_tier());
+    };
+    const std::uint32_t host_tier = tier_of(host);
+    const std::uint32_t nvme = nvme_ ? nvme_tier(platform, host) : 0;
+
+    // Per buffer: the last op on an accelerator that touches it, its accelerator (the first
+    // one to touch it, else its own device), and whether the host reads or updates it.
+    const std::size_t n = trace.buffers.size();
+    std::vector<OpId> last_device_use(n, kNoOp);
+    std::vector<std::uint32_t> accelerator(n, UINT32_MAX);
+    std::vector<std::uint8_t> host_reads(n, 0), device_use(n, 0);
+    for (const Op& op : trace.ops)
+      for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
+        for (BufferId b : *list) {
+          if (op.device == host) {
+            if (list != &op.outputs) host_reads[b] = 1;
+            continue;
+          }
+          last_device_use[b] = op.id;
+          device_use[b] = 1;
+          if (accelerator[b] == UINT32_MAX) accelerator[b] = op.device;
+        }
+    for (const Buffer& b : trace.buffers)
+      if (accelerator[b.id] == UINT32_MAX) accelerator[b.id] = b.device;
+
+    std::vector<std::vector<BufferId>> out_after(trace.ops.size());
+    for (BufferId b = 0; b < n; ++b)
+      if (host_reads[b] && last_device_use[b] != kNoOp) out_after[last_device_use[b]].push_back(b);
+
+    Plan plan;
+    // ZeRO-Infinity: the step's state (what only the host touches and was there at the
+    // start) starts on NVMe; the state of host step j is read in as step j - prefetch starts
+    // (the first ones at the start of the iteration) and written back after step j.
+    std::vector<OpId> host_ops;
+    for (const Op& op : trace.ops)
+      if (op.device == host) host_ops.push_back(op.id);
+    std::vector<std::vector<BufferId>> state(trace.ops.size());
+    std::vector<std::vector<BufferId>> fetch_before(trace.ops.size());
+    std::vector<std::vector<Step>> fetch_before_device(trace.ops.size());
+    if (nvme_) {
+      std::vector<std::uint8_t> placed(n, 0);
+      for (std::size_t j = 0; j < host_ops.size(); ++j) {
+        const Op& op = trace.ops[host_ops[j]];
+        for (const auto* list : {&op.inputs, &op.updates})
+          for (BufferId b : *list) {
+            if (device_use[b] || trace.buffers[b].producer != kNoOp || placed[b]) continue;
+            placed[b] = 1;
+            plan.placements.push_back({b, nvme});
+            state[op.id].push_back(b);
+          }
+        if (j >= static_cast<std::size_t>(prefetch_))
+          for (BufferId b : state[op.id]) fetch_before[host_ops[j - prefetch_]].push_back(b);
+        else
+          for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier});
+      }
+    }
+
+    std::vector<std::vector<Step>> after(trace.ops.size());
+    if (nvme_ && params_)  // the steps' new weights then go to NVMe, below
+      plan_parameter_reads(trace, host, nvme, tier_of, plan, fetch_before_device, after);
+
+    for (const Op& op : trace.ops) {
+      for (const Step& s : fetch_before_device[op.id]) plan.steps.push_back(s);
+      for (BufferId b : fetch_before[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier});
+      plan.steps.push_back({StepKind::compute, op.id, 0});
+      if (op.device == host) {
+        // The new weights go back to their accelerator (for the next iteration's forward).
+        for (const auto* list : {&op.outputs, &op.updates})
+          for (BufferId b : *list)
+            if (list == &op.outputs && trace.buffers[b].category == Category::weight && nvme_ && params_)
+              plan.steps.push_back({StepKind::swap_out, b, nvme});
+            else if ((list == &op.outputs && trace.buffers[b].category == Category::weight) ||
+                     (list == &op.updates && device_use[b]))
+              plan.steps.push_back({StepKind::swap_in, b, tier_of(accelerator[b])});
+        for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_out, b, nvme});
+      } else {
+        for (BufferId b : out_after[op.id]) plan.steps.push_back({StepKind::swap_out, b, host_tier});
+        for (const Step& s : after[op.id]) plan.steps.push_back(s);
+      }
+      for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
+    }
+    return plan;
+  }
+
+  void on_alloc_failure(const RuntimeView& view, const AllocationFailure& failure,
+                        std::vector<Action>&) override {
+    failed_ = view.platform().tiers[failure.tier].role == TierRole::compute ? Failed::accelerator
+                                                                           : Failed::host;
+  }
+  std::string oom_reason() const override {
+    if (failed_ == Failed::none)  // the resident buffers at the start did not fit
+      return fmt::format("{} keeps the half weights on the accelerator and the master weights "
+                         "and optimizer state in {}; they do not fit",
+                         name(), nvme_ ? "NVMe" : "host memory");
+    if (failed_ == Failed::accelerator)
+      return fmt::format("{} keeps only the half weights, activations and gradients not yet "
+                         "copied out on the accelerator; they do not fit",
+                         name());
+    return fmt::format("{} stages the master weights, optimizer state{}, gradients and new "
+                       "half weights in host memory; they do not fit",
+                       name(), nvme_ ? fmt::format(" (of {} step(s) ahead)", prefetch_) : "");
+  }
+  std::string label() const override {
+    if (!nvme_) return "zero-offload";
+    return fmt::format("zero-infinity(prefetch {}{})", prefetch_, params_ ? ", params on NVMe" : "");
+  }
+
+ private:
+  std::string name() const { return nvme_ ? "zero-infinity" : "zero-offload"; }
+
+  // ZeRO-Infinity's parameter offload: the fp16 weights the steps replace (the old copies,
+  // which die after backward) start on NVMe. Each run of uses on the accelerator reads the
+  // weight `prefetch` of that device's ops ahead; after a run it is evicted (NVMe still
+  // holds it: no copy back). Reads go to `fetch_before_device` (or the start of the plan),
+  // evictions to `after`, per accelerator op.
+  void plan_parameter_reads(const Trace& trace, std::uint32_t host, std::uint32_t nvme,
+                            const std::function<std::uint32_t(std::uint32_t)>& tier_of,
+                            Plan& plan, std::vector<std::vector<Step>>& fetch_before_device,
+                            std::vector<std::vector<Step>>& after) const {
+    const std::size_t n = trace.buffers.size();
+    std::uint32_t devices = 0;
+    for (const Op& op : trace.ops) devices = std::max(devices, op.device + 1);
+    std::vector<std::vector<OpId>> sequence(devices);
+    std::vector<std::size_t> position(trace.ops.size(), 0);
+    std::vector<std::vector<OpId>> uses(n);
+    for (const Op& op : trace.ops) {
+      if (op.device == host) continue;
+      position[op.id] = sequence[op.device].size();
+      sequence[op.device].push_back(op.id);
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list)
+          if (uses[b].empty() || uses[b].back() != op.id) uses[b].push_back(op.id);
+    }
+    std::vector<Step> at_start;
+    for (const Buffer& b : trace.buffers) {
+      if (b.producer != kNoOp || b.persistent || b.category != Category::weight ||
+          uses[b.id].empty())
+        continue;
+      plan.placements.push_back({b.id, nvme});
+      const std::uint32_t d = trace.ops[uses[b.id].front()].device;
+      const auto& ops = sequence[d];
+      std::size_t previous = SIZE_MAX;
+      for (OpId u : uses[b.id]) {
+        const std::size_t p = position[u];
+        if (previous != SIZE_MAX && p - previous <= 1) {
+          previous = p;  // the next op reads it too: keep it
+          continue;
+        }
+        if (previous != SIZE_MAX) after[ops[previous]].push_back({StepKind::evict, b.id, nvme});
+        const std::size_t earliest = previous == SIZE_MAX ? 0 : previous + 1;
+        const std::size_t ahead = p >= static_cast<std::size_t>(prefetch_) ? p - prefetch_ : 0;
+        const std::size_t at = std::max(earliest, ahead);
+        // Steps before a device's first op would run on the stream before it: issue those
+        // at the start of the iteration instead.
+        const Step read{StepKind::swap_in, b.id, tier_of(d)};
+        if (at == 0)
+          at_start.push_back(read);
+        else
+          fetch_before_device[ops[at]].push_back(read);
+        previous = p;
+      }
+    }
+    plan.steps.insert(plan.steps.begin(), at_start.begin(), at_start.end());
+  }
+
+  /// The NVMe tier: the one named, else the host's first tier after its DRAM that is an
+  /// offload tier.
+  std::uint32_t nvme_tier(const PlatformSpec& platform, std::uint32_t host) const {
+    const DeviceSpec& d = platform.devices[platform.op_devices()[host]];
+    if (!nvme_tier_.empty()) {
+      auto t = platform.find_tier(nvme_tier_);
+      if (!t || platform.tiers[*t].role != TierRole::offload)
+        throw InputError(where(platform) + fmt::format("zero-infinity: platform '{}' has no offload tier '{}'",
+                                     platform.name, nvme_tier_));
+      return static_cast<std::uint32_t>(*t);
+    }
+    for (std::size_t t : d.tiers)
+      if (t != *d.operand_tier() && platform.tiers[t].role == TierRole::offload)
+        return static_cast<std::uint32_t>(t);
+    throw InputError(where(platform) + fmt::format("zero-infinity: host '{}' of platform '{}' has no NVMe tier "
+                                 "(a second offload tier, e.g. `nvme: {{role: offload, ...}}`)",
+                                 d.name, platform.name));
+  }
+
+  bool nvme_;
+  std::string host_;
+  std::string nvme_tier_;
+  int prefetch_;
+  bool params_;  // zero-infinity: the fp16 weights on NVMe too
+  enum class Failed { none, accelerator, host };
+  Failed failed_ = Failed::none;  // where the last allocation failed
+};
+
+ParamSpec host_param() {
+  return {"host", "the CPU device that runs the optimizer step; auto: the first device with a "
+                  "compute rate and no compute tier", "auto"};
+}
+
+// "auto" (the default) is empty: chosen from the platform.
+std::string named(const Params& p, const std::string& key) {
+  std::string v = p.get(key).as_string();
+  return v == "auto" ? std::string() : v;
+}
+
+}  // namespace
+
+PolicyInfo zero_offload_policy() {
+  return {"zero-offload",
+          "ZeRO-Offload (Ren et al. 2021): gradients streamed to host memory, master weights and "
+          "optimizer state in host DRAM, the optimizer step on the host CPU, fp16 weights copied back",
+          {host_param()},
+          [](const Params& p) {
+            return std::make_unique<ZeroPolicy>(false, named(p, "host"), "", 0, false);
+          }};
+}
+
+PolicyInfo zero_infinity_policy() {
+  return {"zero-infinity",
+          "ZeRO-Infinity (Rajbhandari et al. 2021): zero-offload with master weights and "
+          "optimizer state on the host's NVMe, read into DRAM ahead of each step and written back",
+          {host_param(),
+           {"nvme", "the offload tier holding the optimizer state; auto: the host's second "
+                    "offload tier (host.nvme)", "auto"},
+           {"prefetch", "steps ahead that state is read from NVMe: optimizer steps for the "
+                        "optimizer state, the accelerator's ops for offloaded weights (>= 1)", "1"},
+           {"offload_params", "true: the fp16 weights live on NVMe too, read before each run of "
+                              "uses and evicted after it (no write back)", "false"}},
+          [](const Params& p) {
+            return std::make_unique<ZeroPolicy>(true, named(p, "host"), named(p, "nvme"),
+                                                static_cast<int>(p.get("prefetch").as_int_in(1, 1 << 20)),
+                                                p.get("offload_params").as_bool());
+          }};
+}
+
+}  // namespace memsim
