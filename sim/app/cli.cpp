@@ -21,6 +21,7 @@
 #include "sim/report/events_csv.h"
 #include "sim/report/writers.h"
 #include "sim/workload/models/builder.h"
+#include "sim/workload/importers/importers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
 
@@ -37,7 +38,9 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
 
 // `memsim run X`: one argument may be the device or the workload; decide by what it is.
 bool names_a_platform(const std::string& arg) {
-  if (std::filesystem::exists(arg)) return classify(ConfigNode::parse_file(arg)) == InputKind::platform;
+  if (std::filesystem::exists(arg))
+    return sniff_foreign_trace(arg) == ForeignTrace::none &&
+           classify(ConfigNode::parse_file(arg)) == InputKind::platform;
   return find_preset("configs/devices", arg) != nullptr;
 }
 
@@ -219,6 +222,11 @@ int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& f : files) {
     try {
+      if (const ForeignTrace foreign = sniff_foreign_trace(f); foreign != ForeignTrace::none) {
+        import_foreign_trace(f, foreign);
+        std::cout << fmt::format("{}: ok\n", f);
+        continue;
+      }
       ConfigNode root = ConfigNode::parse_file(f);
       switch (classify(root)) {
         case InputKind::platform: load_platform(root); break;
