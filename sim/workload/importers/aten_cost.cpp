@@ -75,6 +75,11 @@ bool is_view_op(std::string_view n) {
                     "is_same_size", "size", "stride", "dim", "requires_grad_", "set_"});
 }
 
+bool is_allocation_op(std::string_view n) {
+  return one_of(n, {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided", "resize_",
+                    "_empty_affine_quantized"});
+}
+
 std::vector<bool> mutated_arguments(const std::string& schema, std::string_view name, std::size_t count) {
   std::vector<bool> out(count, false);
   const auto open = schema.find('(');
@@ -186,8 +191,7 @@ AtenCost aten_cost(std::string_view n, const std::vector<std::vector<const EtTen
     c.kind = n == "embedding" ? "embedding" : n == "constant_pad_nd" ? "pad" : "copy";
   } else if (one_of(n, {"cat", "stack"})) {
     c.kind = std::string(n);
-  } else if (one_of(n, {"empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
-                        "resize_", "_empty_affine_quantized"})) {
+  } else if (is_allocation_op(n)) {
     c.kind = "allocate";
     c.bytes = 0;
   } else if (one_of(n, {"fill_", "zero_", "zeros", "ones", "zeros_like", "ones_like", "full",

@@ -39,6 +39,8 @@ AtenCost aten_cost(std::string_view name, const std::vector<std::vector<const Et
 bool is_cost_kernel(std::string_view name);
 /// Ops that only make another view of their input's storage.
 bool is_view_op(std::string_view name);
+/// Ops that only allocate (empty, empty_strided, ...).
+bool is_allocation_op(std::string_view name);
 /// Which of `count` inputs the op writes in place: the `(a!)` arguments of its schema, or
 /// the first one of an unschema'd name ending in '_'.
 std::vector<bool> mutated_arguments(const std::string& op_schema, std::string_view name, std::size_t count);

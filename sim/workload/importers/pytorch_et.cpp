@@ -318,11 +318,25 @@ void Importer::read_nodes() {
   }
 }
 
-// A node that is not a kernel is split into its children, unless it returns a tensor of a
-// storage it did not read and none of its descendants returns (it allocated it itself).
+// A node that is not a kernel is split into its children, unless they only make views and
+// allocate (the node does the work itself: index_select over select views), or it returns
+// a tensor of a storage it did not read and none of its descendants returns.
 bool Importer::descend_into(std::size_t index) const {
   const Node& node = nodes_[index];
   if (node.children.empty() || is_cost_kernel(base_name(node.name))) return false;
+  {
+    bool working_descendant = false;
+    std::vector<std::size_t> stack(node.children.begin(), node.children.end());
+    while (!stack.empty() && !working_descendant) {
+      const Node& d = nodes_[stack.back()];
+      stack.pop_back();
+      const std::string_view b = base_name(d.name);
+      if (is_cost_kernel(b) || (d.children.empty() && !is_view_op(b) && !is_allocation_op(b)))
+        working_descendant = true;
+      stack.insert(stack.end(), d.children.begin(), d.children.end());
+    }
+    if (!working_descendant) return false;
+  }
   std::unordered_set<std::int64_t> read;
   for (const auto& arg : node.inputs)
     for (const auto& t : arg) read.insert(t.storage);
