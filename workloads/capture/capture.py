@@ -123,14 +123,20 @@ class OpSampler(TorchDispatchMode):
     def __init__(self):
         super().__init__()
         self.peak = heap_in_use()
+        self.peak_op = None  # index into ops of the op during or after which the peak was seen
         self.ops = []
 
+    def sample(self):
+        h = heap_in_use()
+        if h > self.peak:
+            self.peak, self.peak_op = h, len(self.ops)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.peak = max(self.peak, heap_in_use())
+        self.sample()
         t0 = time.perf_counter()
         out = func(*args, **(kwargs or {}))
         t1 = time.perf_counter()
-        self.peak = max(self.peak, heap_in_use())
+        self.sample()
         self.ops.append({"op": "aten::" + func.__name__.split(".")[0], "seconds": t1 - t0})
         return out
 
@@ -205,6 +211,7 @@ def main():
         "generator": generator_spec(a.model, a.batch),
         "resident_start_bytes": resident_bytes,
         "peak_bytes": resident_bytes + max(0, sampler.peak - start_heap),
+        "peak_at_op": sampler.peak_op,
         "step_s": step_s,
         "ops": sampler.ops,
     }

@@ -528,8 +528,10 @@ Trace Importer::run() {
           if (main_device_.empty() || starts_with(t.device, main_device_)) received.push_back(buffer_for(t, true));
       accumulations.emplace_back(i, std::move(received));
     }
-    if (n.children.empty() && n.op_schema.empty() && !starts_with(n.name, "aten::")) continue;  // a label
-    if (descend_into(i)) {
+    // Labels (the thread, record_function ranges, autograd's wrappers of a backward
+    // function) do no work of their own: what runs under them does.
+    const bool label = n.op_schema.empty() && !starts_with(n.name, "aten::");
+    if (label || descend_into(i)) {
       stack.insert(stack.end(), n.children.rbegin(), n.children.rend());
       continue;
     }
