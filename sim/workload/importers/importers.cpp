@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/importers/chakra_et.h"
 #include "sim/workload/importers/pytorch_et.h"
 
 namespace memsim {
@@ -17,6 +18,7 @@ ForeignTrace sniff_foreign_trace(const std::string& path) {
   f.read(head.data(), static_cast<std::streamsize>(head.size()));
   head.resize(static_cast<std::size_t>(f.gcount()));
   if (looks_like_pytorch_et(head)) return ForeignTrace::pytorch_et;
+  if (looks_like_chakra_et(head)) return ForeignTrace::chakra;
   return ForeignTrace::none;
 }
 
@@ -27,6 +29,7 @@ Trace import_foreign_trace(const std::string& path, ForeignTrace kind) {
   text << f.rdbuf();
   switch (kind) {
     case ForeignTrace::pytorch_et: return import_pytorch_et(text.str(), path);
+    case ForeignTrace::chakra: return import_chakra_et(text.str(), path);
     case ForeignTrace::none: break;
   }
   throw InputError(fmt::format("{}: not a trace format memsim imports", path));

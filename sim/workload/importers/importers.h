@@ -7,7 +7,7 @@
 
 namespace memsim {
 
-enum class ForeignTrace { none, pytorch_et };
+enum class ForeignTrace { none, pytorch_et, chakra };
 
 /// Looks at the first bytes of `path`; `none` for anything memsim reads itself (YAML, a
 /// native trace) or cannot open.
