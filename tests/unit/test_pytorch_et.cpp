@@ -118,6 +118,9 @@ TEST(PytorchEt, Schema11TrainingStepCategoriesAndPhases) {
   EXPECT_DOUBLE_EQ(t.ops[0].flops, 2 * 6 * 4);
   EXPECT_DOUBLE_EQ(t.ops[2].flops, 2 * 12 * 2);
   EXPECT_DOUBLE_EQ(t.ops[0].bytes_moved, 32 + 48 + 24);
+  ASSERT_TRUE(t.ops[0].measured_s.has_value());  // the node's inclusive_dur, in microseconds
+  EXPECT_DOUBLE_EQ(*t.ops[0].measured_s, 12.5e-6);
+  EXPECT_FALSE(t.ops[1].measured_s.has_value());
   Liveness l = compute_liveness(t);
   EXPECT_EQ(l.last_use[2], 1u);
   EXPECT_EQ(l.last_use[4], 2u);

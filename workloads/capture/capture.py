@@ -6,10 +6,11 @@
 runs warm-up steps, then writes, for one more step of the same shape:
 
   NAME.et.json        the PyTorch Execution Trace (ExecutionTraceObserver, or the older
-                      ExecutionGraphObserver of torch 1.13)
+                      ExecutionGraphObserver of torch 1.13), each aten node with its duration
+                      in a profiled run of the same step (`inclusive_dur`, microseconds)
   NAME.measured.json  what the step really did: the tensor bytes resident when it starts
                       (parameters, gradients, optimizer state, the batch), the peak reached
-                      during it, and each aten op's duration
+                      during it, its time (uninstrumented), and each aten op's duration
 
 The peak is sampled before and after every aten op through a TorchDispatchMode, from the C
 heap's bytes in use (glibc mallinfo2: tensors are allocated there; Python objects live in
@@ -141,6 +142,39 @@ class OpSampler(TorchDispatchMode):
         return out
 
 
+def annotate_durations(et_path, step):
+    """Profiles one more step and writes each aten node's duration into the trace as
+    `inclusive_dur` (microseconds, as Chakra's trace linker names it). The profiler and the
+    observer see the same ops in the same order: the k-th profiled call of an op is the k-th
+    node of that name. Names whose counts differ are left without durations."""
+    from torch.autograd.profiler import profile
+    with profile() as prof:
+        step()
+    calls = {}
+    for e in sorted(prof.function_events, key=lambda e: (e.time_range.start, e.id)):
+        if e.name.startswith("aten::"):
+            calls.setdefault(e.name, []).append(e.time_range.end - e.time_range.start)
+    with open(et_path) as f:
+        et = json.load(f)
+    nodes = sorted(et["nodes"], key=lambda n: n["id"])
+    count = {}
+    for n in nodes:
+        count[n["name"]] = count.get(n["name"], 0) + 1
+    seen = {}
+    for n in nodes:
+        name = n["name"]
+        if name in calls and len(calls[name]) == count[name]:
+            n["inclusive_dur"] = calls[name][seen.get(name, 0)]
+            seen[name] = seen.get(name, 0) + 1
+    skipped = sorted(k for k in count if k.startswith("aten::") and k not in seen)
+    if skipped:
+        print(f"no durations for {', '.join(skipped)} (the profiler saw other counts)", file=sys.stderr)
+    with open(et_path, "w") as f:  # one node per line
+        head = {k: v for k, v in et.items() if k != "nodes"}
+        f.write("{\n" + "".join(f"  {json.dumps(k)}: {json.dumps(v)},\n" for k, v in head.items()))
+        f.write('  "nodes": [\n' + ",\n".join("    " + json.dumps(n) for n in et["nodes"]) + "\n  ]\n}\n")
+
+
 def storage_bytes(tensors):
     seen, total = set(), 0
     for t in tensors:
@@ -190,6 +224,16 @@ def main():
     obs.stop()
     obs.unregister_callback()
 
+    annotate_durations(et_path, step)
+
+    # Step time, uninstrumented: the median of three.
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    step_s = sorted(times)[1]
+
     # The same step again, measured (the observer's own bookkeeping stays out of it).
     resident = [p for p in net.parameters()] + [p.grad for p in net.parameters()]
     for state in opt.state.values():
@@ -198,10 +242,8 @@ def main():
     resident_bytes = storage_bytes(resident)
     sampler = OpSampler()
     start_heap = heap_in_use()
-    t0 = time.perf_counter()
     with sampler:
         step()
-    step_s = time.perf_counter() - t0
     measured = {
         "model": a.model,
         "batch": a.batch,

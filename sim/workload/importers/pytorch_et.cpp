@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -27,6 +28,7 @@ struct Node {
   std::vector<std::vector<EtTensor>> outputs;
   std::vector<const json*> input_values;       // the raw values (as_strided's strides)
   std::vector<std::size_t> children;           // indices into the sorted node list
+  std::optional<double> duration_us;           // `inclusive_dur`, where a tool added it
   // Inherited from the enclosing nodes.
   bool in_optimizer_step = false;
   bool in_zero_grad = false;
@@ -237,6 +239,11 @@ void Importer::read_nodes() {
     node.name = name->get<std::string>();
     if (!seen.emplace(node.id, i).second)
       fail_node(n, i, fmt::format("id {} is used by nodes[{}] too", node.id, seen[node.id]));
+    if (auto dur = n.find("inclusive_dur"); dur != n.end()) {
+      if (!dur->is_number() || dur->get<double>() < 0)
+        fail_node(n, i, fmt::format("inclusive_dur: expected microseconds >= 0, got {}", describe(*dur)));
+      node.duration_us = dur->get<double>();
+    }
     const char* parent_key = schema_ == Schema::v1_0 ? "parent" : "ctrl_deps";
     if (auto p = n.find(parent_key); p != n.end() && !p->is_null()) {
       if (!p->is_number_integer()) fail_node(n, i, fmt::format("{}: expected a node id, got {}", parent_key, describe(*p)));
@@ -417,6 +424,7 @@ void Importer::emit_unit(std::size_t root_index) {
 
   Op op;
   op.name = fmt::format("{}#{}", root.name, root.id);
+  if (root.duration_us) op.measured_s = *root.duration_us * 1e-6;
   if (root.in_optimizer_step || root.in_zero_grad)
     op.phase = Phase::optimizer;
   else if (backward_started_)

@@ -21,7 +21,9 @@
 //   the gradients are what AccumulateGrad accumulates into, or steals; the rest are
 //   inputs (resident at the start), activations (made in forward) and activation gradients.
 // - Cost: FLOPs from the shapes (matmul family, convolution, elementwise, reductions, norms,
-//   softmax); bytes moved are the bytes of the tensors an op reads and writes.
+//   softmax); bytes moved are the bytes of the tensors an op reads and writes. A node's
+//   `inclusive_dur` (microseconds, added by trace linkers and by workloads/capture) becomes
+//   its op's measured duration.
 // Problems are InputErrors naming the file and the node: "f.json: node 53 (aten::addmm):
 // inputs[1]: expected a tensor [id, storage, offset, numel, itemsize, device], got 7".
 #include <string>
