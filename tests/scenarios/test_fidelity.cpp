@@ -63,3 +63,21 @@ INSTANTIATE_TEST_SUITE_P(Shipped, Capture, ::testing::ValuesIn(captures()),
 TEST(Captures, AHandfulAreShipped) { EXPECT_GE(captures().size(), 3u); }
 
 }  // namespace
+
+// `memsim trace` converts an Execution Trace to the native format, which reads back to the
+// same workload.
+TEST(Captures, ConvertToTheNativeFormat) {
+  const std::string native = std::string(::testing::TempDir()) + "memsim_native_mlp_" + std::to_string(::getpid()) + ".json";
+  CliResult conv = run_memsim("trace workloads/traces/mlp-b64.et.json -o " + native);
+  ASSERT_EQ(conv.exit_code, 0) << conv.err;
+  CliResult a = run_memsim("info workloads/traces/mlp-b64.et.json --json");
+  CliResult b = run_memsim("info " + native + " --json");
+  std::remove(native.c_str());
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const json ja = json::parse(a.out), jb = json::parse(b.out);
+  EXPECT_EQ(ja["baseline_peak_bytes"], jb["baseline_peak_bytes"]);
+  EXPECT_EQ(ja["ops"], jb["ops"]);
+  EXPECT_EQ(ja["bytes_by_category"], jb["bytes_by_category"]);
+  EXPECT_EQ(ja["parameters"].get<std::uint64_t>(), 3962890u);  // torch: 784x1024 + 3 x 1024x1024 + 1024x10, with biases
+}
