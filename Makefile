@@ -29,6 +29,7 @@ sanitize: deps
 
 bench: build
 	./$(BUILD)/memsim_bench
+	./$(BUILD)/memsim_et_import_bench
 
 # The sweep tests that split a sweep across "machines": GNU parallel shards, and a 3-task
 # Slurm job array on a private one-node cluster (needs root; installs Debian's slurm-wlm
