@@ -262,7 +262,8 @@ void Importer::read_nodes() {
     } else {
       if (auto attrs = n.find("attrs"); attrs != n.end() && attrs->is_array())
         for (const auto& a : *attrs)
-          if (a.is_object() && a.value("name", "") == "op_schema" && a.contains("value") && a["value"].is_string())
+          if (a.is_object() && a.contains("name") && a["name"] == "op_schema" && a.contains("value") &&
+              a["value"].is_string())
             node.op_schema = a["value"].get<std::string>();
       auto side = [&](const char* key, std::vector<std::vector<EtTensor>>& into, bool keep_values) {
         auto it = n.find(key);
@@ -582,7 +583,12 @@ bool looks_like_pytorch_et(std::string_view head) {
 }
 
 Trace import_pytorch_et(const std::string& text, const std::string& source) {
-  return Importer(text, source).run();
+  try {
+    return Importer(text, source).run();
+  } catch (const nlohmann::json::exception& e) {
+    // A value of a type the reader did not check for: still the file's fault, not a crash.
+    throw InputError(fmt::format("{}: unexpected value: {}", source, e.what()));
+  }
 }
 
 }  // namespace memsim
