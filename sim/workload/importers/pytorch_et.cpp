@@ -305,11 +305,7 @@ void Importer::read_nodes() {
     // out cycles.
     if (p->second >= i)
       fail(fmt::format("node {} ({}): parent {} starts after it", node.id, node.name, node.parent));
-    const Node& parent = nodes_[p->second];
     nodes_[p->second].children.push_back(i);
-    node.in_optimizer_step = parent.in_optimizer_step;
-    node.in_zero_grad = parent.in_zero_grad;
-    node.accumulate_grad = parent.accumulate_grad;
   }
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
