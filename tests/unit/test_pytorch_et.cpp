@@ -161,3 +161,25 @@ TEST(PytorchEt, ErrorsNameTheNode) {
             "t.json: node 5 (aten::relu): inputs[0]: expected a tensor [id, storage, offset, numel, "
             "itemsize, device], got [1,2,3]");
 }
+
+// A GPU trace: host tensors (the batch before .to("cuda"), wrapped scalars) are not in the
+// device's memory, so only the cuda ones become buffers.
+TEST(PytorchEt, GpuTraceCountsOnlyDeviceTensors) {
+  const std::string text =
+      "{\"schema\": \"1.1.0\", \"pid\": 1, \"nodes\": ["
+      "{\"id\": 3, \"name\": \"aten::_to_copy\", \"ctrl_deps\": 0, \"attrs\": [], "
+      "\"inputs\": {\"values\": [[1, 10, 0, 8, 4, \"cpu\"]], \"shapes\": [[2, 4]], \"types\": [\"Tensor(float)\"], \"strides\": [[4, 1]]}, "
+      "\"outputs\": {\"values\": [[2, 11, 0, 8, 4, \"cuda:0\"]], \"shapes\": [[2, 4]], \"types\": [\"Tensor(float)\"], \"strides\": [[4, 1]]}}, "
+      "{\"id\": 4, \"name\": \"aten::mul\", \"ctrl_deps\": 0, \"attrs\": [], "
+      "\"inputs\": {\"values\": [[2, 11, 0, 8, 4, \"cuda:0\"], [5, 12, 0, 1, 8, \"cpu\"]], \"shapes\": [[2, 4], []], "
+      "\"types\": [\"Tensor(float)\", \"Tensor(double)\"], \"strides\": [[4, 1], []]}, "
+      "\"outputs\": {\"values\": [[6, 13, 0, 8, 4, \"cuda:0\"]], \"shapes\": [[2, 4]], \"types\": [\"Tensor(float)\"], \"strides\": [[4, 1]]}}]}";
+  Trace t = import_pytorch_et(text, "gpu.json");
+  ASSERT_EQ(t.buffers.size(), 2u);
+  EXPECT_EQ(t.buffers[0].name, "storage11@3");
+  EXPECT_EQ(t.buffers[1].name, "storage13@4");
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_TRUE(t.ops[0].inputs.empty());
+  EXPECT_EQ(t.ops[1].inputs, std::vector<BufferId>{0});
+  EXPECT_DOUBLE_EQ(t.ops[1].flops, 8);
+}
