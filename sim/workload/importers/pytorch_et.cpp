@@ -2,44 +2,17 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "sim/core/error.h"
 #include "sim/workload/importers/aten_cost.h"
+#include "sim/workload/importers/et_reader.h"
 
 namespace memsim {
 namespace {
-
-using json = nlohmann::json;
-
-enum class Schema { v1_0, v1_1 };
-
-struct Node {
-  std::int64_t id = 0;
-  std::int64_t parent = 0;
-  std::string name;
-  std::string op_schema;
-  std::vector<std::vector<EtTensor>> inputs;   // per argument; empty for a non-tensor
-  std::vector<std::vector<EtTensor>> outputs;
-  std::vector<const json*> input_values;       // the raw values (as_strided's strides)
-  std::vector<std::size_t> children;           // indices into the sorted node list
-  std::optional<double> duration_us;           // `inclusive_dur`, where a tool added it
-  // Inherited from the enclosing nodes.
-  bool in_optimizer_step = false;
-  bool in_zero_grad = false;
-  std::size_t accumulate_grad = SIZE_MAX;  // the enclosing AccumulateGrad node, if any
-};
-
-std::string describe(const json& v) {
-  std::string s = v.dump();
-  if (s.size() > 60) s = s.substr(0, 57) + "...";
-  return s;
-}
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
 
@@ -50,66 +23,42 @@ std::string_view base_name(std::string_view name) {
 
 class Importer {
  public:
-  Importer(const std::string& text, std::string source) : source_(std::move(source)) {
-    try {
-      doc_ = json::parse(text);
-    } catch (const json::parse_error& e) {
-      // Report where the text stops making sense, as line:column like every other input.
-      std::size_t line = 1, col = 1;
-      const std::size_t end = std::min<std::size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-      for (std::size_t i = 0; i < end; ++i) {
-        if (text[i] == '\n') {
-          ++line;
-          col = 1;
-        } else {
-          ++col;
-        }
+  Importer(ExecutionTrace et, std::string source) : source_(std::move(source)), et_(std::move(et)) {
+    const std::size_t n = et_.nodes.size();
+    in_optimizer_step_.assign(n, false);
+    in_zero_grad_.assign(n, false);
+    accumulate_grad_.assign(n, SIZE_MAX);
+    accumulate_updated_.assign(n, false);
+    // Which optimizer phase and which AccumulateGrad each node runs under; children start
+    // after their parents, so one pass in id order passes it down.
+    for (std::size_t i = 0; i < n; ++i) {
+      const EtNode& node = et_.nodes[i];
+      if (starts_with(node.name, "Optimizer.step")) in_optimizer_step_[i] = true;
+      if (starts_with(node.name, "Optimizer.zero_grad")) in_zero_grad_[i] = true;
+      if (node.name.find("AccumulateGrad") != std::string::npos && accumulate_grad_[i] == SIZE_MAX &&
+          !starts_with(node.name, "autograd::engine"))
+        accumulate_grad_[i] = i;
+      for (std::size_t c : node.children) {
+        in_optimizer_step_[c] = in_optimizer_step_[c] || in_optimizer_step_[i];
+        in_zero_grad_[c] = in_zero_grad_[c] || in_zero_grad_[i];
+        if (accumulate_grad_[c] == SIZE_MAX) accumulate_grad_[c] = accumulate_grad_[i];
       }
-      std::string why = e.what();
-      if (auto p = why.find("column "); p != std::string::npos)
-        if (auto c = why.find(": ", p); c != std::string::npos) why = why.substr(c + 2);
-      // The parser stopped at the very end: the file was cut short.
-      const bool truncated = e.byte >= text.size();
-      throw InputError(fmt::format("{}:{}:{}: {} JSON: {}", source_, line, col,
-                                   truncated ? "truncated" : "malformed", why));
     }
   }
 
   Trace run();
 
  private:
-  [[noreturn]] void fail(const std::string& what) const {
-    throw InputError(fmt::format("{}: {}", source_, what));
-  }
-  [[noreturn]] void fail_node(const json& n, std::size_t index, const std::string& what) const {
-    std::string who = fmt::format("nodes[{}]", index);
-    if (n.is_object()) {
-      auto id = n.find("id");
-      auto name = n.find("name");
-      if (id != n.end() && id->is_number_integer())
-        who = fmt::format("node {}", id->get<std::int64_t>());
-      if (name != n.end() && name->is_string()) who += fmt::format(" ({})", name->get<std::string>());
-    }
-    fail(fmt::format("{}: {}", who, what));
-  }
-
-  void read_nodes();
-  std::vector<std::vector<EtTensor>> read_args(const json& n, std::size_t index, const char* which,
-                                               const json* values, const json* shapes,
-                                               const json* types, const json* strides);
-  EtTensor read_tensor(const json& n, std::size_t index, const std::string& where,
-                       const json& value, const json* shape, const json* stride);
+  /// Host tensors do not count in a trace that has device tensors.
+  bool counts(const EtTensor& t) const { return !et_.has_device_tensors || starts_with(t.device, "cuda"); }
   void emit_unit(std::size_t root);
   bool descend_into(std::size_t index) const;
   BufferId buffer_for(const EtTensor& t, bool sized);
 
   std::string source_;
-  json doc_;
-  Schema schema_ = Schema::v1_0;
-  bool has_strides_ = false;
-  std::string main_device_;  // "cuda" when the trace has device tensors: host ones are not counted
-  std::vector<Node> nodes_;  // sorted by id: the order ops started
-
+  ExecutionTrace et_;
+  std::vector<bool> in_optimizer_step_, in_zero_grad_;
+  std::vector<std::size_t> accumulate_grad_;  // the enclosing AccumulateGrad node, if any
   Trace trace_;
   std::unordered_map<std::int64_t, BufferId> buffer_of_storage_;
   std::vector<bool> resident_sized_;    // per buffer: size still grows with what is seen
@@ -123,216 +72,17 @@ std::uint64_t pair_key(std::int64_t tensor, std::int64_t storage) {
   return (static_cast<std::uint64_t>(tensor) << 32) ^ static_cast<std::uint64_t>(storage);
 }
 
-EtTensor Importer::read_tensor(const json& n, std::size_t index, const std::string& where,
-                               const json& value, const json* shape, const json* stride) {
-  auto int_at = [&](std::size_t i) -> std::int64_t {
-    const json& v = value[i];
-    if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
-      fail_node(n, index, fmt::format("{}: expected a tensor [id, storage, offset, numel, itemsize, "
-                                      "device], got {}",
-                                      where, describe(value)));
-    return v.get<std::int64_t>();
-  };
-  if (!value.is_array() || value.size() < 5)
-    fail_node(n, index, fmt::format("{}: expected a tensor [id, storage, offset, numel, itemsize, "
-                                    "device], got {}",
-                                    where, describe(value)));
-  EtTensor t;
-  t.tensor = int_at(0);
-  t.storage = int_at(1);
-  const std::int64_t offset = int_at(2);
-  t.numel = static_cast<std::uint64_t>(int_at(3));
-  t.itemsize = static_cast<int>(std::min<std::int64_t>(int_at(4), 64));
-  if (value.size() > 5 && value[5].is_string()) t.device = value[5].get<std::string>();
-  if (shape && shape->is_array())
-    for (const auto& d : *shape)
-      if (d.is_number_integer()) t.shape.push_back(d.get<std::int64_t>());
-  std::uint64_t span = t.numel;
-  if (stride && stride->is_array() && stride->size() == t.shape.size() && t.numel > 0) {
-    // The elements the view reaches: a broadcast dimension (stride 0) reaches one.
-    span = 1;
-    for (std::size_t d = 0; d < t.shape.size(); ++d) {
-      const json& s = (*stride)[d];
-      if (s.is_number_integer() && t.shape[d] > 0)
-        span += static_cast<std::uint64_t>(t.shape[d] - 1) *
-                static_cast<std::uint64_t>(std::max<std::int64_t>(s.get<std::int64_t>(), 0));
-    }
-  }
-  t.bytes = t.numel * static_cast<std::uint64_t>(t.itemsize);
-  t.extent_bytes = (static_cast<std::uint64_t>(offset) + span) * static_cast<std::uint64_t>(t.itemsize);
-  return t;
-}
-
-std::vector<std::vector<EtTensor>> Importer::read_args(const json& n, std::size_t index,
-                                                       const char* which, const json* values,
-                                                       const json* shapes, const json* types,
-                                                       const json* strides) {
-  std::vector<std::vector<EtTensor>> out;
-  if (!values) return out;
-  if (!values->is_array())
-    fail_node(n, index, fmt::format("{}: expected a list, got {}", which, describe(*values)));
-  if (!types || !types->is_array() || types->size() != values->size())
-    fail_node(n, index, fmt::format("{} types: expected a list of {} types, got {}", which,
-                                    values->size(), types ? describe(*types) : "nothing"));
-  auto at = [](const json* list, std::size_t i) -> const json* {
-    return list && list->is_array() && i < list->size() ? &(*list)[i] : nullptr;
-  };
-  out.resize(values->size());
-  for (std::size_t i = 0; i < values->size(); ++i) {
-    const json& type = (*types)[i];
-    if (!type.is_string()) continue;
-    const std::string& ty = type.get_ref<const std::string&>();
-    const json& v = (*values)[i];
-    const std::string where = fmt::format("{}[{}]", which, i);
-    if (starts_with(ty, "Tensor")) {
-      // An undefined tensor (an optional argument left out) has no value to read.
-      if (v.is_null() || (v.is_array() && v.empty()) || (v.is_string() && (v == "" || v == "<None>")))
-        continue;
-      EtTensor t = read_tensor(n, index, where, v, at(shapes, i), at(strides, i));
-      t.type = ty;
-      out[i].push_back(std::move(t));
-    } else if (starts_with(ty, "GenericList") && ty.find("Tensor") != std::string::npos) {
-      if (!v.is_array())
-        fail_node(n, index, fmt::format("{}: expected a list of tensors, got {}", where, describe(v)));
-      const json* shape_list = at(shapes, i);
-      const json* stride_list = at(strides, i);
-      for (std::size_t k = 0; k < v.size(); ++k) {
-        if (!v[k].is_array() || v[k].empty()) continue;
-        EtTensor t = read_tensor(n, index, fmt::format("{}[{}]", where, k), v[k], at(shape_list, k),
-                                 at(stride_list, k));
-        t.type = ty;
-        out[i].push_back(std::move(t));
-      }
-    }
-  }
-  return out;
-}
-
-void Importer::read_nodes() {
-  if (!doc_.is_object()) fail(fmt::format("expected a JSON object with schema and nodes, got {}", describe(doc_)));
-  auto schema = doc_.find("schema");
-  if (schema == doc_.end()) fail("schema: missing; expected an Execution Trace schema 1.0.x or 1.1.x");
-  const std::string version = schema->is_string() ? schema->get<std::string>() : schema->dump();
-  if (starts_with(version, "1.0."))
-    schema_ = Schema::v1_0;
-  else if (starts_with(version, "1.1."))
-    schema_ = Schema::v1_1;
-  else
-    fail(fmt::format("schema: expected an Execution Trace schema 1.0.x or 1.1.x, got '{}'", version));
-  auto list = doc_.find("nodes");
-  if (list == doc_.end() || !list->is_array())
-    fail(fmt::format("nodes: expected a list of nodes, got {}",
-                     list == doc_.end() ? std::string("nothing") : describe(*list)));
-
-  nodes_.reserve(list->size());
-  std::unordered_map<std::int64_t, std::size_t> seen;
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    const json& n = (*list)[i];
-    if (!n.is_object()) fail_node(n, i, fmt::format("expected a node (an object), got {}", describe(n)));
-    auto id = n.find("id");
-    if (id == n.end() || !id->is_number_integer())
-      fail_node(n, i, "id: expected an integer");
-    auto name = n.find("name");
-    if (name == n.end() || !name->is_string()) fail_node(n, i, "name: expected a string");
-    Node node;
-    node.id = id->get<std::int64_t>();
-    node.name = name->get<std::string>();
-    if (!seen.emplace(node.id, i).second)
-      fail_node(n, i, fmt::format("id {} is used by nodes[{}] too", node.id, seen[node.id]));
-    if (auto dur = n.find("inclusive_dur"); dur != n.end()) {
-      if (!dur->is_number() || dur->get<double>() < 0)
-        fail_node(n, i, fmt::format("inclusive_dur: expected microseconds >= 0, got {}", describe(*dur)));
-      node.duration_us = dur->get<double>();
-    }
-    const char* parent_key = schema_ == Schema::v1_0 ? "parent" : "ctrl_deps";
-    if (auto p = n.find(parent_key); p != n.end() && !p->is_null()) {
-      if (!p->is_number_integer()) fail_node(n, i, fmt::format("{}: expected a node id, got {}", parent_key, describe(*p)));
-      node.parent = p->get<std::int64_t>();
-    }
-    if (schema_ == Schema::v1_0) {
-      if (auto s = n.find("op_schema"); s != n.end() && s->is_string()) node.op_schema = s->get<std::string>();
-      auto get = [&](const char* key) -> const json* {
-        auto it = n.find(key);
-        return it == n.end() ? nullptr : &*it;
-      };
-      node.inputs = read_args(n, i, "inputs", get("inputs"), get("input_shapes"), get("input_types"), nullptr);
-      node.outputs = read_args(n, i, "outputs", get("outputs"), get("output_shapes"), get("output_types"), nullptr);
-      if (const json* v = get("inputs"); v && v->is_array())
-        for (const auto& x : *v) node.input_values.push_back(&x);
-    } else {
-      if (auto attrs = n.find("attrs"); attrs != n.end() && attrs->is_array())
-        for (const auto& a : *attrs)
-          if (a.is_object() && a.contains("name") && a["name"] == "op_schema" && a.contains("value") &&
-              a["value"].is_string())
-            node.op_schema = a["value"].get<std::string>();
-      auto side = [&](const char* key, std::vector<std::vector<EtTensor>>& into, bool keep_values) {
-        auto it = n.find(key);
-        if (it == n.end() || it->is_null()) return;
-        if (!it->is_object())
-          fail_node(n, i, fmt::format("{}: expected {{values, shapes, types}}, got {}", key, describe(*it)));
-        auto field = [&](const char* f) -> const json* {
-          auto x = it->find(f);
-          return x == it->end() ? nullptr : &*x;
-        };
-        if (field("strides")) has_strides_ = true;
-        const json* values = field("values");
-        if (!values) fail_node(n, i, fmt::format("{}.values: missing", key));
-        into = read_args(n, i, key, values, field("shapes"), field("types"), field("strides"));
-        if (keep_values && values->is_array())
-          for (const auto& x : *values) node.input_values.push_back(&x);
-      };
-      side("inputs", node.inputs, true);
-      side("outputs", node.outputs, false);
-    }
-    nodes_.push_back(std::move(node));
-  }
-  std::stable_sort(nodes_.begin(), nodes_.end(), [](const Node& a, const Node& b) { return a.id < b.id; });
-  std::unordered_map<std::int64_t, std::size_t> index_of;
-  for (std::size_t i = 0; i < nodes_.size(); ++i) index_of.emplace(nodes_[i].id, i);
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    Node& node = nodes_[i];
-    for (const auto* side : {&node.inputs, &node.outputs})
-      for (const auto& arg : *side)
-        for (const auto& t : arg)
-          if (starts_with(t.device, "cuda")) main_device_ = "cuda";
-    if (node.parent == 0 || node.parent == node.id) continue;
-    auto p = index_of.find(node.parent);
-    if (p == index_of.end()) {
-      if (starts_with(node.name, "[pytorch|profiler|")) continue;  // the root of a thread
-      fail(fmt::format("node {} ({}): parent {} is not a node in the file", node.id, node.name, node.parent));
-    }
-    // Ids count up as ops start, and a parent starts before its children; this also rules
-    // out cycles.
-    if (p->second >= i)
-      fail(fmt::format("node {} ({}): parent {} starts after it", node.id, node.name, node.parent));
-    nodes_[p->second].children.push_back(i);
-  }
-  for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    Node& node = nodes_[i];
-    if (starts_with(node.name, "Optimizer.step")) node.in_optimizer_step = true;
-    if (starts_with(node.name, "Optimizer.zero_grad")) node.in_zero_grad = true;
-    if (node.name.find("AccumulateGrad") != std::string::npos && node.accumulate_grad == SIZE_MAX &&
-        !starts_with(node.name, "autograd::engine"))
-      node.accumulate_grad = i;
-    for (std::size_t c : node.children) {  // children come later in id order: pass it down
-      nodes_[c].in_optimizer_step |= node.in_optimizer_step;
-      nodes_[c].in_zero_grad |= node.in_zero_grad;
-      if (nodes_[c].accumulate_grad == SIZE_MAX) nodes_[c].accumulate_grad = node.accumulate_grad;
-    }
-  }
-}
-
 // A node that is not a kernel is split into its children, unless they only make views and
 // allocate (the node does the work itself: index_select over select views), or it returns
 // a tensor of a storage it did not read and none of its descendants returns.
 bool Importer::descend_into(std::size_t index) const {
-  const Node& node = nodes_[index];
+  const EtNode& node = et_.nodes[index];
   if (node.children.empty() || is_cost_kernel(base_name(node.name))) return false;
   {
     bool working_descendant = false;
     std::vector<std::size_t> stack(node.children.begin(), node.children.end());
     while (!stack.empty() && !working_descendant) {
-      const Node& d = nodes_[stack.back()];
+      const EtNode& d = et_.nodes[stack.back()];
       stack.pop_back();
       const std::string_view b = base_name(d.name);
       if (is_cost_kernel(b) || (d.children.empty() && !is_view_op(b) && !is_allocation_op(b)))
@@ -351,7 +101,7 @@ bool Importer::descend_into(std::size_t index) const {
   if (missing.empty()) return true;
   std::vector<std::size_t> stack(node.children.begin(), node.children.end());
   while (!stack.empty() && !missing.empty()) {
-    const Node& d = nodes_[stack.back()];
+    const EtNode& d = et_.nodes[stack.back()];
     stack.pop_back();
     for (const auto& arg : d.outputs)
       for (const auto& t : arg) missing.erase(t.storage);
@@ -379,7 +129,7 @@ BufferId Importer::buffer_for(const EtTensor& t, bool sized) {
 }
 
 void Importer::emit_unit(std::size_t root_index) {
-  const Node& root = nodes_[root_index];
+  const EtNode& root = et_.nodes[root_index];
   std::vector<std::size_t> members;  // the root and everything under it, in start order
   {
     std::vector<std::size_t> stack{root_index};
@@ -387,22 +137,19 @@ void Importer::emit_unit(std::size_t root_index) {
       const std::size_t i = stack.back();
       stack.pop_back();
       members.push_back(i);
-      const auto& ch = nodes_[i].children;
+      const auto& ch = et_.nodes[i].children;
       stack.insert(stack.end(), ch.rbegin(), ch.rend());
     }
   }
-  auto counted = [&](const EtTensor& t) { return main_device_.empty() || starts_with(t.device, main_device_); };
-  auto sized = [&](const EtTensor& t) { return has_strides_ || !broadcast_.count(pair_key(t.tensor, t.storage)); };
+  auto counted = [&](const EtTensor& t) { return counts(t); };
+  auto sized = [&](const EtTensor& t) { return et_.has_strides || !broadcast_.count(pair_key(t.tensor, t.storage)); };
 
   // Broadcast views say nothing about their storage's size (schema 1.0.x has no strides).
-  if (!has_strides_)
+  if (!et_.has_strides)
     for (std::size_t i : members) {
-      const Node& n = nodes_[i];
+      const EtNode& n = et_.nodes[i];
       const std::string_view b = base_name(n.name);
-      bool broadcast = b == "expand" || b == "expand_as" || b == "broadcast_to";
-      if (b == "as_strided" && n.input_values.size() > 2 && n.input_values[2]->is_array())
-        for (const auto& s : *n.input_values[2])
-          if (s.is_number_integer() && s.get<std::int64_t>() == 0) broadcast = true;
+      const bool broadcast = b == "expand" || b == "expand_as" || b == "broadcast_to" || n.zero_stride_argument;
       if (broadcast)
         for (const auto& arg : n.outputs)
           for (const auto& t : arg) broadcast_.insert(pair_key(t.tensor, t.storage));
@@ -415,14 +162,14 @@ void Importer::emit_unit(std::size_t root_index) {
   // before was recycled at a freed address).
   std::unordered_set<std::int64_t> fresh;
   for (std::size_t i : members)
-    for (const auto& arg : nodes_[i].outputs)
+    for (const auto& arg : et_.nodes[i].outputs)
       for (const auto& t : arg)
         if (counted(t) && !root_reads.count(t.storage)) fresh.insert(t.storage);
 
   Op op;
   op.name = fmt::format("{}#{}", root.name, root.id);
   if (root.duration_us) op.measured_s = *root.duration_us * 1e-6;
-  if (root.in_optimizer_step || root.in_zero_grad)
+  if (in_optimizer_step_[root_index] || in_zero_grad_[root_index])
     op.phase = Phase::optimizer;
   else if (backward_started_)
     op.phase = Phase::backward;
@@ -431,7 +178,7 @@ void Importer::emit_unit(std::size_t root_index) {
     if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
   };
   for (std::size_t i : members) {
-    const Node& n = nodes_[i];
+    const EtNode& n = et_.nodes[i];
     const std::vector<bool> mutated = mutated_arguments(n.op_schema, base_name(n.name), n.inputs.size());
     auto touch = [&](const EtTensor& t, bool write) {
       if (!counted(t)) return;
@@ -490,47 +237,45 @@ void Importer::emit_unit(std::size_t root_index) {
     if (op.phase != Phase::optimizer) read_outside_optimizer_[b] = true;
   for (BufferId b : op.updates) {
     if (op.phase != Phase::optimizer) read_outside_optimizer_[b] = true;
-    if (root.in_optimizer_step) updated_by_step_[b] = true;
-    if (root.accumulate_grad != SIZE_MAX) {
+    if (in_optimizer_step_[root_index]) updated_by_step_[b] = true;
+    if (accumulate_grad_[root_index] != SIZE_MAX) {
       gradient_[b] = true;
-      accumulate_updated_[root.accumulate_grad] = true;
+      accumulate_updated_[accumulate_grad_[root_index]] = true;
     }
   }
   trace_.add_op(std::move(op));
 }
 
 Trace Importer::run() {
-  read_nodes();
   std::filesystem::path p(source_);
   std::string stem = p.filename().string();
   for (const char* ext : {".json", ".et"})
     if (stem.size() > std::string_view(ext).size() && stem.ends_with(ext)) stem.resize(stem.size() - std::string_view(ext).size());
   trace_.name = stem;
   trace_.description = fmt::format("{} (PyTorch Execution Trace, schema {})", stem,
-                                   doc_["schema"].get<std::string>());
-  accumulate_updated_.assign(nodes_.size(), false);
+                                   et_.schema);
 
   // AccumulateGrad nodes and the buffers they receive, to settle after the walk.
   std::vector<std::pair<std::size_t, std::vector<BufferId>>> accumulations;
   std::vector<std::size_t> stack;
   // Roots: nodes whose parent is not in the file (checked in read_nodes) or 0.
   {
-    std::vector<bool> is_child(nodes_.size(), false);
-    for (const auto& n : nodes_)
+    std::vector<bool> is_child(et_.nodes.size(), false);
+    for (const auto& n : et_.nodes)
       for (std::size_t c : n.children) is_child[c] = true;
-    for (std::size_t i = nodes_.size(); i-- > 0;)
+    for (std::size_t i = et_.nodes.size(); i-- > 0;)
       if (!is_child[i]) stack.push_back(i);
   }
   while (!stack.empty()) {
     const std::size_t i = stack.back();
     stack.pop_back();
-    const Node& n = nodes_[i];
+    const EtNode& n = et_.nodes[i];
     if (starts_with(n.name, "autograd::engine::evaluate_function")) backward_started_ = true;
-    if (n.accumulate_grad == i) {
+    if (accumulate_grad_[i] == i) {
       std::vector<BufferId> received;
       for (const auto& arg : n.inputs)
         for (const auto& t : arg)
-          if (main_device_.empty() || starts_with(t.device, main_device_)) received.push_back(buffer_for(t, true));
+          if (counts(t)) received.push_back(buffer_for(t, true));
       accumulations.emplace_back(i, std::move(received));
     }
     // Labels (the thread, record_function ranges, autograd's wrappers of a backward
@@ -579,12 +324,7 @@ bool looks_like_pytorch_et(std::string_view head) {
 }
 
 Trace import_pytorch_et(const std::string& text, const std::string& source) {
-  try {
-    return Importer(text, source).run();
-  } catch (const nlohmann::json::exception& e) {
-    // A value of a type the reader did not check for: still the file's fault, not a crash.
-    throw InputError(fmt::format("{}: unexpected value: {}", source, e.what()));
-  }
+  return Importer(read_execution_trace(text, source), source).run();
 }
 
 }  // namespace memsim
