@@ -29,6 +29,7 @@ sanitize: deps
 
 bench: build
 	./$(BUILD)/memsim_bench
+	./$(BUILD)/memsim_et_import_bench
 
 # The Pareto table of docs/policies.md: every policy on resnet50 and bert-base (a few
 # minutes: checkmate takes up to its time limit per point).

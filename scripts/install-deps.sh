@@ -10,7 +10,9 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev
   coinor-libcbc-dev
+  libprotobuf-dev protobuf-compiler
   python3-matplotlib python3-pandas python3-pytest python3-numpy
+  python3-torch python3-torchvision
   parallel
 )
 

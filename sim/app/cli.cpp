@@ -14,6 +14,7 @@
 #include "sim/app/inputs.h"
 #include "sim/app/policy_args.h"
 #include "sim/app/sweep_cli.h"
+#include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
 #include "sim/core/units.h"
@@ -23,6 +24,7 @@
 #include "sim/report/events_csv.h"
 #include "sim/report/writers.h"
 #include "sim/workload/models/builder.h"
+#include "sim/workload/importers/importers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
 
@@ -39,7 +41,9 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
 
 // `memsim run X`: one argument may be the device or the workload; decide by what it is.
 bool names_a_platform(const std::string& arg) {
-  if (std::filesystem::exists(arg)) return classify(ConfigNode::parse_file(arg)) == InputKind::platform;
+  if (std::filesystem::exists(arg))
+    return sniff_foreign_trace(arg) == ForeignTrace::none &&
+           classify(ConfigNode::parse_file(arg)) == InputKind::platform;
   return find_preset("configs/devices", arg) != nullptr;
 }
 
@@ -237,6 +241,11 @@ int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& f : files) {
     try {
+      if (const ForeignTrace foreign = sniff_foreign_trace(f); foreign != ForeignTrace::none) {
+        import_foreign_trace(f, foreign);
+        std::cout << fmt::format("{}: ok\n", f);
+        continue;
+      }
       ConfigNode root = ConfigNode::parse_file(f);
       switch (classify(root)) {
         case InputKind::platform: load_platform(root); break;
@@ -265,6 +274,41 @@ int cmd_trace(const std::string& workload, const std::vector<std::string>& sets,
     std::cout << text.str();
   else
     write_file_atomic(out, text.str());
+  return 0;
+}
+
+int cmd_calibrate(const std::string& device_arg, const std::string& trace_arg, const std::string& device_name,
+                  const std::string& out) {
+  PlatformSpec platform = load_platform_arg(device_arg, {});
+  std::string device = device_name;
+  if (device.empty()) {
+    const auto compute = platform.compute_devices();
+    if (compute.empty()) throw InputError(fmt::format("{}: no compute device to calibrate", platform.source));
+    device = platform.devices[compute.front()].name;
+  }
+  const Trace trace = load_workload_arg(trace_arg, {});
+  const Calibration fit = calibrate(trace, platform, device);
+  std::cout << fmt::format("{} on {} ({}): {} ops fitted, {} held out\n", trace.name, platform.name, device,
+                           fit.fitted_ops, fit.held_out_ops);
+  for (const auto& [kind, f] : fit.kinds)
+    std::cout << fmt::format("  {:<22} efficiency {:.4f}  ({} ops)\n", kind, f.efficiency, f.samples);
+  std::cout << fmt::format("  launch overhead        {}\n", format_seconds(fit.launch_overhead_s));
+  std::cout << fmt::format("  error per op: fitted {:.2f}%, held out {:.2f}%; held-out total time {:+.2f}%\n",
+                           100 * fit.fit_mean_abs_error, 100 * fit.held_out_mean_abs_error,
+                           100 * fit.held_out_total_error);
+  if (!out.empty()) {
+    std::string text;
+    if (std::filesystem::exists(device_arg)) {
+      std::ifstream f(device_arg);
+      std::ostringstream s;
+      s << f.rdbuf();
+      text = s.str();
+    } else {
+      text = find_preset("configs/devices", device_arg)->text;
+    }
+    write_file_atomic(out, calibrated_platform_yaml(text, device, fit));
+    std::cout << fmt::format("  wrote {}\n", out);
+  }
   return 0;
 }
 
@@ -339,6 +383,14 @@ int cli_main(int argc, char** argv) {
   trace->add_option("-o,--output", out_file, "output file ('-' for stdout)")->required();
   trace->add_option("--set", sets, "override a workload value: workload.batch=8");
 
+  std::string calib_device, calib_trace, calib_name;
+  auto* calib = app.add_subcommand(
+      "calibrate", "fit a device's per-op-kind efficiencies to a trace's measured op durations");
+  calib->add_option("device", calib_device, "DEVICE (file or built-in preset)")->required();
+  calib->add_option("trace", calib_trace, "a trace whose ops carry measured durations")->required();
+  calib->add_option("--device-name", calib_name, "which device of the platform (default: the first compute device)");
+  calib->add_option("-o,--output", out_file, "write the platform with the fitted efficiencies here");
+
   app.add_subcommand("list", "list policies, allocators, models and built-in presets");
   const auto sweep_commands = add_sweep_commands(app);  // sweep, fit
 
@@ -353,6 +405,7 @@ int cli_main(int argc, char** argv) {
     if (info->parsed()) return cmd_info(target, sets, json);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file);
+    if (calib->parsed()) return cmd_calibrate(calib_device, calib_trace, calib_name, out_file);
     if (auto code = sweep_commands->dispatch()) return *code;
     return cmd_list();
   } catch (const UsageError& e) {

@@ -6,6 +6,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
+#include "sim/workload/importers/importers.h"
 #include "sim/workload/trace_io.h"
 #include "sim/workload/workload.h"
 
@@ -77,11 +78,20 @@ PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Overrid
 }
 
 Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides) {
-  ConfigNode root = open_input(arg, "workloads");
-  const InputKind kind = classify(root);
   std::vector<const Override*> mine;
   for (const auto& o : overrides)
     if (o.target == "workload") mine.push_back(&o);
+  // Traces from other tools are told by their first bytes, before any YAML parsing (an
+  // Execution Trace can be large).
+  if (const ForeignTrace foreign = std::filesystem::exists(arg) ? sniff_foreign_trace(arg) : ForeignTrace::none;
+      foreign != ForeignTrace::none) {
+    if (!mine.empty())
+      throw InputError(fmt::format("{}: {} is a trace, which has no parameters to set",
+                                   mine.front()->origin, arg));
+    return import_foreign_trace(arg, foreign);
+  }
+  ConfigNode root = open_input(arg, "workloads");
+  const InputKind kind = classify(root);
   if (kind == InputKind::trace) {
     if (!mine.empty())
       throw InputError(fmt::format("{}: {} is a trace, which has no parameters to set",

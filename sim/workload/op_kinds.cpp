@@ -27,7 +27,9 @@ const std::vector<std::string>& known_op_kinds() {
       "rotary_embedding_backward", "bmm_backward", "flash_attention_backward",
       "select_backward", "lstm_cell_backward", "gru_cell_backward",
       // Gist-style stashing (policy compress, issue 7)
-      "encode", "decode"};
+      "encode", "decode",
+      // imported traces (issue 5): aten ops with no kind of their own above
+      "elementwise", "reduction", "copy", "allocate", "other"};
   return kinds;
 }
 
