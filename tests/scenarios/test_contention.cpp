@@ -31,7 +31,7 @@ double link_bandwidth(const std::string& name) {
 
 }  // namespace
 
-TEST(Contention, EightVdnnReplicasAreSlowedByTheSharedPcieSwitches) {
+TEST(ContentionCli, EightVdnnReplicasAreSlowedByTheSharedPcieSwitches) {
   // Each GPU's own link and each switch's uplink carry the same bandwidth, and two GPUs share
   // an uplink: with every GPU copying, each copy gets half the uplink, so a replica's copies
   // take twice as long as one GPU's alone. GPUs behind different switches share nothing.
@@ -57,7 +57,7 @@ TEST(Contention, EightVdnnReplicasAreSlowedByTheSharedPcieSwitches) {
   EXPECT_EQ(all["swap_out_bytes"].get<std::uint64_t>(), 8 * alone["swap_out_bytes"].get<std::uint64_t>());
 }
 
-TEST(Contention, DevicesMustBeComputeDevicesOfThePlatform) {
+TEST(ContentionCli, DevicesMustBeComputeDevicesOfThePlatform) {
   CliResult r = run_memsim("run dgx-a100 resnet50 --devices gpu0,gpu9 --out /tmp/memsim-never");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--devices: platform dgx-a100 has no compute device 'gpu9'"), std::string::npos) << r.err;
