@@ -59,7 +59,8 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
   // writer (it needs the update) and on the holder (it needs the memory kept). A holder's
   // value counts as memory when a later node reads it, as workspace when it dies inside.
   std::vector<int> writer(trace.buffers.size(), -1), holder(trace.buffers.size(), -1);
-  std::vector<std::uint8_t> read_outside(trace.buffers.size(), 0);
+  std::vector<int> last_reader(trace.buffers.size(), -1);  // the last other node reading it
+  std::vector<std::uint8_t> read_outside(trace.buffers.size(), 0), read_by_forward(trace.buffers.size(), 0);
   for (std::size_t v = 0; v < n; ++v) {
     double ws = 0;
     const int me = static_cast<int>(v);
@@ -73,6 +74,8 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
           if (holder[b] >= 0 && holder[b] != me) {
             G.deps[v].push_back(holder[b]);
             read_outside[b] = 1;
+            last_reader[b] = me;
+            if (op.phase == Phase::forward) read_by_forward[b] = 1;
           }
         }
       for (BufferId b : op.outputs)
@@ -86,9 +89,23 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
   }
+  // A node that cannot run again holds each of its buffers from its stage to the buffer's
+  // last reader, whatever the schedule: pinned memory, not part of its value. As part of its
+  // value, the activation gradient a conv's backward makes would live as long as the weight
+  // gradient made with it, until the optimizer reads that, and no budget would fit.
+  G.pinned.assign(n, 0);
   for (const Buffer& b : trace.buffers) {
-    if (holder[b.id] < 0) continue;
-    (read_outside[b.id] ? G.mem : G.workspace)[holder[b.id]] += static_cast<double>(b.bytes);
+    const int h = holder[b.id];
+    if (h < 0) continue;
+    const double bytes = static_cast<double>(b.bytes);
+    if (!read_outside[b.id]) {
+      G.workspace[h] += bytes;
+    } else if (!G.recomputable[h] && !read_by_forward[b.id]) {
+      G.workspace[h] += bytes;
+      for (int t = h + 1; t <= last_reader[b.id]; ++t) G.pinned[t] += bytes;
+    } else {
+      G.mem[h] += bytes;
+    }
   }
   return g;
 }

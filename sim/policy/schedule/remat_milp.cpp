@@ -7,7 +7,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <cstdio>
 
 #include <coin/Cbc_C_Interface.h>
 
@@ -26,6 +25,10 @@ std::vector<std::vector<int>> users_of(const RematGraph& g) {
     v.erase(std::unique(v.begin(), v.end()), v.end());
   }
   return u;
+}
+
+double pinned_at(const RematGraph& g, int t) {
+  return t < static_cast<int>(g.pinned.size()) ? g.pinned[t] : 0;
 }
 
 // The schedule as 0/1 matrices under the program's accounting: R (computed in stage t), S
@@ -76,7 +79,7 @@ Replay replay(const RematGraph& g, const std::vector<std::vector<int>>& recomput
   }
   // Memory, stage by stage; and every read finds its value.
   for (int t = 0; t < n && r.valid; ++t) {
-    double mem = g.constant;
+    double mem = g.constant + pinned_at(g, t);
     std::vector<std::uint8_t> here(n, 0);
     for (int i = 0; i < t; ++i)
       if (r.S[t][i]) {
@@ -229,7 +232,7 @@ Model build(const RematGraph& g, double budget) {
       std::vector<std::pair<int, double>> row{{u, 1}};
       double rhs = 0;
       if (k == 0) {
-        rhs = g.constant / unit;
+        rhs = (g.constant + pinned_at(g, t)) / unit;
         for (int i = 0; i < t; ++i)
           if (S(t, i) >= 0) row.push_back({S(t, i), -g.mem[i] / unit});
       } else {
@@ -377,7 +380,6 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   RematAnswer best;
   auto offer = [&](std::vector<std::vector<int>> rc, const std::string& method) {
     const Replay r = replay(g, rc);
-    if (getenv("CKPT_DEBUG")) fprintf(stderr, "offer %s valid %d peak %g (stage %d) cost %g\n", method.c_str(), r.valid, r.peak, r.peak_stage, r.cost);
     if (!r.valid || r.peak > budget * (1 + 1e-9)) return false;
     if (best.found && r.cost >= best.cost) return false;
     best.found = true;
