@@ -62,12 +62,10 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
   std::vector<int> last_reader(trace.buffers.size(), -1);  // the last other node reading it
   std::vector<std::uint8_t> read_outside(trace.buffers.size(), 0), read_by_forward(trace.buffers.size(), 0);
   for (std::size_t v = 0; v < n; ++v) {
-    double ws = 0;
     const int me = static_cast<int>(v);
     for (OpId o : g.ops[v]) {
       const Op& op = trace.ops[o];
       G.cost[v] += durations[o];
-      ws = std::max(ws, static_cast<double>(op.workspace_bytes));
       for (const auto* list : {&op.inputs, &op.updates})
         for (BufferId b : *list) {
           if (writer[b] >= 0 && writer[b] != me) G.deps[v].push_back(writer[b]);
@@ -83,7 +81,6 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
       for (BufferId b : op.updates)
         if (holder[b] >= 0) writer[b] = me;
     }
-    G.workspace[v] = ws;
     G.recomputable[v] = trace.ops[g.ops[v].front()].phase == Phase::forward;
     auto& d = G.deps[v];
     std::sort(d.begin(), d.end());
@@ -93,24 +90,54 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
   // last reader, whatever the schedule: pinned memory, not part of its value. As part of its
   // value, the activation gradient a conv's backward makes would live as long as the weight
   // gradient made with it, until the optimizer reads that, and no budget would fit.
+  enum class Kind : std::uint8_t { value, inside, pinned };
+  std::vector<Kind> kind(trace.buffers.size(), Kind::value);
   G.pinned.assign(n, 0);
   for (const Buffer& b : trace.buffers) {
     const int h = holder[b.id];
     if (h < 0) continue;
     const double bytes = static_cast<double>(b.bytes);
     if (!read_outside[b.id]) {
-      G.workspace[h] += bytes;
+      kind[b.id] = Kind::inside;
     } else if (!G.recomputable[h] && !read_by_forward[b.id]) {
-      G.workspace[h] += bytes;
+      kind[b.id] = Kind::pinned;
       for (int t = h + 1; t <= last_reader[b.id]; ++t) G.pinned[t] += bytes;
     } else {
       G.mem[h] += bytes;
     }
   }
+  // A node's workspace: the most its ops need at once beyond its value (counted whole from
+  // the start): their own workspace, what they make that dies inside (freed after its last
+  // reader there) and what they make that is pinned.
+  std::vector<OpId> last_op(trace.buffers.size(), kNoOp);
+  for (const Op& op : trace.ops)
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list) last_op[b] = op.id;
+  for (std::size_t v = 0; v < n; ++v) {
+    double live = 0, most = 0;
+    std::vector<BufferId> inside;
+    for (OpId o : g.ops[v]) {
+      const Op& op = trace.ops[o];
+      for (BufferId b : op.outputs)
+        if (holder[b] == static_cast<int>(v) && kind[b] != Kind::value) {
+          live += static_cast<double>(trace.buffers[b].bytes);
+          if (kind[b] == Kind::inside) inside.push_back(b);
+        }
+      most = std::max(most, live + static_cast<double>(op.workspace_bytes));
+      std::erase_if(inside, [&](BufferId b) {
+        if (last_op[b] != kNoOp && last_op[b] > o) return false;
+        live -= static_cast<double>(trace.buffers[b].bytes);
+        return true;
+      });
+    }
+    G.workspace[v] = most;
+  }
   return g;
 }
 
 class CheckmatePolicy final : public Policy {
+  static constexpr int kRetries = 3;  // solves again for a lower budget when the engine needs more
+
  public:
   explicit CheckmatePolicy(const Params& params)
       : budget_(read_budget(params)),
@@ -135,26 +162,54 @@ class CheckmatePolicy final : public Policy {
       opt.seconds = seconds_;
       opt.integer = integer_;
       const double cap = static_cast<double>(d < caps.size() ? caps[d] : caps.back());
-      if (getenv("CKPT_DEBUG")) {
-        std::vector<std::vector<int>> none(g.graph.size());
-        double mx = 0; int at = 0;
-        for (std::size_t v = 0; v < g.graph.size(); ++v) { double need = g.graph.constant + g.graph.mem[v] + g.graph.workspace[v]; for (int d : g.graph.deps[v]) need += g.graph.mem[d]; if (need > mx) { mx = need; at = (int)v; } }
-        fprintf(stderr, "keep-all peak %g; constant %g; max single-node need %g at node %d (%s, %zu ops, ws %g, mem %g, deps %zu)\n", schedule::remat_peak(g.graph, none), g.graph.constant, mx, at, trace.ops[g.ops[at].front()].name.c_str(), g.ops[at].size(), g.graph.workspace[at], g.graph.mem[at], g.graph.deps[at].size());
+      // The engine can need more than the program counts: a coarse node's ops run again one
+      // by one, and a buffer updated in place is remade at its reader, so what it is made
+      // from lives until then. When the lowered schedule peaks above the cap, solve again
+      // for a budget lower by the excess, a few times; keep the first schedule that fits
+      // (or, failing that, the one that peaks least).
+      double target = cap;
+      std::optional<ckpt::Schedule> best;
+      std::uint64_t best_peak = 0;
+      schedule::RematAnswer best_answer;
+      bool timed_out = false;
+      for (int attempt = 0; attempt <= kRetries; ++attempt) {
+        schedule::RematAnswer a = schedule::solve_remat(g.graph, target, opt);
+        if (!a.found) {
+          timed_out = a.time_limit;
+          break;
+        }
+        ckpt::Schedule trial = schedule;
+        for (std::size_t t = 0; t < g.ops.size(); ++t)
+          for (int i : a.recompute[t]) {
+            auto& list = trial.before[g.ops[t].front()];
+            list.insert(list.end(), g.ops[i].begin(), g.ops[i].end());
+          }
+        const ckpt::Lowered l = ckpt::lower(trace, trial, durations);
+        const std::uint64_t peak = d < l.peak_bytes.size() ? l.peak_bytes[d] : 0;
+        if (!best || peak < best_peak) {
+          best = std::move(trial);
+          best_peak = peak;
+          best_answer = std::move(a);
+        }
+        if (static_cast<double>(peak) <= cap) break;
+        target -= static_cast<double>(peak) - cap;
+        if (attempt < kRetries)
+          ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the "
+                                              "budget; solving again for {}",
+                                              format_bytes(static_cast<double>(peak)),
+                                              format_bytes(target)));
       }
-      answer_ = schedule::solve_remat(g.graph, cap, opt);
-      if (!answer_.found) {
+      if (!best) {
+        answer_ = schedule::RematAnswer{};
         reason_ = fmt::format("checkmate: no schedule of {} nodes fits {} (the program is "
                               "infeasible{})",
                               nodes_, format_bytes(cap),
-                              answer_.time_limit ? ", or no solution was found in the time limit" : "");
+                              timed_out ? ", or no solution was found in the time limit" : "");
         ckpt::note("checkmate", reason_.substr(11));
         continue;  // plan as it is: the engine reports where memory runs out
       }
-      for (std::size_t t = 0; t < g.ops.size(); ++t)
-        for (int i : answer_.recompute[t]) {
-          auto& list = schedule.before[g.ops[t].front()];
-          list.insert(list.end(), g.ops[i].begin(), g.ops[i].end());
-        }
+      answer_ = std::move(best_answer);
+      schedule = std::move(*best);
       if (!answer_.proven_optimal)
         ckpt::note("checkmate",
                    fmt::format("not proven optimal{}: best found {} of recomputation ({}), bound {}",
@@ -164,7 +219,7 @@ class CheckmatePolicy final : public Policy {
     ckpt::Lowered l = ckpt::lower(trace, schedule, durations);
     if (answer_.found && !ckpt::fits(l, caps))
       ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the budget "
-                                          "(coarse nodes count memory differently)",
+                                          "(the program counts memory differently)",
                                           format_bytes(static_cast<double>(l.max_peak()))));
     return std::move(l.plan);
   }
