@@ -31,19 +31,24 @@ struct Grouped {
 
 Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<double>& durations,
                     std::size_t max_nodes) {
+  // The optimizer's ops make one node: they only read what is pinned (weight gradients)
+  // and could not be recomputed anyway; nodes are better spent on the forward and backward.
   std::vector<OpId> mine;
+  std::size_t optimizer = 0;
   for (const Op& op : trace.ops)
-    if (op.device == device) mine.push_back(op.id);
-  const std::size_t per = std::max<std::size_t>(1, (mine.size() + max_nodes - 1) / std::max<std::size_t>(1, max_nodes));
+    if (op.device == device) {
+      mine.push_back(op.id);
+      optimizer += op.phase == Phase::optimizer;
+    }
+  const std::size_t slots = std::max<std::size_t>(1, max_nodes - (optimizer > 0));
+  const std::size_t per = std::max<std::size_t>(1, (mine.size() - optimizer + slots - 1) / slots);
   Grouped g;
-  std::vector<int> node_of(trace.ops.size(), -1);
   for (OpId o : mine) {
-    const bool fwd = trace.ops[o].phase == Phase::forward;
-    if (g.ops.empty() || g.ops.back().size() >= per ||
-        (trace.ops[g.ops.back().front()].phase == Phase::forward) != fwd)
+    const Phase phase = trace.ops[o].phase;
+    if (g.ops.empty() || (g.ops.back().size() >= per && phase != Phase::optimizer) ||
+        trace.ops[g.ops.back().front()].phase != phase)
       g.ops.emplace_back();
     g.ops.back().push_back(o);
-    node_of[o] = static_cast<int>(g.ops.size()) - 1;
   }
   const std::size_t n = g.ops.size();
   auto& G = g.graph;
@@ -82,7 +87,8 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
         if (holder[b] >= 0) writer[b] = me;
     }
     G.recomputable[v] = trace.ops[g.ops[v].front()].phase == Phase::forward;
-    auto& d = G.deps[v];
+  }
+  for (auto& d : G.deps) {
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
   }
