@@ -192,13 +192,16 @@ class CheckmatePolicy final : public Policy {
           }
         const ckpt::Lowered l = ckpt::lower(trace, trial, durations);
         const std::uint64_t peak = d < l.peak_bytes.size() ? l.peak_bytes[d] : 0;
+        const double gap = static_cast<double>(peak) - schedule::remat_peak(g.graph, a.recompute);
         if (!best || peak < best_peak) {
           best = std::move(trial);
           best_peak = peak;
           best_answer = std::move(a);
         }
         if (static_cast<double>(peak) <= cap) break;
-        target -= static_cast<double>(peak) - cap;
+        // Below the cap by what the engine needed beyond the program, at least below this
+        // target by the excess.
+        target = std::min(target - (static_cast<double>(peak) - cap), cap - gap);
         if (attempt < kRetries)
           ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the "
                                               "budget; solving again for {}",
