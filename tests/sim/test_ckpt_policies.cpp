@@ -271,7 +271,7 @@ TEST(CkptEngine, CheckmateFitsAResNetWhereSqrtDoes) {
   // optimizer reads at the end: counted as one value, the activation gradients of the whole
   // backward stayed until then and the program was infeasible at budgets checkpoint-sqrt
   // meets (0.6 of this ResNet-14: sqrt peaks at 18.3 of 20.8 MiB).
-  auto p = policy("checkmate", "{budget: 0.6, seconds: 2}");
+  auto p = policy("checkmate", "{budget: 0.6, seconds: 1}");
   const Trace t = generate("{model: resnet, depth: 14, variant: cifar, batch: 32}");
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");

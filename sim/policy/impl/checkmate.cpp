@@ -6,11 +6,16 @@
 // relaxation is rounded (the paper's fallback).
 //
 // The graph: one node per op of a device, or, past `max_nodes`, runs of consecutive ops of
-// one phase taken together (the program has n^2 variables). A node's value is what its ops
-// make that later ops read; what dies inside it counts as its workspace. An in-place update
-// adds no memory: later readers depend on the updating node and on the node holding the
-// buffer (the engine replays the updates when it remakes the buffer; the program does not
-// charge for them). Buffers resident from the start count as constant.
+// one phase taken together (the program has n^2 variables); the optimizer's ops are one
+// node. A forward node's value is what its ops make that later ops read; what a backward
+// node makes is pinned from its stage to its last reader's (it cannot run again, so no
+// schedule changes that). A node's workspace is the most its ops hold at once besides its
+// value. An in-place update adds no memory: later readers depend on the updating node and
+// on the node holding the buffer (the engine replays the updates when it remakes the
+// buffer; the program does not charge for them). Buffers resident from the start count as
+// constant. Where the engine needs more than the program counts (coarse nodes; a buffer
+// updated in place is remade at its reader, with what it is made from), the program is
+// solved again for a lower budget.
 #include <algorithm>
 #include <cmath>
 
@@ -261,7 +266,10 @@ PolicyInfo checkmate_policy() {
           "optimal rematerialization as a mixed-integer program (Jain et al.), solved by CBC "
           "within a time limit; LP rounding when no integer solution is found",
           {budget_param(),
-           {"seconds", "CBC's time limit for the program (and again for its LP relaxation)", "60"},
+           {"seconds",
+            "CBC's time limit for the program (and again for its LP relaxation, and again for "
+            "each solve for a lower budget)",
+            "60"},
            {"max_nodes", "largest graph solved op by op; beyond, runs of consecutive ops are nodes",
             "120"},
            {"method", "milp (branch and bound) or lp (the relaxation, rounded)", "milp"}},
