@@ -147,7 +147,7 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
 }
 
 class CheckmatePolicy final : public Policy {
-  static constexpr int kRetries = 3;  // solves again for a lower budget when the engine needs more
+  static constexpr int kRetries = 4;  // solves again when the engine needs more than the program
 
  public:
   explicit CheckmatePolicy(const Params& params)
@@ -175,16 +175,22 @@ class CheckmatePolicy final : public Policy {
       const double cap = static_cast<double>(d < caps.size() ? caps[d] : caps.back());
       // The engine can need more than the program counts: a coarse node's ops run again one
       // by one, and a buffer updated in place is remade at its reader, so what it is made
-      // from lives until then. When the lowered schedule peaks above the cap, solve again
-      // for a budget lower by the excess, a few times; keep the first schedule that fits
-      // (or, failing that, the one that peaks least).
+      // from lives until then. When the lowered schedule peaks above the cap, the excess is
+      // pinned to the stage where the engine peaks and the program solved again; the last
+      // time, for a budget lower by the excess (or by what the engine needed beyond the
+      // program). The first schedule that fits is kept, or failing that the one that peaks
+      // least.
+      schedule::RematGraph graph = g.graph;
+      std::vector<int> node_of(trace.ops.size(), -1);
+      for (std::size_t v = 0; v < g.ops.size(); ++v)
+        for (OpId o : g.ops[v]) node_of[o] = static_cast<int>(v);
       double target = cap;
       std::optional<ckpt::Schedule> best;
       std::uint64_t best_peak = 0;
       schedule::RematAnswer best_answer;
       bool timed_out = false;
       for (int attempt = 0; attempt <= kRetries; ++attempt) {
-        schedule::RematAnswer a = schedule::solve_remat(g.graph, target, opt);
+        schedule::RematAnswer a = schedule::solve_remat(graph, target, opt);
         if (!a.found) {
           timed_out = a.time_limit;
           break;
@@ -197,21 +203,26 @@ class CheckmatePolicy final : public Policy {
           }
         const ckpt::Lowered l = ckpt::lower(trace, trial, durations);
         const std::uint64_t peak = d < l.peak_bytes.size() ? l.peak_bytes[d] : 0;
-        const double gap = static_cast<double>(peak) - schedule::remat_peak(g.graph, a.recompute);
+        const OpId at = d < l.peak_op.size() ? l.peak_op[d] : kNoOp;
+        const double excess = static_cast<double>(peak) - cap;
+        const double gap = static_cast<double>(peak) - schedule::remat_peak(graph, a.recompute);
         if (!best || peak < best_peak) {
           best = std::move(trial);
           best_peak = peak;
           best_answer = std::move(a);
         }
-        if (static_cast<double>(peak) <= cap) break;
-        // Below the cap by what the engine needed beyond the program, at least below this
-        // target by the excess.
-        target = std::min(target - (static_cast<double>(peak) - cap), cap - gap);
-        if (attempt < kRetries)
-          ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the "
-                                              "budget; solving again for {}",
-                                              format_bytes(static_cast<double>(peak)),
-                                              format_bytes(target)));
+        if (excess <= 0 || attempt == kRetries) break;
+        std::string again;
+        if (attempt + 1 < kRetries && at != kNoOp && node_of[at] >= 0) {
+          graph.pinned[node_of[at]] += excess;
+          again = fmt::format("with {} more at '{}'", format_bytes(excess), trace.ops[at].name);
+        } else {
+          target = std::min(target - excess, cap - gap);
+          again = fmt::format("for {}", format_bytes(target));
+        }
+        ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the "
+                                            "budget; solving again {}",
+                                            format_bytes(static_cast<double>(peak)), again));
       }
       if (!best) {
         answer_ = schedule::RematAnswer{};
