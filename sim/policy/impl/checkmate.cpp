@@ -14,8 +14,8 @@
 // on the node holding the buffer (the engine replays the updates when it remakes the
 // buffer; the program does not charge for them). Buffers resident from the start count as
 // constant. Where the engine needs more than the program counts (coarse nodes; a buffer
-// updated in place is remade at its reader, with what it is made from), the program is
-// solved again for a lower budget.
+// updated in place is remade at its reader, with what it is made from), the excess is
+// pinned to the stage where the engine peaks and the program solved again.
 #include <algorithm>
 #include <cmath>
 
