@@ -113,6 +113,19 @@ TEST(CkptMilp, BelowWhatAnyScheduleNeedsThereIsNone) {
   EXPECT_FALSE(a.found);
 }
 
+TEST(CkptMilp, PinnedMemoryCountsInEveryStageAndLeavesTheAnswer) {
+  // A byte pinned throughout raises every stage by one: the same schedules at one more.
+  RematGraph g = skip_graph();
+  g.pinned.assign(10, 1);
+  EXPECT_EQ(remat_peak(g, std::vector<std::vector<int>>(10)), 24);
+  const RematAnswer a = solve_remat(g, 20, {});
+  ASSERT_TRUE(a.found);
+  EXPECT_TRUE(a.proven_optimal);
+  EXPECT_NEAR(a.cost, brute_force(skip_graph(), 19), 1e-9);
+  EXPECT_LE(remat_peak(g, a.recompute), 20);
+  EXPECT_FALSE(solve_remat(g, 12 + 1, {}).found);
+}
+
 TEST(CkptMilp, LpRoundingFindsAScheduleWithoutBranching) {
   const RematGraph g = skip_graph();
   RematOptions o;

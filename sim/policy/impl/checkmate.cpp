@@ -6,11 +6,16 @@
 // relaxation is rounded (the paper's fallback).
 //
 // The graph: one node per op of a device, or, past `max_nodes`, runs of consecutive ops of
-// one phase taken together (the program has n^2 variables). A node's value is what its ops
-// make that later ops read; what dies inside it counts as its workspace. An in-place update
-// adds no memory: later readers depend on the updating node and on the node holding the
-// buffer (the engine replays the updates when it remakes the buffer; the program does not
-// charge for them). Buffers resident from the start count as constant.
+// one phase taken together (the program has n^2 variables); the optimizer's ops are one
+// node. A forward node's value is what its ops make that later ops read; what a backward
+// node makes is pinned from its stage to its last reader's (it cannot run again, so no
+// schedule changes that). A node's workspace is the most its ops hold at once besides its
+// value. An in-place update adds no memory: later readers depend on the updating node and
+// on the node holding the buffer (the engine replays the updates when it remakes the
+// buffer; the program does not charge for them). Buffers resident from the start count as
+// constant. Where the engine needs more than the program counts (coarse nodes; a buffer
+// updated in place is remade at its reader, with what it is made from), the excess is
+// pinned to the stage where the engine peaks and the program solved again.
 #include <algorithm>
 #include <cmath>
 
@@ -31,19 +36,24 @@ struct Grouped {
 
 Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<double>& durations,
                     std::size_t max_nodes) {
+  // The optimizer's ops make one node: they only read what is pinned (weight gradients)
+  // and could not be recomputed anyway; nodes are better spent on the forward and backward.
   std::vector<OpId> mine;
+  std::size_t optimizer = 0;
   for (const Op& op : trace.ops)
-    if (op.device == device) mine.push_back(op.id);
-  const std::size_t per = std::max<std::size_t>(1, (mine.size() + max_nodes - 1) / std::max<std::size_t>(1, max_nodes));
+    if (op.device == device) {
+      mine.push_back(op.id);
+      optimizer += op.phase == Phase::optimizer;
+    }
+  const std::size_t slots = std::max<std::size_t>(1, max_nodes - (optimizer > 0));
+  const std::size_t per = std::max<std::size_t>(1, (mine.size() - optimizer + slots - 1) / slots);
   Grouped g;
-  std::vector<int> node_of(trace.ops.size(), -1);
   for (OpId o : mine) {
-    const bool fwd = trace.ops[o].phase == Phase::forward;
-    if (g.ops.empty() || g.ops.back().size() >= per ||
-        (trace.ops[g.ops.back().front()].phase == Phase::forward) != fwd)
+    const Phase phase = trace.ops[o].phase;
+    if (g.ops.empty() || (g.ops.back().size() >= per && phase != Phase::optimizer) ||
+        trace.ops[g.ops.back().front()].phase != phase)
       g.ops.emplace_back();
     g.ops.back().push_back(o);
-    node_of[o] = static_cast<int>(g.ops.size()) - 1;
   }
   const std::size_t n = g.ops.size();
   auto& G = g.graph;
@@ -59,20 +69,21 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
   // writer (it needs the update) and on the holder (it needs the memory kept). A holder's
   // value counts as memory when a later node reads it, as workspace when it dies inside.
   std::vector<int> writer(trace.buffers.size(), -1), holder(trace.buffers.size(), -1);
-  std::vector<std::uint8_t> read_outside(trace.buffers.size(), 0);
+  std::vector<int> last_reader(trace.buffers.size(), -1);  // the last other node reading it
+  std::vector<std::uint8_t> read_outside(trace.buffers.size(), 0), read_by_forward(trace.buffers.size(), 0);
   for (std::size_t v = 0; v < n; ++v) {
-    double ws = 0;
     const int me = static_cast<int>(v);
     for (OpId o : g.ops[v]) {
       const Op& op = trace.ops[o];
       G.cost[v] += durations[o];
-      ws = std::max(ws, static_cast<double>(op.workspace_bytes));
       for (const auto* list : {&op.inputs, &op.updates})
         for (BufferId b : *list) {
           if (writer[b] >= 0 && writer[b] != me) G.deps[v].push_back(writer[b]);
           if (holder[b] >= 0 && holder[b] != me) {
             G.deps[v].push_back(holder[b]);
             read_outside[b] = 1;
+            last_reader[b] = me;
+            if (op.phase == Phase::forward) read_by_forward[b] = 1;
           }
         }
       for (BufferId b : op.outputs)
@@ -80,20 +91,64 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
       for (BufferId b : op.updates)
         if (holder[b] >= 0) writer[b] = me;
     }
-    G.workspace[v] = ws;
     G.recomputable[v] = trace.ops[g.ops[v].front()].phase == Phase::forward;
-    auto& d = G.deps[v];
+  }
+  for (auto& d : G.deps) {
     std::sort(d.begin(), d.end());
     d.erase(std::unique(d.begin(), d.end()), d.end());
   }
+  // A node that cannot run again holds each of its buffers from its stage to the buffer's
+  // last reader, whatever the schedule: pinned memory, not part of its value. As part of its
+  // value, the activation gradient a conv's backward makes would live as long as the weight
+  // gradient made with it, until the optimizer reads that, and no budget would fit.
+  enum class Kind : std::uint8_t { value, inside, pinned };
+  std::vector<Kind> kind(trace.buffers.size(), Kind::value);
+  G.pinned.assign(n, 0);
   for (const Buffer& b : trace.buffers) {
-    if (holder[b.id] < 0) continue;
-    (read_outside[b.id] ? G.mem : G.workspace)[holder[b.id]] += static_cast<double>(b.bytes);
+    const int h = holder[b.id];
+    if (h < 0) continue;
+    const double bytes = static_cast<double>(b.bytes);
+    if (!read_outside[b.id]) {
+      kind[b.id] = Kind::inside;
+    } else if (!G.recomputable[h] && !read_by_forward[b.id]) {
+      kind[b.id] = Kind::pinned;
+      for (int t = h + 1; t <= last_reader[b.id]; ++t) G.pinned[t] += bytes;
+    } else {
+      G.mem[h] += bytes;
+    }
+  }
+  // A node's workspace: the most its ops need at once beyond its value (counted whole from
+  // the start): their own workspace, what they make that dies inside (freed after its last
+  // reader there) and what they make that is pinned.
+  std::vector<OpId> last_op(trace.buffers.size(), kNoOp);
+  for (const Op& op : trace.ops)
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list) last_op[b] = op.id;
+  for (std::size_t v = 0; v < n; ++v) {
+    double live = 0, most = 0;
+    std::vector<BufferId> inside;
+    for (OpId o : g.ops[v]) {
+      const Op& op = trace.ops[o];
+      for (BufferId b : op.outputs)
+        if (holder[b] == static_cast<int>(v) && kind[b] != Kind::value) {
+          live += static_cast<double>(trace.buffers[b].bytes);
+          if (kind[b] == Kind::inside) inside.push_back(b);
+        }
+      most = std::max(most, live + static_cast<double>(op.workspace_bytes));
+      std::erase_if(inside, [&](BufferId b) {
+        if (last_op[b] != kNoOp && last_op[b] > o) return false;
+        live -= static_cast<double>(trace.buffers[b].bytes);
+        return true;
+      });
+    }
+    G.workspace[v] = most;
   }
   return g;
 }
 
 class CheckmatePolicy final : public Policy {
+  static constexpr int kRetries = 4;  // solves again when the engine needs more than the program
+
  public:
   explicit CheckmatePolicy(const Params& params)
       : budget_(read_budget(params)),
@@ -118,26 +173,68 @@ class CheckmatePolicy final : public Policy {
       opt.seconds = seconds_;
       opt.integer = integer_;
       const double cap = static_cast<double>(d < caps.size() ? caps[d] : caps.back());
-      if (getenv("CKPT_DEBUG")) {
-        std::vector<std::vector<int>> none(g.graph.size());
-        double mx = 0; int at = 0;
-        for (std::size_t v = 0; v < g.graph.size(); ++v) { double need = g.graph.constant + g.graph.mem[v] + g.graph.workspace[v]; for (int d : g.graph.deps[v]) need += g.graph.mem[d]; if (need > mx) { mx = need; at = (int)v; } }
-        fprintf(stderr, "keep-all peak %g; constant %g; max single-node need %g at node %d (%s, %zu ops, ws %g, mem %g, deps %zu)\n", schedule::remat_peak(g.graph, none), g.graph.constant, mx, at, trace.ops[g.ops[at].front()].name.c_str(), g.ops[at].size(), g.graph.workspace[at], g.graph.mem[at], g.graph.deps[at].size());
+      // The engine can need more than the program counts: a coarse node's ops run again one
+      // by one, and a buffer updated in place is remade at its reader, so what it is made
+      // from lives until then. When the lowered schedule peaks above the cap, the excess is
+      // pinned to the stage where the engine peaks and the program solved again; the last
+      // time, for a budget lower by the excess (or by what the engine needed beyond the
+      // program). The first schedule that fits is kept, or failing that the one that peaks
+      // least.
+      schedule::RematGraph graph = g.graph;
+      std::vector<int> node_of(trace.ops.size(), -1);
+      for (std::size_t v = 0; v < g.ops.size(); ++v)
+        for (OpId o : g.ops[v]) node_of[o] = static_cast<int>(v);
+      double target = cap;
+      std::optional<ckpt::Schedule> best;
+      std::uint64_t best_peak = 0;
+      schedule::RematAnswer best_answer;
+      bool timed_out = false;
+      for (int attempt = 0; attempt <= kRetries; ++attempt) {
+        schedule::RematAnswer a = schedule::solve_remat(graph, target, opt);
+        if (!a.found) {
+          timed_out = a.time_limit;
+          break;
+        }
+        ckpt::Schedule trial = schedule;
+        for (std::size_t t = 0; t < g.ops.size(); ++t)
+          for (int i : a.recompute[t]) {
+            auto& list = trial.before[g.ops[t].front()];
+            list.insert(list.end(), g.ops[i].begin(), g.ops[i].end());
+          }
+        const ckpt::Lowered l = ckpt::lower(trace, trial, durations);
+        const std::uint64_t peak = d < l.peak_bytes.size() ? l.peak_bytes[d] : 0;
+        const OpId at = d < l.peak_op.size() ? l.peak_op[d] : kNoOp;
+        const double excess = static_cast<double>(peak) - cap;
+        const double gap = static_cast<double>(peak) - schedule::remat_peak(graph, a.recompute);
+        if (!best || peak < best_peak) {
+          best = std::move(trial);
+          best_peak = peak;
+          best_answer = std::move(a);
+        }
+        if (excess <= 0 || attempt == kRetries) break;
+        std::string again;
+        if (attempt + 1 < kRetries && at != kNoOp && node_of[at] >= 0) {
+          graph.pinned[node_of[at]] += excess;
+          again = fmt::format("with {} more at '{}'", format_bytes(excess), trace.ops[at].name);
+        } else {
+          target = std::min(target - excess, cap - gap);
+          again = fmt::format("for {}", format_bytes(target));
+        }
+        ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the "
+                                            "budget; solving again {}",
+                                            format_bytes(static_cast<double>(peak)), again));
       }
-      answer_ = schedule::solve_remat(g.graph, cap, opt);
-      if (!answer_.found) {
+      if (!best) {
+        answer_ = schedule::RematAnswer{};
         reason_ = fmt::format("checkmate: no schedule of {} nodes fits {} (the program is "
                               "infeasible{})",
                               nodes_, format_bytes(cap),
-                              answer_.time_limit ? ", or no solution was found in the time limit" : "");
+                              timed_out ? ", or no solution was found in the time limit" : "");
         ckpt::note("checkmate", reason_.substr(11));
         continue;  // plan as it is: the engine reports where memory runs out
       }
-      for (std::size_t t = 0; t < g.ops.size(); ++t)
-        for (int i : answer_.recompute[t]) {
-          auto& list = schedule.before[g.ops[t].front()];
-          list.insert(list.end(), g.ops[i].begin(), g.ops[i].end());
-        }
+      answer_ = std::move(best_answer);
+      schedule = std::move(*best);
       if (!answer_.proven_optimal)
         ckpt::note("checkmate",
                    fmt::format("not proven optimal{}: best found {} of recomputation ({}), bound {}",
@@ -147,7 +244,7 @@ class CheckmatePolicy final : public Policy {
     ckpt::Lowered l = ckpt::lower(trace, schedule, durations);
     if (answer_.found && !ckpt::fits(l, caps))
       ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the budget "
-                                          "(coarse nodes count memory differently)",
+                                          "(the program counts memory differently)",
                                           format_bytes(static_cast<double>(l.max_peak()))));
     return std::move(l.plan);
   }
@@ -180,7 +277,10 @@ PolicyInfo checkmate_policy() {
           "optimal rematerialization as a mixed-integer program (Jain et al.), solved by CBC "
           "within a time limit; LP rounding when no integer solution is found",
           {budget_param(),
-           {"seconds", "CBC's time limit for the program (and again for its LP relaxation)", "60"},
+           {"seconds",
+            "CBC's time limit for the program (and again for its LP relaxation, and again for "
+            "each solve for a lower budget)",
+            "60"},
            {"max_nodes", "largest graph solved op by op; beyond, runs of consecutive ops are nodes",
             "120"},
            {"method", "milp (branch and bound) or lp (the relaxation, rounded)", "milp"}},

@@ -47,6 +47,12 @@ class Lowering {
   void remake(BufferId b, const Op& reader);
   void release_touched(std::size_t at);
   void allocate(BufferId b, std::uint32_t device, std::uint64_t extra = 0);
+  void raise_peak(std::uint32_t device, std::uint64_t bytes) {
+    if (bytes <= out_.peak_bytes[device]) return;
+    out_.peak_bytes[device] = bytes;
+    if (device >= peak_entry_.size()) peak_entry_.resize(device + 1, kNone);
+    peak_entry_[device] = entry_;
+  }
   std::size_t next_after(const std::vector<std::size_t>& positions, std::size_t at) const {
     auto it = std::upper_bound(positions.begin(), positions.end(), at);
     return it == positions.end() ? kNone : *it;
@@ -63,6 +69,8 @@ class Lowering {
   std::vector<BufferId> touched_;
   std::vector<std::uint64_t> live_;
   Lowered out_;
+  std::size_t entry_ = kNone;              // the entry running
+  std::vector<std::size_t> peak_entry_;    // per device: the entry where the peak was reached
 };
 
 void Lowering::build_entries(const Schedule& schedule) {
@@ -150,7 +158,7 @@ void Lowering::allocate(BufferId b, std::uint32_t device, std::uint64_t extra) {
     out_.peak_bytes.resize(device + 1, 0);
   }
   live_[device] += t_.buffers[b].bytes;
-  out_.peak_bytes[device] = std::max(out_.peak_bytes[device], live_[device] + extra);
+  raise_peak(device, live_[device] + extra);
   resident_[b] = 1;
   where_[b] = device;
 }
@@ -176,7 +184,7 @@ void Lowering::run_op(const Op& op, std::uint32_t device, bool recompute) {
       live_.resize(device + 1, 0);
       out_.peak_bytes.resize(device + 1, 0);
     }
-    out_.peak_bytes[device] = std::max(out_.peak_bytes[device], live_[device] + op.workspace_bytes);
+    raise_peak(device, live_[device] + op.workspace_bytes);
   }
   for (BufferId o : op.outputs) dropped_[o] = 0;
   if (recompute) {
@@ -310,6 +318,7 @@ Lowered Lowering::run(const Schedule& schedule) {
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (e.kind == EntryKind::lazy) continue;
+    entry_ = i;
     const Op& op = t_.ops[e.op];
     if (e.kind == EntryKind::recompute) {
       bool needed = false;
@@ -328,6 +337,14 @@ Lowered Lowering::run(const Schedule& schedule) {
     }
     release_touched(i);
   }
+  // The peak's op: the first op run for the first time from the peak's entry on.
+  out_.peak_op.assign(out_.peak_bytes.size(), kNoOp);
+  for (std::size_t d = 0; d < peak_entry_.size() && d < out_.peak_op.size(); ++d)
+    for (std::size_t i = peak_entry_[d]; i < entries_.size(); ++i)
+      if (entries_[i].kind == EntryKind::original) {
+        out_.peak_op[d] = entries_[i].op;
+        break;
+      }
   return std::move(out_);
 }
 

@@ -40,6 +40,9 @@ struct Lowered {
   Plan plan;
   /// Peak of each compute device's tier (indexed like Op::device) with the ideal allocator.
   std::vector<std::uint64_t> peak_bytes;
+  /// Per device: the op of the schedule (run for the first time) at or just before which the
+  /// peak is reached (lower() only; kNoOp where nothing ran).
+  std::vector<OpId> peak_op;
   double recompute_s = 0;         // time of the ops run again (needs durations)
   std::uint64_t recompute_ops = 0;
   std::uint64_t max_peak() const;

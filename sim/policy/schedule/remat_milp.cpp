@@ -7,7 +7,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <cstdio>
 
 #include <coin/Cbc_C_Interface.h>
 
@@ -26,6 +25,10 @@ std::vector<std::vector<int>> users_of(const RematGraph& g) {
     v.erase(std::unique(v.begin(), v.end()), v.end());
   }
   return u;
+}
+
+double pinned_at(const RematGraph& g, int t) {
+  return t < static_cast<int>(g.pinned.size()) ? g.pinned[t] : 0;
 }
 
 // The schedule as 0/1 matrices under the program's accounting: R (computed in stage t), S
@@ -53,30 +56,28 @@ Replay replay(const RematGraph& g, const std::vector<std::vector<int>>& recomput
   }
   const auto users = users_of(g);
   // Stage where each value is next used / next computed, from stage t on.
+  std::vector<int> next_use(n + 1), next_make(n + 1);
   for (int i = 0; i < n; ++i) {
+    next_use[n] = next_make[n] = n;
+    for (int t = n - 1; t > i; --t) {
+      bool used = false;
+      for (int j : users[i])
+        if (j <= t && r.R[t][j]) {
+          used = true;
+          break;
+        }
+      next_use[t] = used ? t : next_use[t + 1];
+      next_make[t] = r.R[t][i] ? t : next_make[t + 1];
+    }
     bool avail = false;  // at the end of the previous stage
     for (int t = 0; t < n; ++t) {
-      if (t > i && avail) {
-        int next_use = n, next_make = n;
-        for (int tt = t; tt < n && next_use == n; ++tt)
-          for (int j : users[i])
-            if (j <= tt && r.R[tt][j]) {
-              next_use = tt;
-              break;
-            }
-        for (int tt = t; tt < n; ++tt)
-          if (r.R[tt][i]) {
-            next_make = tt;
-            break;
-          }
-        r.S[t][i] = next_use < n && next_use < next_make;
-      }
+      if (t > i && avail) r.S[t][i] = next_use[t] < n && next_use[t] < next_make[t];
       avail = r.R[t][i] || r.S[t][i];
     }
   }
   // Memory, stage by stage; and every read finds its value.
   for (int t = 0; t < n && r.valid; ++t) {
-    double mem = g.constant;
+    double mem = g.constant + pinned_at(g, t);
     std::vector<std::uint8_t> here(n, 0);
     for (int i = 0; i < t; ++i)
       if (r.S[t][i]) {
@@ -229,7 +230,7 @@ Model build(const RematGraph& g, double budget) {
       std::vector<std::pair<int, double>> row{{u, 1}};
       double rhs = 0;
       if (k == 0) {
-        rhs = g.constant / unit;
+        rhs = (g.constant + pinned_at(g, t)) / unit;
         for (int i = 0; i < t; ++i)
           if (S(t, i) >= 0) row.push_back({S(t, i), -g.mem[i] / unit});
       } else {
@@ -328,6 +329,39 @@ std::vector<std::vector<int>> schedule_keeping(const RematGraph& g,
   return out;
 }
 
+// Chen et al.'s schedule on the graph (checkpoint-sqrt's): the recomputable nodes in
+// segments of about `limit` bytes of values each; what a later segment reads is kept (a
+// checkpoint); the rest is dropped once the forward leaves its segment, made again from the
+// first stage that cannot run again and reads the segment, and kept from then on.
+std::vector<std::vector<int>> segmented(const RematGraph& g, double limit) {
+  const int n = static_cast<int>(g.size());
+  std::vector<int> seg(n, -1);
+  int segments = 0;
+  double made = 0;
+  for (int i = 0; i < n; ++i) {
+    if (!g.recomputable[i]) continue;
+    seg[i] = segments;
+    made += g.mem[i];
+    if (made > limit) {
+      ++segments;
+      made = 0;
+    }
+  }
+  std::vector<std::uint8_t> checkpoint(n, 0);
+  std::vector<int> first(segments + 1, n);
+  for (int j = 0; j < n; ++j)
+    for (int i : g.deps[j]) {
+      if (seg[i] < 0) continue;
+      if (!g.recomputable[j]) first[seg[i]] = std::min(first[seg[i]], j);
+      else if (seg[i] < seg[j]) checkpoint[i] = 1;
+    }
+  std::vector<std::vector<std::uint8_t>> want(n, std::vector<std::uint8_t>(n, 0));
+  for (int t = 0; t < n; ++t)
+    for (int i = 0; i < t; ++i)
+      want[t][i] = seg[i] >= 0 && (checkpoint[i] || (g.recomputable[t] ? seg[t] == seg[i] : t >= first[seg[i]]));
+  return schedule_keeping(g, want);
+}
+
 // Two-phase rounding of an LP solution (keep i into t when S*[t][i] reaches the threshold),
 // then, while the schedule is over budget, stop keeping into the peak's stage the largest
 // value kept there that can be recomputed.
@@ -377,7 +411,6 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   RematAnswer best;
   auto offer = [&](std::vector<std::vector<int>> rc, const std::string& method) {
     const Replay r = replay(g, rc);
-    if (getenv("CKPT_DEBUG")) fprintf(stderr, "offer %s valid %d peak %g (stage %d) cost %g\n", method.c_str(), r.valid, r.peak, r.peak_stage, r.cost);
     if (!r.valid || r.peak > budget * (1 + 1e-9)) return false;
     if (best.found && r.cost >= best.cost) return false;
     best.found = true;
@@ -390,6 +423,14 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   if (offer(std::vector<std::vector<int>>(n), "keep-all")) {
     best.proven_optimal = true;
     return best;
+  }
+  // Chen's schedules (checkpoint-sqrt's) for a range of segment sizes: an answer when branch
+  // and bound finds none in time, and its start.
+  {
+    double values = 0;
+    for (int i = 0; i < n; ++i)
+      if (g.recomputable[i]) values += g.mem[i];
+    for (int k = 1; k <= 48; ++k) offer(segmented(g, values / k), "segments");
   }
   Model m = build(g, budget);
 

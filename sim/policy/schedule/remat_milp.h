@@ -13,7 +13,7 @@
 //   min  sum_t sum_{i<t} cost[i] R[t][i]
 //   s.t. R[t][j] <= R[t][i] + S[t][i]              for each edge i -> j, t >= j
 //        S[t][i] <= R[t-1][i] + S[t-1][i]
-//        U[t][k] = constant + sum_i S[t][i] mem[i] + sum_{k'<=k} R[t][k'] mem[k']
+//        U[t][k] = constant + pinned[t] + sum_i S[t][i] mem[i] + sum_{k'<=k} R[t][k'] mem[k']
 //                  - sum_{k'<k} sum_{i in deps(k') + k'} mem[i] FREE[t][i][k']
 //        U[t][k] + workspace[k] R[t][k] <= budget
 //
@@ -33,6 +33,12 @@ struct RematGraph {
   std::vector<bool> recomputable;  // forward ops; the rest run only at their own stage
   std::vector<std::vector<int>> deps;  // earlier nodes whose values it reads
   double constant = 0;             // bytes resident throughout (weights, inputs)
+  /// Per stage (empty: none): bytes resident throughout the stage whatever the schedule,
+  /// beyond `constant` — what nodes that never run again made and a later stage still reads
+  /// (a weight's gradient, made in the backward and read by the optimizer). Their memory is
+  /// not any node's `mem`: it lives from its maker's stage (count it in the maker's
+  /// `workspace`) to its last reader's, which no schedule changes.
+  std::vector<double> pinned;
   std::size_t size() const { return cost.size(); }
 };
 
