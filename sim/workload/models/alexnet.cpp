@@ -52,12 +52,7 @@ Trace generate(const Params& params) {
 }  // namespace
 
 ModelInfo alexnet_model() {
-  std::vector<ParamSpec> specs{
-      {"image_size", "height and width of the square input images, in pixels (at least 63)",
-       "224"},
-      {"num_classes", "outputs of the final fully connected layer", "1000"},
-  };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  std::vector<ParamSpec> specs = image_classifier_specs({}, 63);
   return {"alexnet",
           "AlexNet as in torchvision (five convolutions, dropout in the classifier), one "
           "training iteration",

@@ -80,6 +80,22 @@ std::vector<ParamSpec> training_param_specs() {
   };
 }
 
+std::vector<ParamSpec> with_training_params(std::vector<ParamSpec> model_specs) {
+  for (auto& s : training_param_specs()) model_specs.push_back(std::move(s));
+  return model_specs;
+}
+
+std::vector<ParamSpec> image_classifier_specs(std::vector<ParamSpec> model_specs,
+                                              int min_image_size) {
+  model_specs.push_back({"image_size",
+                         fmt::format("height and width of the square input images, in pixels (at "
+                                     "least {})",
+                                     min_image_size),
+                         "224"});
+  model_specs.push_back({"num_classes", "outputs of the final fully connected layer", "1000"});
+  return with_training_params(std::move(model_specs));
+}
+
 TrainingSettings read_training_settings(const Params& params) {
   TrainingSettings s;
   s.batch = params.get("batch").as_int_in(1, 1'000'000);

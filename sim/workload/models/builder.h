@@ -72,6 +72,13 @@ struct TrainingSettings {
 /// Declarations of `batch`, `dtype`, `mixed_precision`, `optimizer`, `inplace` and
 /// `conv_algo`, for a model to append to its own.
 std::vector<ParamSpec> training_param_specs();
+
+/// `model_specs` followed by training_param_specs(): a model's whole parameter list.
+std::vector<ParamSpec> with_training_params(std::vector<ParamSpec> model_specs);
+
+/// An image classifier's parameters: `model_specs`, then image_size (square, at least
+/// `min_image_size` pixels) and num_classes, then the training parameters.
+std::vector<ParamSpec> image_classifier_specs(std::vector<ParamSpec> model_specs, int min_image_size);
 /// Reads them; a bad value is an InputError located at the value.
 TrainingSettings read_training_settings(const Params& params);
 

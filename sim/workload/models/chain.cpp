@@ -46,7 +46,7 @@ ModelInfo chain_model() {
       {"layers", "number of equal linear layers (up to 1,000,000)", "16"},
       {"width", "features in and out of every layer", "1024"},
   };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  specs = with_training_params(std::move(specs));
   return {"chain", "N equal bias-free linear layers and an MSE loss, for checkpointing studies",
           std::move(specs), generate};
 }

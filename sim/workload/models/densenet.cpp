@@ -86,13 +86,8 @@ Trace generate(const Params& params) {
 }  // namespace
 
 ModelInfo densenet_model() {
-  std::vector<ParamSpec> specs{
-      {"depth", "121, 161, 169 or 201", "121"},
-      {"image_size", "height and width of the square input images, in pixels (at least 32)",
-       "224"},
-      {"num_classes", "outputs of the final fully connected layer", "1000"},
-  };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  std::vector<ParamSpec> specs =
+      image_classifier_specs({{"depth", "121, 161, 169 or 201", "121"}}, 32);
   return {"densenet",
           "DenseNet-121/161/169/201 as in torchvision (torch.cat per dense layer, not the "
           "memory-efficient variant), one training iteration",

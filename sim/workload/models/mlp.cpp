@@ -46,7 +46,7 @@ ModelInfo mlp_model() {
       {"activation", "between the linear layers: relu (not in place) or none", "relu"},
       {"bias", "whether the linear layers have a bias", "true"},
   };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  specs = with_training_params(std::move(specs));
   return {"mlp", "multilayer perceptron: linear layers with ReLUs, cross-entropy loss",
           std::move(specs), generate};
 }

@@ -77,12 +77,7 @@ Trace generate(const Params& params) {
 }  // namespace
 
 ModelInfo mobilenet_v2_model() {
-  std::vector<ParamSpec> specs{
-      {"image_size", "height and width of the square input images, in pixels (at least 32)",
-       "224"},
-      {"num_classes", "outputs of the final fully connected layer", "1000"},
-  };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  std::vector<ParamSpec> specs = image_classifier_specs({}, 32);
   return {"mobilenet_v2",
           "MobileNetV2 (width 1.0) as in torchvision: inverted residuals, depthwise "
           "convolutions, ReLU6; one training iteration",

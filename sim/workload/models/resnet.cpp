@@ -240,7 +240,7 @@ ModelInfo resnet_model() {
       {"num_classes", "outputs of the final fully connected layer (auto: 1000 for imagenet, "
                       "10 for cifar)", "auto"},
   };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  specs = with_training_params(std::move(specs));
   return {"resnet",
           "ResNet-18/34/50/101/152 for ImageNet as in torchvision, and CIFAR ResNets of depth "
           "6n+2 and 9n+2 (up to ResNet-1001), one training iteration",

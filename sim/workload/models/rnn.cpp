@@ -55,7 +55,7 @@ ModelInfo make(const char* model, Cell cell, const char* what) {
        "memory-efficient BPTT)",
        "sequence"},
   };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  specs = with_training_params(std::move(specs));
   return {model,
           fmt::format("{} over a sequence, per-step as PyTorch's native path, classifier on "
                       "the last step",

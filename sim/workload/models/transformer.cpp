@@ -144,7 +144,7 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
                    "probability on the attention probabilities and after each sublayer; 0 "
                    "emits no dropout ops",
                    dropout_default});
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  specs = with_training_params(std::move(specs));
   return specs;
 }
 

@@ -65,13 +65,8 @@ Trace generate(const Params& params) {
 }  // namespace
 
 ModelInfo vgg_model() {
-  std::vector<ParamSpec> specs{
-      {"depth", "11, 13, 16 or 19 (configurations A, B, D, E; no batch norm)", "16"},
-      {"image_size", "height and width of the square input images, in pixels (at least 32)",
-       "224"},
-      {"num_classes", "outputs of the final fully connected layer", "1000"},
-  };
-  for (auto& s : training_param_specs()) specs.push_back(std::move(s));
+  std::vector<ParamSpec> specs = image_classifier_specs(
+      {{"depth", "11, 13, 16 or 19 (configurations A, B, D, E; no batch norm)", "16"}}, 32);
   return {"vgg", "VGG-11/13/16/19 (no batch norm) as in torchvision, one training iteration",
           std::move(specs), generate};
 }
