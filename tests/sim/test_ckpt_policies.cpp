@@ -15,8 +15,10 @@
 #include "sim/policy/schedule/remat_milp.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
+#include "tests/model_helpers.h"
 
 using namespace memsim;
+using namespace memsim::test;
 
 namespace {
 
@@ -33,14 +35,6 @@ devices:
       hbm: {role: compute, capacity: )" + capacity + R"(, bandwidth: 1000GB/s}
 )",
                                               "gpu.yaml"));
-}
-
-Trace generate(const std::string& yaml) {
-  auto node = ConfigNode::parse_text(yaml, "t.yaml");
-  const std::string model = node.at("model").as_string();
-  const ModelInfo* info = find_model(model);
-  Params params(node, info->params, "model " + model, {"model"});
-  return info->generate(params);
 }
 
 std::unique_ptr<Policy> policy(const std::string& name, const std::string& yaml = "{}") {

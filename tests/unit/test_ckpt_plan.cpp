@@ -12,28 +12,16 @@
 #include "sim/policy/policy.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
+#include "tests/model_helpers.h"
 
 using namespace memsim;
+using namespace memsim::test;
 
 namespace {
-
-Trace generate(const std::string& yaml) {
-  auto node = ConfigNode::parse_text(yaml, "t.yaml");
-  const std::string model = node.at("model").as_string();
-  const ModelInfo* info = find_model(model);
-  Params params(node, info->params, "model " + model, {"model"});
-  return info->generate(params);
-}
 
 std::unique_ptr<Policy> policy(const std::string& name, const std::string& yaml = "{}") {
   auto node = ConfigNode::parse_text(yaml, "p.yaml");
   return find_policy(name)->create(Params(node, find_policy(name)->params, name));
-}
-
-OpId op_named(const Trace& t, const std::string& name) {
-  for (const Op& op : t.ops)
-    if (op.name == name) return op.id;
-  throw std::logic_error("no op " + name);
 }
 
 std::string message_of(const std::function<void()>& f) {
@@ -88,13 +76,13 @@ TEST(CkptPlan, StagesOfAPlainChain) {
   ASSERT_EQ(st.count(), 16u);  // the loss joins the tail: nothing of it is read back
   EXPECT_TRUE(st.reads_state_only);
   for (std::size_t s = 1; s <= 16; ++s) {
-    EXPECT_EQ(st.ops(s), std::vector<OpId>{op_named(t, "layers." + std::to_string(s - 1))});
+    EXPECT_EQ(st.ops(s), std::vector<OpId>{op_named(t, "layers." + std::to_string(s - 1)).id});
     EXPECT_EQ(st.state_bytes[s], 8u * 64 * 4);
   }
   // G_16 is the loss's backward (it reads the last layer's output); G_s for s < 16 is the
   // weight gradient of layer s (0-based), which reads layer s-1's output.
-  EXPECT_EQ(st.group_first[16], op_named(t, "mse_loss.backward"));
-  EXPECT_EQ(st.group_first[3], op_named(t, "layers.3.backward_weight"));
+  EXPECT_EQ(st.group_first[16], op_named(t, "mse_loss.backward").id);
+  EXPECT_EQ(st.group_first[3], op_named(t, "layers.3.backward_weight").id);
 }
 
 TEST(CkptPlan, StagesOfAnLstmAreItsTimeSteps) {
@@ -216,15 +204,15 @@ TEST(CkptPlan, InPlaceSavingsWorkedOutByHand) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->buffers.size(), t.buffers.size() - 2);
   EXPECT_EQ(baseline_peak_bytes(*r), 2200u);
-  const Op& relu = r->ops[op_named(*r, "r")];
+  const Op& relu = op_named(*r, "r");
   EXPECT_TRUE(relu.outputs.empty());
   ASSERT_EQ(relu.updates.size(), 1u);
   EXPECT_EQ(r->buffers[relu.updates[0]].name, "a");
-  const Op& back = r->ops[op_named(*r, "r.bw")];
+  const Op& back = op_named(*r, "r.bw");
   ASSERT_EQ(back.updates.size(), 1u);
   EXPECT_EQ(r->buffers[back.updates[0]].name, "gb");
   // h reads the relu's result, now in a; its backward too.
-  EXPECT_EQ(r->buffers[r->ops[op_named(*r, "h")].inputs[0]].name, "a");
+  EXPECT_EQ(r->buffers[op_named(*r, "h").inputs[0]].name, "a");
   EXPECT_EQ(p->label(), "inplace(2 ops in place)");
   (void)gw;
   (void)ga;

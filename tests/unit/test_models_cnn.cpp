@@ -13,40 +13,12 @@
 #include "sim/workload/models/models.h"
 #include "sim/workload/op_kinds.h"
 #include "sim/workload/trace.h"
+#include "tests/model_helpers.h"
 
 using namespace memsim;
+using namespace memsim::test;
 
 namespace {
-
-Trace generate(const std::string& yaml) {
-  auto node = ConfigNode::parse_text(yaml, "t.yaml");
-  const std::string model = node.at("model").as_string();
-  const ModelInfo* info = find_model(model);
-  if (info == nullptr) throw std::logic_error("no model " + model);
-  Params params(node, info->params, "model " + model, {"model", "name"});
-  return info->generate(params);
-}
-
-std::string error_of(const std::string& yaml) {
-  try {
-    generate(yaml);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-const Op& op_named(const Trace& t, const std::string& name) {
-  for (const Op& op : t.ops)
-    if (op.name == name) return op;
-  throw std::logic_error("no op " + name);
-}
-
-const Buffer& buffer_named(const Trace& t, const std::string& name) {
-  for (const Buffer& b : t.buffers)
-    if (b.name == name) return b;
-  throw std::logic_error("no buffer " + name);
-}
 
 // What every generated trace must satisfy.
 void expect_well_formed(const Trace& t) {
