@@ -42,7 +42,8 @@ class Simulation final : public RuntimeView {
         dropped_(trace.buffers.size(), 0),
         updaters_(trace.buffers.size()),
         op_done_(trace.ops.size(), 0),
-        leaving_(platform.tiers.size(), 0) {
+        leaving_(platform.tiers.size(), 0),
+        arriving_(platform.tiers.size(), 0) {
     for (const Op& op : trace.ops)
       for (BufferId b : op.updates) updaters_[b].push_back(op.id);
     memory_.set_listener(&recorder_);
@@ -90,9 +91,13 @@ class Simulation final : public RuntimeView {
               bool recompute = false);
   bool ensure_resident(BufferId b, std::size_t tier, const Op& op);
   bool update_pending(BufferId b, const Op& op) const;
+  /// Why a copy starts: a plan step or an eviction; a policy's prefetch, given up (no OOM)
+  /// when the policy finds no room for it; a reader that needs it now, which records the
+  /// whole wait as its stall (so making room is not counted a second time).
+  enum class CopyCause : std::uint8_t { policy, prefetch, demand };
   bool allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
-                const std::function<bool()>& attempt);
-  void start_copy(BufferId b, std::size_t to);
+                const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
+  void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
   void release(BufferId b);
   void wait_for_change();
   void notify();
@@ -144,7 +149,8 @@ class Simulation final : public RuntimeView {
   double deferred_s_ = 0;
   mutable double latest_s_ = 0;  // the latest time now_s() returned
   int copies_in_flight_ = 0;
-  std::vector<int> leaving_;  // per tier: copies out of it under way
+  std::vector<int> leaving_;   // per tier: copies out of it under way
+  std::vector<int> arriving_;  // per tier: copies into it under way
   bool stopped_ = false;
   std::exception_ptr error_;
   std::vector<Busy> busy_;  // per (compute device, stream)
@@ -322,19 +328,25 @@ void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const Op& op)
 }
 
 bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
-                          const std::function<bool()>& attempt) {
+                          const std::function<bool()>& attempt, CopyCause cause) {
+  // The reader of a demand copy records its whole wait itself.
+  auto stall = [&](double t0) {
+    if (cause != CopyCause::demand && now_s() > t0) record_stall(t0, op, kNoId, bytes, tier);
+  };
   std::vector<Action> actions;
   while (!stopped_) {
     if (attempt()) return true;
     actions.clear();
     policy_.on_alloc_failure(*this, AllocationFailure{tier, bytes, op.id}, actions);
     if (actions.empty()) {
-      // Space held by copies leaving this tier is free once they land: wait for them before
-      // calling it an OOM.
-      if (leaving_[tier] > 0) {
+      if (cause == CopyCause::prefetch) return false;
+      // Space held by copies leaving this tier is free once they land, and copies arriving
+      // in it (prefetches for later ops) can be evicted once they have landed: wait for
+      // them before calling it an OOM.
+      if (leaving_[tier] > 0 || arriving_[tier] > 0) {
         const double t0 = now_s();
-        while (leaving_[tier] > 0 && !stopped_) wait_for_change();
-        if (now_s() > t0) record_stall(t0, op, kNoId, bytes, tier);
+        while ((leaving_[tier] > 0 || arriving_[tier] > 0) && !stopped_) wait_for_change();
+        stall(t0);
         continue;
       }
       report_oom(tier, bytes, op);
@@ -344,7 +356,7 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
     const double t0 = now_s();
     for (const Action& a : actions)
       while (in_flight_[a.buffer] && !stopped_) wait_for_change();
-    if (now_s() > t0) record_stall(t0, op, kNoId, bytes, tier);
+    stall(t0);
   }
   return false;
 }
@@ -362,7 +374,7 @@ std::uint32_t Simulation::copy_owner(std::size_t from, std::size_t to, int& dire
   return static_cast<std::uint32_t>(direction == 1 ? dev_to : dev_from);
 }
 
-void Simulation::start_copy(BufferId b, std::size_t to) {
+void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   const Buffer& buf = trace_.buffers[b];
   const std::size_t from = memory_.placement(b).tier;
   if (in_flight_[b] || from == to) return;
@@ -382,11 +394,12 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
         auto a = memory_.reserve_move(b, to, now_s());
         if (a) address = *a;
         return a.has_value();
-      }))
+      }, cause))
     return;
   in_flight_[b] = 1;
   ++copies_in_flight_;
   ++leaving_[from];
+  ++arriving_[to];
   int direction = 0;
   const std::uint32_t owner = copy_owner(from, to, direction);
   // A swap-in moves data toward where ops run: into a compute tier, or between two stores
@@ -410,6 +423,7 @@ void Simulation::start_copy(BufferId b, std::size_t to) {
       in_flight_[b] = 0;
       --copies_in_flight_;
       --leaving_[from];
+      --arriving_[to];
       if (to_compute)
         summary_.swap_in_bytes += bytes;
       else
@@ -471,7 +485,7 @@ bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
         remake(b, op);  // recompute time, not stall
         continue;
       }
-      start_copy(b, tier);  // on demand: the reader stalls for the whole copy
+      start_copy(b, tier, CopyCause::demand);  // the reader stalls for the whole copy
       memory_wait = true;
     } else {
       break;
@@ -618,8 +632,8 @@ void Simulation::run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::ve
 
 void Simulation::apply(const Action& a) {
   switch (a.kind) {
-    case Action::Kind::swap_out:
-    case Action::Kind::swap_in: start_copy(a.buffer, a.to_tier); break;
+    case Action::Kind::swap_out: start_copy(a.buffer, a.to_tier); break;
+    case Action::Kind::swap_in: start_copy(a.buffer, a.to_tier, CopyCause::prefetch); break;
     case Action::Kind::drop: drop(a.buffer); break;
   }
 }

@@ -152,6 +152,58 @@ TEST(SwapLru, EvictsTheLeastRecentlyUsedBufferTheOpDoesNotNeed) {
   EXPECT_NEAR(stall_of(rec), 0.5e-3, 1e-12);
 }
 
+TEST(SwapLru, ResidentStateBeyondTheCapStartsOnTheHost) {
+  // Three layers with a 4 MB weight w that only g3 reads, under 6 MB: x and w (6.5 MB) do
+  // not fit together at the start, so w, used last, starts in host memory (it used to end
+  // the run oom before the first op). Then on demand: at g3 (6 ms) w needs 4 MB with x, a
+  // and d resident: x and a go out ([6, 6.25], [6.25, 6.5]), w comes in ([6.5, 6.9]); g3
+  // runs [6.9, 7.9]. g2 needs a back: w goes out ([7.9, 8.3]), a comes in ([8.3, 8.55]); g2
+  // runs [8.55, 9.55]. g1 needs x back ([9.55, 9.8]) and runs [9.8, 10.8]. The reader of a
+  // demand copy stalls for the room and the copy together, counted once: 1.8 ms.
+  Trace t = three_layers();
+  const BufferId w = t.add_buffer("w", 4'000'000, Category::weight, true);
+  t.ops[4].inputs.push_back(w);
+  validate(t, "three-layers");
+  auto p = make("swap-lru", "{prefetch_lookahead: 0}");
+  Recorder rec;
+  Summary s = simulate(box("6000000B", "10GB/s"), t, *p, rec);
+  ASSERT_EQ(s.status, "ok") << (s.oom ? s.oom->op : "");
+  std::vector<std::string> out, in;
+  for (const Event& e : rec.events()) {
+    if (e.kind == EventKind::swap_out) out.push_back(t.buffers[e.buffer].name);
+    if (e.kind == EventKind::swap_in) in.push_back(t.buffers[e.buffer].name);
+  }
+  EXPECT_EQ(out, (std::vector<std::string>{"x", "a", "w"}));
+  EXPECT_EQ(in, (std::vector<std::string>{"w", "a", "x"}));
+  EXPECT_NEAR(s.iteration_time_s, 10.8e-3, 1e-12);
+  EXPECT_NEAR(s.stall_time_s, 1.8e-3, 1e-12);
+  EXPECT_NEAR(stall_of(rec), 1.8e-3, 1e-12);
+}
+
+TEST(SwapLru, APrefetchWithNoRoomWaitsForItsReader) {
+  // x and y (2.5 MB each) are resident in 5.5 MB. f1 (x -> a) evicts y, the only buffer it
+  // does not need. Before f2 (x, a -> b) the lookahead asks y back for f3, but x and a are
+  // f2's and fill the room: the prefetch is dropped (it used to end the run oom). x and a
+  // die at f2; f3 fetches y on demand.
+  Trace t;
+  t.name = "prefetch";
+  BufferId x = t.add_buffer("x", 2'500'000, Category::input);
+  BufferId y = t.add_buffer("y", 2'500'000, Category::input);
+  BufferId a = t.add_buffer("a", 2'500'000, Category::activation);
+  BufferId b = t.add_buffer("b", 1000, Category::activation);
+  BufferId c = t.add_buffer("c", 1000, Category::activation);
+  t.add_op(op("f1", Phase::forward, {x}, {a}, 1));
+  t.add_op(op("f2", Phase::forward, {x, a}, {b}, 1));
+  t.add_op(op("f3", Phase::forward, {y, b}, {c}, 1));
+  validate(t, "prefetch");
+  auto p = make("swap-lru", "{prefetch_lookahead: 2}");
+  Recorder rec;
+  Summary s = simulate(box("5500000B", "10GB/s"), t, *p, rec);
+  ASSERT_EQ(s.status, "ok") << (s.oom ? s.oom->op : "");
+  EXPECT_EQ(s.swap_out_bytes, 2'500'000u);
+  EXPECT_EQ(s.swap_in_bytes, 2'500'000u);
+}
+
 TEST(SwapCapuchin, RemovesTheStallSwapLruHad) {
   // The same 6 MB: capuchin plans from expected access times. x's free time (f1 ends at
   // 1 ms, g1 starts at 8) hides its 0.5 ms round trip, and swapping it alone brings the

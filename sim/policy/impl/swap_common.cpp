@@ -45,6 +45,45 @@ std::vector<std::uint32_t> buffer_devices(const Trace& trace) {
   return device;
 }
 
+std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec& platform,
+                                                  const std::vector<SwapTiers>& tiers) {
+  const auto device = buffer_devices(trace);
+  std::vector<OpId> first_use(trace.buffers.size(), kNoOp);
+  for (const Op& op : trace.ops)
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list)
+        if (first_use[b] == kNoOp) first_use[b] = op.id;
+  std::vector<std::vector<BufferId>> resident(tiers.size());
+  std::vector<std::uint64_t> bytes(tiers.size(), 0);
+  for (const Buffer& b : trace.buffers)
+    if (b.producer == kNoOp && device[b.id] < tiers.size()) {
+      resident[device[b.id]].push_back(b.id);
+      bytes[device[b.id]] += b.bytes;
+    }
+  std::vector<InitialPlacement> out;
+  for (std::size_t d = 0; d < tiers.size(); ++d) {
+    const std::uint64_t cap = platform.tiers[tiers[d].compute].capacity_bytes;
+    if (bytes[d] <= cap || !tiers[d].offload) continue;
+    // Latest first use first (never used: kNoOp, the largest id, goes first), then the larger.
+    auto& list = resident[d];
+    std::sort(list.begin(), list.end(), [&](BufferId x, BufferId y) {
+      if (first_use[x] != first_use[y]) return first_use[x] > first_use[y];
+      if (trace.buffers[x].bytes != trace.buffers[y].bytes)
+        return trace.buffers[x].bytes > trace.buffers[y].bytes;
+      return x < y;
+    });
+    for (BufferId b : list) {
+      if (bytes[d] <= cap) break;
+      out.push_back({b, static_cast<std::uint32_t>(*tiers[d].offload)});
+      bytes[d] -= trace.buffers[b].bytes;
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const InitialPlacement& x, const InitialPlacement& y) {
+    return x.buffer < y.buffer;
+  });
+  return out;
+}
+
 namespace {
 
 // Walks the plan keeping the live bytes per device; calls at(op, bytes) at each op.

@@ -31,6 +31,13 @@ std::vector<BufferUses> buffer_uses(const Trace& trace);
 /// The compute device (slot) whose memory holds each buffer: its first user's, else its own.
 std::vector<std::uint32_t> buffer_devices(const Trace& trace);
 
+/// Where the buffers resident at the start (made by no op) go when together they do not fit
+/// in their device's compute tier: those first used latest move to its offload tier until
+/// the rest fit, as a swapping runtime leaves them after the previous iteration. Empty when
+/// everything fits; a device with nowhere to swap to keeps all (the run then ends oom).
+std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec& platform,
+                                                  const std::vector<SwapTiers>& tiers);
+
 /// The peak bytes a plan holds in each device's compute tier, walking its steps in order
 /// with no timing: outputs and workspace taken at their op, frees and drops at their step,
 /// a swap-out leaving at its step, a swap-in arriving at its step (and a reader of a buffer

@@ -2,7 +2,10 @@
 // when an allocation fails, evict the least recently used buffers that the running op does
 // not need to the offload tier; a buffer that is elsewhere when an op needs it is swapped
 // back in on demand (the op stalls). With `prefetch_lookahead` L > 0, before each op the
-// buffers the next L ops will read are swapped back in ahead of time.
+// buffers the next L ops will read are swapped back in ahead of time, where the policy can
+// make room for them (a prefetch that finds none is dropped; the reader fetches on demand).
+// Resident buffers (weights, optimizer state) that do not fit under the cap start on the
+// offload tier, those used last first.
 //
 // `swap-budget` is the same policy under a required `policy.budget`, for comparing
 // policies at equal memory.
@@ -24,7 +27,9 @@ class SwapLruPolicy final : public Policy {
   Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
     tiers_ = swap_tiers(platform);
     last_use_.assign(trace.buffers.size(), -1);
-    return plan_free_at_last_use(trace, liveness);
+    Plan plan = plan_free_at_last_use(trace, liveness);
+    plan.placements = overflow_placements(trace, platform, tiers_);
+    return plan;
   }
 
   bool has_op_hooks() const override { return true; }
