@@ -220,6 +220,26 @@ TEST(SwapCapuchin, RemovesTheStallSwapLruHad) {
   EXPECT_EQ(p->label(), "capuchin(swapped 1 buffers)");
 }
 
+TEST(SwapCapuchin, FallsBackToEvictingWhatIsNextUsedFurthestAhead) {
+  // The same 6 MB over 0.5 GB/s: no round trip (10 ms for 2.5 MB) hides in any free time
+  // (x's is 7 ms), so the plan swaps nothing. At f3 (2 ms) c does not fit; the fallback
+  // evicts x, next used furthest ahead (by g1; a is next used by g2): out [2, 7], f3 [7, 8],
+  // loss [8, 11], g3, g2 [11, 13]; g1 brings x back on demand [13, 18] and runs [18, 19].
+  // Before the fallback the run ended oom at f3.
+  Trace t = three_layers(2'500'000);
+  auto p = make("capuchin");
+  Recorder rec;
+  Summary s = simulate(box("6000000B", "0.5GB/s"), t, *p, rec);
+  ASSERT_EQ(s.status, "ok") << (s.oom ? s.oom->op : "");
+  EXPECT_EQ(p->label(), "capuchin(swapped 0 buffers)");
+  std::vector<std::string> out;
+  for (const Event& e : rec.events())
+    if (e.kind == EventKind::swap_out) out.push_back(t.buffers[e.buffer].name);
+  EXPECT_EQ(out, std::vector<std::string>{"x"});
+  EXPECT_NEAR(s.iteration_time_s, 19e-3, 1e-12);
+  EXPECT_NEAR(s.stall_time_s, 10e-3, 1e-12);
+}
+
 // One simulation per process: a test per policy.
 class SwapPolicies : public ::testing::TestWithParam<const char*> {};
 

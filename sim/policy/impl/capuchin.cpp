@@ -72,7 +72,16 @@ class CapuchinPolicy final : public Policy {
         lo = mid + 1;
     }
     swapped_ = hi;
+    tiers_ = tiers;
+    accesses_ = buffer_accesses(trace);
     return build(trace, liveness, tiers, start, durations, uses, device, candidates, hi);
+  }
+
+  // The plan's peak is an estimate on the expected timeline; where the run outgrows it,
+  // Capuchin falls back to evicting on demand, as in its passive mode.
+  void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
+                        std::vector<Action>& actions) override {
+    evict_furthest_next_use(view, f, tiers_, accesses_, actions);
   }
 
   std::optional<Budget> budget() const override { return budget_; }
@@ -151,6 +160,8 @@ class CapuchinPolicy final : public Policy {
   Budget budget_;
   std::int64_t rounds_;
   mutable std::size_t swapped_ = 0;
+  mutable std::vector<SwapTiers> tiers_;
+  mutable std::vector<std::vector<OpId>> accesses_;
 };
 
 }  // namespace

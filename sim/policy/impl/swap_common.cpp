@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace memsim {
 
@@ -82,6 +83,55 @@ std::vector<InitialPlacement> overflow_placements(const Trace& trace, const Plat
     return x.buffer < y.buffer;
   });
   return out;
+}
+
+std::vector<std::vector<OpId>> buffer_accesses(const Trace& trace) {
+  std::vector<std::vector<OpId>> out(trace.buffers.size());
+  for (const Op& op : trace.ops)
+    for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
+      for (BufferId b : *list)
+        if (out[b].empty() || out[b].back() != op.id) out[b].push_back(op.id);
+  return out;
+}
+
+void evict_furthest_next_use(const RuntimeView& view, const AllocationFailure& failure,
+                             const std::vector<SwapTiers>& tiers,
+                             const std::vector<std::vector<OpId>>& accesses,
+                             std::vector<Action>& actions) {
+  const SwapTiers* st = nullptr;
+  for (const auto& t : tiers)
+    if (t.compute == failure.tier) st = &t;
+  if (!st || !st->offload) return;
+  const MemoryState& m = view.memory();
+  const Trace& trace = view.trace();
+  // The next access after the failing op; a buffer the op itself touches is not a candidate.
+  auto next_use = [&](BufferId b) -> std::optional<OpId> {
+    const auto& uses = accesses[b];
+    auto it = std::lower_bound(uses.begin(), uses.end(), failure.op);
+    if (it != uses.end() && *it == failure.op) return std::nullopt;
+    return it == uses.end() ? kNoOp : *it;
+  };
+  // The plan's own swap-outs come first: while one is leaving the tier, answer nothing, so
+  // the engine waits for it to land and tries again.
+  std::vector<std::pair<OpId, BufferId>> candidates;  // (next use, buffer)
+  for (BufferId b = 0; b < trace.buffers.size(); ++b) {
+    if (!m.resident(b, failure.tier)) continue;
+    if (view.in_flight(b)) return;
+    if (auto next = next_use(b)) candidates.emplace_back(*next, b);
+  }
+  std::sort(candidates.begin(), candidates.end(), [&](const auto& x, const auto& y) {
+    if (x.first != y.first) return x.first > y.first;  // kNoOp (never again) is the largest
+    return x.second < y.second;
+  });
+  const std::uint64_t free_now = m.largest_free_block(failure.tier);
+  std::uint64_t freed = 0;
+  const std::size_t first = actions.size();
+  for (const auto& [next, b] : candidates) {
+    if (free_now + freed >= failure.bytes) break;
+    actions.push_back({Action::Kind::swap_out, b, *st->offload});
+    freed += m.placement(b).allocation.bytes;
+  }
+  if (free_now + freed < failure.bytes) actions.resize(first);
 }
 
 namespace {

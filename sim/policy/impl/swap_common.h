@@ -7,6 +7,7 @@
 
 #include "sim/platform/routes.h"
 #include "sim/policy/plan.h"
+#include "sim/policy/policy.h"
 #include "sim/workload/trace.h"
 
 namespace memsim {
@@ -37,6 +38,18 @@ std::vector<std::uint32_t> buffer_devices(const Trace& trace);
 /// everything fits; a device with nowhere to swap to keeps all (the run then ends oom).
 std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec& platform,
                                                   const std::vector<SwapTiers>& tiers);
+
+/// Every op that reads, writes or updates each buffer, in order.
+std::vector<std::vector<OpId>> buffer_accesses(const Trace& trace);
+
+/// A planned policy's fallback when its plan meets a failed allocation in a compute tier at
+/// run time: swap-outs, to that device's offload tier, of the resident buffers the op does
+/// not need, next used furthest ahead first (the trace is known: Belady's choice), until the
+/// request fits. None when even all of them would not make room (the run then ends oom).
+void evict_furthest_next_use(const RuntimeView& view, const AllocationFailure& failure,
+                             const std::vector<SwapTiers>& tiers,
+                             const std::vector<std::vector<OpId>>& accesses,
+                             std::vector<Action>& actions);
 
 /// The peak bytes a plan holds in each device's compute tier, walking its steps in order
 /// with no timing: outputs and workspace taken at their op, frees and drops at their step,
