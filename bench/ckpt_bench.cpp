@@ -9,7 +9,8 @@
 //                                         2 sqrt(N)-unit budget in under a second: exit 1 if not
 //   memsim_ckpt_bench --table [N]         revolve on the unit chain at the budgets of the DTR
 //                                         comparison: slots chosen, total compute over the
-//                                         baseline, peak units, planning and simulation time
+//                                         baseline, units recomputed, peak units, planning
+//                                         and simulation time
 //
 // SimGrid's engine is a process singleton, so each simulation runs in a forked child.
 #include <benchmark/benchmark.h>
@@ -115,7 +116,7 @@ BENCHMARK(BM_BpttPlan)->Arg(1'000)->UseManualTime()->Unit(benchmark::kMillisecon
 
 struct Result {
   int ok = 0;  // 1 ok, 0 oom, -1 failed
-  double overhead = 0, peak_units = 0, plan_s = 0, sim_s = 0;
+  double overhead = 0, recomputed = 0, peak_units = 0, plan_s = 0, sim_s = 0;
   char label[96] = {};
 };
 
@@ -153,6 +154,7 @@ Result run_revolve(const Trace& t, std::uint64_t units) {
     r.sim_s = seconds_since(t0);
     r.ok = s.status == "ok" ? 1 : 0;
     r.overhead = (s.compute_time_s + s.recompute_time_s) / s.compute_time_s;
+    r.recomputed = s.recompute_flops / kDtrUnitFlops;
     r.peak_units = static_cast<double>(s.tiers[0].usage.peak_allocated_bytes) / kDtrUnitBytes;
     std::snprintf(r.label, sizeof r.label, "%s", p->label().c_str());
     return r;
@@ -164,8 +166,8 @@ int table(std::size_t n) {
   const std::uint64_t peak = n + 1;  // the baseline peak, in units
   std::printf("revolve on a %zu-layer unit chain (baseline peak %llu units)\n", n,
               static_cast<unsigned long long>(peak));
-  std::printf("%-14s %8s %-32s %10s %10s %9s %9s\n", "budget", "units", "plan", "compute/base",
-              "peak", "plan s", "sim s");
+  std::printf("%-14s %8s %-34s %12s %10s %8s %8s %8s\n", "budget", "units", "plan", "compute/base",
+              "recomputed", "peak", "plan s", "sim s");
   struct Point {
     std::string name;
     std::uint64_t units;
@@ -181,9 +183,9 @@ int table(std::size_t n) {
       std::printf("%-14s %8llu (failed)\n", p.name.c_str(), static_cast<unsigned long long>(p.units));
       continue;
     }
-    std::printf("%-14s %8llu %-32s %10.4f %10.0f %9.3f %9.3f%s\n", p.name.c_str(),
-                static_cast<unsigned long long>(p.units), r.label, r.overhead, r.peak_units, r.plan_s,
-                r.sim_s, r.ok ? "" : "  oom");
+    std::printf("%-14s %8llu %-34s %12.5f %10.0f %8.0f %8.3f %8.3f%s\n", p.name.c_str(),
+                static_cast<unsigned long long>(p.units), r.label, r.overhead, r.recomputed, r.peak_units,
+                r.plan_s, r.sim_s, r.ok ? "" : "  oom");
   }
   return 0;
 }
