@@ -94,8 +94,14 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
 
-  if (auto budget = policy->budget())
-    apply_budget(platform, *budget, baseline_peak_bytes(traces[0]));
+  if (auto budget = policy->budget()) {
+    // A fraction is of each device's own workload (one workload per device may differ).
+    std::vector<std::uint64_t> peaks(platform.compute_devices().size(), 0);
+    const std::uint64_t first = baseline_peak_bytes(traces[0]);
+    for (std::size_t k = 0; k < traces.size(); ++k)
+      peaks[slots.empty() ? k : slots[k]] = k == 0 || workloads.size() == 1 ? first : baseline_peak_bytes(traces[k]);
+    apply_budget(platform, *budget, peaks);
+  }
   if (auto rewritten = policy->rewrite(trace, platform)) trace = std::move(*rewritten);
   Recorder recorder;
   recorder.keep_allocations(events);

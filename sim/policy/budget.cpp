@@ -30,10 +30,19 @@ Budget read_budget(const Params& params) {
 }
 
 void apply_budget(PlatformSpec& platform, const Budget& budget, std::uint64_t baseline_peak) {
-  const double cap = budget.is_fraction ? std::floor(budget.value * static_cast<double>(baseline_peak))
-                                        : budget.value;
-  for (std::size_t d : platform.compute_devices()) {
-    TierSpec& tier = platform.tiers[*platform.devices[d].compute_tier];
+  apply_budget(platform, budget,
+               std::vector<std::uint64_t>(platform.compute_devices().size(), baseline_peak));
+}
+
+void apply_budget(PlatformSpec& platform, const Budget& budget,
+                  const std::vector<std::uint64_t>& baseline_peaks) {
+  const auto devices = platform.compute_devices();
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const std::uint64_t peak = k < baseline_peaks.size() ? baseline_peaks[k] : 0;
+    if (budget.is_fraction && peak == 0) continue;
+    const double cap = budget.is_fraction ? std::floor(budget.value * static_cast<double>(peak))
+                                          : budget.value;
+    TierSpec& tier = platform.tiers[*platform.devices[devices[k]].compute_tier];
     tier.capacity_bytes = std::min<std::uint64_t>(tier.capacity_bytes, static_cast<std::uint64_t>(cap));
     if (tier.allocator == "tiled") {
       // A tiled tier keeps its tile count; each tile shrinks in proportion.

@@ -75,6 +75,11 @@ Budget read_budget(const Params& params);
 /// Lowers each compute tier's capacity to the budget (never raises it). `baseline_peak` is
 /// the per-device peak under `none` (baseline_peak_bytes of one device's trace).
 void apply_budget(PlatformSpec& platform, const Budget& budget, std::uint64_t baseline_peak);
+/// The same with a baseline per compute device (in compute_devices() order), for one
+/// workload per device: a fraction is of each device's own workload. A device with no
+/// workload (0) keeps its capacity under a fraction; a size caps every device.
+void apply_budget(PlatformSpec& platform, const Budget& budget,
+                  const std::vector<std::uint64_t>& baseline_peaks);
 
 struct AllocationFailure {
   std::size_t tier = 0;

@@ -208,3 +208,22 @@ TEST(Cli, OneWorkloadRunsOnEveryDeviceOfAPlatform) {
   EXPECT_EQ(wrong.exit_code, 2);
   EXPECT_NE(wrong.err.find("8 compute devices"), std::string::npos) << wrong.err;
 }
+
+TEST(Cli, ABudgetFractionIsOfEachDevicesOwnWorkload) {
+  // Two GPUs, two workloads: policy.budget=0.5 caps each GPU at half the baseline peak of
+  // the workload it runs (it was once half of the first workload's on both).
+  auto peak_alone = [](const std::string& workload) {
+    CliResult r = run_memsim("run a100-40gb " + workload + " --json --out " + temp_dir("alone_" + workload));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["tiers"]["gpu0.hbm"]["peak_allocated_bytes"].get<std::uint64_t>();
+  };
+  const std::uint64_t mlp = peak_alone("mlp"), resnet = peak_alone("resnet18");
+  ASSERT_NE(mlp, resnet);
+  CliResult r = run_memsim("run dgx-a100 mlp resnet18 --devices gpu3,gpu6 --policy swap-lru "
+                           "--set policy.budget=0.5 --json --out " + temp_dir("budgets"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json s = json::parse(r.out);
+  EXPECT_EQ(s["tiers"]["gpu3.hbm"]["capacity_bytes"].get<std::uint64_t>(), mlp / 2);
+  EXPECT_EQ(s["tiers"]["gpu6.hbm"]["capacity_bytes"].get<std::uint64_t>(), resnet / 2);
+  EXPECT_EQ(s["tiers"]["gpu0.hbm"]["capacity_bytes"].get<std::uint64_t>(), 40ull << 30);  // idle
+}
