@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <algorithm>
 #include <sstream>
 
@@ -296,9 +297,23 @@ int cmd_calibrate(const std::string& device_arg, const std::string& trace_arg, c
   const Calibration fit = calibrate(trace, platform, device);
   std::cout << fmt::format("{} on {} ({}): {} ops fitted, {} held out\n", trace.name, platform.name, device,
                            fit.fitted_ops, fit.held_out_ops);
-  for (const auto& [kind, f] : fit.kinds)
-    std::cout << fmt::format("  {:<22} efficiency {:.4f}  ({} ops)\n", kind, f.efficiency, f.samples);
+  // One row per kind: its compute-bound ops' efficiency, then its memory-bound ops'.
+  std::set<std::string> kinds;
+  for (const auto& [kind, f] : fit.compute) kinds.insert(kind);
+  for (const auto& [kind, f] : fit.memory) kinds.insert(kind);
+  auto cell = [](const std::map<std::string, KindFit>& table, const std::string& kind) {
+    auto it = table.find(kind);
+    return it == table.end() ? std::string("-")
+                             : fmt::format("{:.4f} ({} ops)", it->second.efficiency, it->second.samples);
+  };
+  std::cout << fmt::format("  {:<22} {:<20} {}\n", "kind", "compute efficiency", "memory efficiency");
+  for (const auto& kind : kinds)
+    std::cout << fmt::format("  {:<22} {:<20} {}\n", kind, cell(fit.compute, kind), cell(fit.memory, kind));
   std::cout << fmt::format("  launch overhead        {}\n", format_seconds(fit.launch_overhead_s));
+  std::cout << fmt::format("  which term bounds each op: {} after {} fit(s)\n",
+                           fit.converged ? "stable" : "still changing (kept the closest fit)", fit.iterations);
+  if (fit.compute.empty()) std::cout << "  no fitted op was compute-bound: efficiency left as it was\n";
+  if (fit.memory.empty()) std::cout << "  no fitted op was memory-bound: memory_efficiency left as it was\n";
   std::cout << fmt::format("  error per op: fitted {:.2f}%, held out {:.2f}%; held-out total time {:+.2f}%\n",
                            100 * fit.fit_mean_abs_error, 100 * fit.held_out_mean_abs_error,
                            100 * fit.held_out_total_error);

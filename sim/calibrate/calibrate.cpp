@@ -1,6 +1,9 @@
 #include "sim/calibrate/calibrate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include <Eigen/Dense>
 #include <fmt/format.h>
@@ -12,11 +15,123 @@
 namespace memsim {
 namespace {
 
-struct Sample {
-  std::size_t column;  // the kind's column in the design matrix
-  double x;            // roofline seconds at efficiency 1
-  double t;            // measured seconds
+// Regime assignments tried before giving up on a stable one; in practice two or three do.
+constexpr int kMaxIterations = 50;
+
+enum class Regime : std::uint8_t { compute, memory, none };  // none: no FLOPs and no bytes
+
+struct Measured {
+  std::string kind;
+  double compute_s;  // FLOPs / peak: the compute term at efficiency 1
+  double memory_s;   // bytes / bandwidth: the memory term at efficiency 1
+  double t;          // measured seconds
+  bool fit;          // fitted, or held out
+
+  double x(Regime r) const { return r == Regime::compute ? compute_s : memory_s; }
 };
+
+double roofline_s(const Measured& m, const DeviceSpec& d) {
+  return std::max(m.compute_s / d.efficiency_for(m.kind),
+                  m.memory_s / d.memory_efficiency_for(m.kind)) +
+         d.launch_overhead_s;
+}
+
+Regime bound_by(const Measured& m, const DeviceSpec& d) {
+  if (m.compute_s <= 0 && m.memory_s <= 0) return Regime::none;
+  return m.compute_s / d.efficiency_for(m.kind) > m.memory_s / d.memory_efficiency_for(m.kind)
+             ? Regime::compute
+             : Regime::memory;
+}
+
+struct Context {
+  const Trace& trace;
+  std::size_t min_samples;
+};
+
+// The weighted least-squares fit of one regime assignment of the fitted ops. Columns: per
+// regime, one per kind with enough samples there and a `default` for the rest; then the
+// overhead. Each row holds its op's term at efficiency 1 in its kind's column of its regime.
+Calibration fit_assignment(const Context& cx, const std::vector<const Measured*>& ops,
+                           const std::vector<Regime>& regime) {
+  std::map<std::string, std::size_t> count[2];  // per regime, per kind
+  for (std::size_t i = 0; i < ops.size(); ++i)
+    if (regime[i] != Regime::none) ++count[static_cast<int>(regime[i])][ops[i]->kind];
+  // A device file may name only known kinds; others are fitted as the default.
+  auto own_column = [&](const std::string& kind, std::size_t n) {
+    return n >= cx.min_samples && is_known_op_kind(kind);
+  };
+  std::map<std::string, std::size_t> column[2];
+  std::size_t default_col[2] = {SIZE_MAX, SIZE_MAX};
+  std::size_t c = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (const auto& [kind, n] : count[r])
+      if (own_column(kind, n)) column[r].emplace(kind, c++);
+    for (const auto& [kind, n] : count[r])
+      if (!own_column(kind, n)) default_col[r] = c;
+    if (default_col[r] != SIZE_MAX) ++c;
+  }
+  const std::size_t overhead_col = c++;
+  auto col_of = [&](int r, const std::string& kind) {
+    auto it = column[r].find(kind);
+    return it != column[r].end() ? it->second : default_col[r];
+  };
+
+  if (ops.size() < c + 1)
+    throw InputError(fmt::format("{}: {} ops with measured durations to fit {} unknowns; need more",
+                                 cx.trace.name, ops.size(), c));
+  // Each row divided by its measured time: relative residuals.
+  const auto rows = static_cast<Eigen::Index>(ops.size());
+  Eigen::MatrixXd A = Eigen::MatrixXd::Zero(rows, static_cast<Eigen::Index>(c));
+  Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    const auto row = static_cast<Eigen::Index>(i);
+    const Measured& m = *ops[i];
+    if (regime[i] != Regime::none) {
+      const int r = static_cast<int>(regime[i]);
+      A(row, static_cast<Eigen::Index>(col_of(r, m.kind))) = m.x(regime[i]) / m.t;
+    }
+    A(row, static_cast<Eigen::Index>(overhead_col)) = 1.0 / m.t;
+  }
+  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
+  if (qr.rank() < static_cast<Eigen::Index>(c))
+    throw InputError(fmt::format("{}: the measured ops do not determine every efficiency (rank {} of {})",
+                                 cx.trace.name, qr.rank(), c));
+  const Eigen::VectorXd u = qr.solve(b);  // inverse efficiencies, then the overhead
+
+  Calibration out;
+  out.launch_overhead_s = u(static_cast<Eigen::Index>(overhead_col));
+  auto efficiency = [&](std::size_t col) { return 1.0 / u(static_cast<Eigen::Index>(col)); };
+  for (int r = 0; r < 2; ++r) {
+    auto& table = r == static_cast<int>(Regime::compute) ? out.compute : out.memory;
+    for (const auto& [kind, col] : column[r]) table[kind] = {efficiency(col), count[r][kind]};
+    if (default_col[r] != SIZE_MAX) {
+      std::size_t n = 0;
+      for (const auto& [kind, k] : count[r])
+        if (!own_column(kind, k)) n += k;
+      table["default"] = {efficiency(default_col[r]), n};
+    }
+  }
+  return out;
+}
+
+void check_efficiencies(const Context& cx, const std::string& device, const Calibration& fit) {
+  for (int r = 0; r < 2; ++r) {
+    const bool compute = r == 0;
+    for (const auto& [kind, f] : compute ? fit.compute : fit.memory) {
+      const char* term = compute ? "compute" : "memory";
+      if (!(f.efficiency > 0) || !std::isfinite(f.efficiency))
+        throw InputError(fmt::format("{}: the fit gives the {}-bound ops of kind '{}' no positive "
+                                     "efficiency ({}); their times do not grow with their {}",
+                                     cx.trace.name, term, kind, f.efficiency,
+                                     compute ? "FLOPs" : "bytes"));
+      if (f.efficiency > 1)
+        throw InputError(fmt::format("{}: the {}-bound ops of kind '{}' ran at {:.3g}x the roofline of "
+                                     "device '{}': its {} is below what the trace measured",
+                                     cx.trace.name, term, kind, f.efficiency, device,
+                                     compute ? "peak rate" : "bandwidth"));
+    }
+  }
+}
 
 }  // namespace
 
@@ -28,92 +143,70 @@ Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const st
   if (!dev.compute_tier)
     throw InputError(fmt::format("{}: device '{}' has no compute tier to calibrate", platform.source, device));
   const double bandwidth = platform.tiers[*dev.compute_tier].bandwidth_Bps;
+  const Context cx{trace, min_samples};
 
-  // Seconds at efficiency 1 for each measured op, fitted (even positions) or held out.
-  struct Measured {
-    std::string kind;
-    double x, t;
-    bool fit;
-  };
+  // Both roofline terms at efficiency 1 for each measured op, fitted (even positions within
+  // its kind, so every kind is in both halves) or held out.
   std::vector<Measured> ops;
-  std::map<std::string, std::size_t> seen;  // alternate within each kind, so every kind is in both halves
+  std::map<std::string, std::size_t> seen;
   for (const Op& op : trace.ops) {
     if (!op.measured_s || *op.measured_s <= 0) continue;
     const double peak = dev.peak_flops[static_cast<int>(op.dtype)];
     if (op.flops > 0 && peak <= 0)
       throw InputError(fmt::format("{}: op '{}' computes in {}, which device '{}' has no rate for",
                                    trace.name, op.name, to_string(op.dtype), device));
-    const double x = std::max(op.flops > 0 ? op.flops / peak : 0.0, op.bytes_moved > 0 ? op.bytes_moved / bandwidth : 0.0);
-    ops.push_back({op.kind, x, *op.measured_s, seen[op.kind]++ % 2 == 0});
+    ops.push_back({op.kind, op.flops > 0 ? op.flops / peak : 0.0,
+                   op.bytes_moved > 0 ? op.bytes_moved / bandwidth : 0.0, *op.measured_s,
+                   seen[op.kind]++ % 2 == 0});
   }
-  std::map<std::string, std::size_t> count;
+  std::vector<const Measured*> fitted;
   for (const auto& m : ops)
-    if (m.fit && m.x > 0) ++count[m.kind];
-  // Columns: one per kind with enough samples, "default" for the rest, then the overhead.
-  std::map<std::string, std::size_t> column;
-  // A device file may name only known kinds; others are fitted as the default.
-  auto own_column = [&](const std::string& kind, std::size_t n) { return n >= min_samples && is_known_op_kind(kind); };
-  for (const auto& [kind, n] : count)
-    if (own_column(kind, n)) column.emplace(kind, 0);
-  bool needs_default = false;
-  for (const auto& [kind, n] : count)
-    if (!own_column(kind, n)) needs_default = true;
-  std::size_t c = 0;
-  for (auto& [kind, col] : column) col = c++;
-  const std::size_t default_col = needs_default ? c++ : SIZE_MAX;
-  const std::size_t overhead_col = c++;
-  auto col_of = [&](const std::string& kind) {
-    auto it = column.find(kind);
-    return it != column.end() ? it->second : default_col;
+    if (m.fit) fitted.push_back(&m);
+
+  auto assign = [&](const DeviceSpec& at) {
+    std::vector<Regime> r;
+    r.reserve(fitted.size());
+    for (const Measured* m : fitted) r.push_back(bound_by(*m, at));
+    return r;
+  };
+  auto mean_error = [&](const DeviceSpec& at) {
+    double e = 0;
+    for (const Measured* m : fitted) e += std::abs(roofline_s(*m, at) - m->t) / m->t;
+    return fitted.empty() ? 0.0 : e / static_cast<double>(fitted.size());
   };
 
-  std::vector<const Measured*> fit;
-  for (const auto& m : ops)
-    if (m.fit) fit.push_back(&m);
-  if (fit.size() < c + 1)
-    throw InputError(fmt::format("{}: {} ops with measured durations to fit {} unknowns; need more",
-                                 trace.name, fit.size(), c));
-  // Weighted least squares, each row divided by its measured time: relative residuals.
-  Eigen::MatrixXd A = Eigen::MatrixXd::Zero(static_cast<Eigen::Index>(fit.size()), static_cast<Eigen::Index>(c));
-  Eigen::VectorXd b(static_cast<Eigen::Index>(fit.size()));
-  for (std::size_t i = 0; i < fit.size(); ++i) {
-    const auto r = static_cast<Eigen::Index>(i);
-    if (fit[i]->x > 0) A(r, static_cast<Eigen::Index>(col_of(fit[i]->kind))) = fit[i]->x / fit[i]->t;
-    A(r, static_cast<Eigen::Index>(overhead_col)) = 1.0 / fit[i]->t;
-    b(r) = 1.0;
-  }
-  Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
-  if (qr.rank() < static_cast<Eigen::Index>(c))
-    throw InputError(fmt::format("{}: the measured ops do not determine every efficiency (rank {} of {})",
-                                 trace.name, qr.rank(), c));
-  const Eigen::VectorXd u = qr.solve(b);
-
+  // Fit, reassign under the fit, repeat until no op changes regime. Should the assignments
+  // cycle instead, the fit with the least error under the max() roofline is kept.
+  DeviceSpec unit = dev;  // the roofline at efficiency 1
+  unit.default_efficiency = 1;
+  unit.efficiency.clear();
+  unit.default_memory_efficiency.reset();
+  unit.memory_efficiency.clear();
+  std::vector<Regime> regime = assign(unit);
   Calibration out;
-  out.launch_overhead_s = u(static_cast<Eigen::Index>(overhead_col));
-  auto efficiency = [&](std::size_t col) { return 1.0 / u(static_cast<Eigen::Index>(col)); };
-  for (const auto& [kind, col] : column) out.kinds[kind] = {efficiency(col), count[kind]};
-  if (needs_default) {
-    std::size_t n = 0;
-    for (const auto& [kind, k] : count)
-      if (!own_column(kind, k)) n += k;
-    out.kinds["default"] = {efficiency(default_col), n};
+  double best_error = std::numeric_limits<double>::infinity();
+  int tried = 0;
+  while (tried < kMaxIterations) {
+    ++tried;
+    Calibration fit = fit_assignment(cx, fitted, regime);
+    const DeviceSpec at = calibrated_device(dev, fit);
+    std::vector<Regime> next = assign(at);
+    fit.converged = next == regime;
+    const double error = mean_error(at);
+    if (fit.converged || error < best_error) {
+      best_error = error;
+      out = std::move(fit);
+    }
+    if (out.converged) break;
+    regime = std::move(next);
   }
-  for (const auto& [kind, f] : out.kinds)
-    if (!(f.efficiency > 0) || !std::isfinite(f.efficiency))
-      throw InputError(fmt::format("{}: the fit gives kind '{}' no positive efficiency ({}); its ops' "
-                                   "times do not grow with their work",
-                                   trace.name, kind, f.efficiency));
-    else if (f.efficiency > 1)
-      throw InputError(fmt::format("{}: kind '{}' ran at {:.3g}x the roofline of device '{}': its peak "
-                                   "rate or bandwidth is below what the trace measured",
-                                   trace.name, kind, f.efficiency, device));
+  out.iterations = tried;
+  check_efficiencies(cx, device, out);
 
-  auto predict = [&](const Measured& m) {
-    return m.x * u(static_cast<Eigen::Index>(col_of(m.kind))) + out.launch_overhead_s;
-  };
+  const DeviceSpec at = calibrated_device(dev, out);
   double fit_err = 0, held_err = 0, held_pred = 0, held_real = 0;
   for (const auto& m : ops) {
-    const double p = m.x > 0 ? predict(m) : out.launch_overhead_s;
+    const double p = roofline_s(m, at);
     const double e = std::abs(p - m.t) / m.t;
     if (m.fit) {
       fit_err += e;
@@ -131,18 +224,73 @@ Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const st
   return out;
 }
 
+DeviceSpec calibrated_device(const DeviceSpec& device, const Calibration& fit) {
+  DeviceSpec d = device;
+  d.launch_overhead_s = fit.launch_overhead_s;
+  if (!fit.compute.empty()) {
+    d.efficiency.clear();
+    for (const auto& [kind, f] : fit.compute)
+      if (kind == "default")
+        d.default_efficiency = f.efficiency;
+      else
+        d.efficiency[kind] = f.efficiency;
+  }
+  if (!fit.memory.empty()) {
+    d.memory_efficiency.clear();
+    for (const auto& [kind, f] : fit.memory)
+      if (kind == "default")
+        d.default_memory_efficiency = f.efficiency;
+      else
+        d.memory_efficiency[kind] = f.efficiency;
+  }
+  return d;
+}
+
+namespace {
+
+// A fitted table as a flow map, `default` first; without a fitted default, the old one's.
+YAML::Node efficiency_table(const std::map<std::string, KindFit>& fit, const YAML::Node& old) {
+  YAML::Node table(YAML::NodeType::Map);
+  table.SetStyle(YAML::EmitterStyle::Flow);
+  if (auto it = fit.find("default"); it != fit.end())
+    table["default"] = fmt::format("{:.4g}", it->second.efficiency);
+  else if (old && old.IsMap() && old["default"] && old["default"].IsScalar())
+    table["default"] = old["default"].Scalar();
+  for (const auto& [kind, f] : fit)
+    if (kind != "default") table[kind] = fmt::format("{:.4g}", f.efficiency);
+  return table;
+}
+
+}  // namespace
+
 std::string calibrated_platform_yaml(const std::string& platform_yaml, const std::string& device,
                                      const Calibration& fit) {
   YAML::Node root = YAML::Load(platform_yaml);
   YAML::Node dev = root["devices"][device];
-  YAML::Node eff(YAML::NodeType::Map);
-  eff.SetStyle(YAML::EmitterStyle::Flow);
-  if (auto it = fit.kinds.find("default"); it != fit.kinds.end())
-    eff["default"] = fmt::format("{:.4g}", it->second.efficiency);
-  for (const auto& [kind, f] : fit.kinds)
-    if (kind != "default") eff[kind] = fmt::format("{:.4g}", f.efficiency);
-  dev["efficiency"] = eff;
   dev["launch_overhead"] = fmt::format("{:.4g}us", fit.launch_overhead_s * 1e6);
+  YAML::Node compute = fit.compute.empty() ? dev["efficiency"] : efficiency_table(fit.compute, dev["efficiency"]);
+  YAML::Node memory = fit.memory.empty() ? dev["memory_efficiency"]
+                                         : efficiency_table(fit.memory, dev["memory_efficiency"]);
+  // The two tables side by side, where the first of them was (else before the tiers).
+  YAML::Node out(YAML::NodeType::Map);
+  bool placed = false;
+  auto place = [&] {
+    if (placed) return;
+    placed = true;
+    if (compute) out["efficiency"] = compute;
+    if (memory) out["memory_efficiency"] = memory;
+  };
+  for (const auto& entry : dev) {
+    const std::string key = entry.first.Scalar();
+    if (key == "efficiency" || key == "memory_efficiency") {
+      place();
+      continue;
+    }
+    if (key == "tiers") place();
+    out[key] = entry.second;
+  }
+  place();
+  root["devices"][device] = out;
   YAML::Emitter e;
   e << root;
   return std::string(e.c_str()) + "\n";

@@ -2,12 +2,15 @@
 // Calibration: fitting a device's per-op-kind efficiencies to measured op durations, so the
 // roofline of the cost model (sim/engine/cost_model.h) reproduces them:
 //
-//   t = max(FLOPs / peak, bytes / bandwidth) / efficiency(kind) + launch_overhead
+//   t = max(FLOPs / (peak x e_compute(kind)), bytes / (bandwidth x e_memory(kind)))
+//       + launch_overhead
 //
-// is linear in 1/efficiency per kind and in the overhead, so a weighted least-squares fit
-// (Eigen; residuals relative to each measured time) finds them all at once. Every other op
-// of each kind is fitted; the rest are held out and predicted. Kinds with fewer than
-// `min_samples` fitted ops share one `default` efficiency.
+// Once each op is assigned to the term that bounds it, t is linear in 1/e_compute or
+// 1/e_memory of its kind and in the overhead, so a weighted least-squares fit (Eigen;
+// residuals relative to each measured time) finds them all at once. The assignment starts
+// from the roofline at efficiency 1 and is redone under each fit until it no longer changes.
+// Every other op of each kind is fitted; the rest are held out and predicted. Kinds with
+// fewer than `min_samples` fitted ops in a regime share that regime's `default` efficiency.
 #include <cstddef>
 #include <map>
 #include <string>
@@ -20,12 +23,19 @@ namespace memsim {
 
 struct KindFit {
   double efficiency = 0;
-  std::size_t samples = 0;  // fitted ops
+  std::size_t samples = 0;  // fitted ops bound by this term
 };
 
 struct Calibration {
-  std::map<std::string, KindFit> kinds;  // "default" holds the kinds with too few samples
+  /// Per op kind: the fraction of peak FLOP/s its compute-bound ops reach (the device's
+  /// `efficiency`) and of bandwidth its memory-bound ops reach (`memory_efficiency`).
+  /// "default" holds the kinds with too few samples. A table is empty when no fitted op was
+  /// bound by its term: the device's table is then left as it was.
+  std::map<std::string, KindFit> compute;
+  std::map<std::string, KindFit> memory;
   double launch_overhead_s = 0;
+  int iterations = 0;      // fits solved, one per regime assignment
+  bool converged = false;  // the last fit left every op in the regime it was fitted in
   std::size_t fitted_ops = 0;
   std::size_t held_out_ops = 0;
   double fit_mean_abs_error = 0;       // per op, relative to its measured time
@@ -34,13 +44,17 @@ struct Calibration {
 };
 
 /// Fits `device` (its peak rates, and its compute tier's bandwidth) to the ops of `trace`
-/// that carry a measured duration. Throws InputError when there are too few, or when the
-/// fit is singular.
+/// that carry a measured duration. Throws InputError when there are too few, when the fit is
+/// singular, or when it gives an efficiency that is not in (0, 1].
 Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const std::string& device,
                       std::size_t min_samples = 3);
 
-/// The platform document `platform_yaml` with `device`'s efficiency table and launch
-/// overhead replaced by the fit, as YAML text.
+/// `device` with the fit's launch overhead and efficiency tables, each table replacing the
+/// device's own where the fit has one; a table without a fitted `default` keeps the device's.
+DeviceSpec calibrated_device(const DeviceSpec& device, const Calibration& fit);
+
+/// The platform document `platform_yaml` with `device` changed as calibrated_device does,
+/// as YAML text.
 std::string calibrated_platform_yaml(const std::string& platform_yaml, const std::string& device,
                                      const Calibration& fit);
 

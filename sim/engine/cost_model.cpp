@@ -10,10 +10,11 @@ namespace memsim {
 
 double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& tier,
                   double input_bytes) {
-  const double eff = device.efficiency_for(op.kind);
   const double peak = device.peak_flops[static_cast<int>(op.dtype)];
-  const double compute = op.flops > 0 ? op.flops / (peak * eff) : 0.0;
-  const double memory = op.bytes_moved > 0 ? op.bytes_moved / (tier.bandwidth_Bps * eff) : 0.0;
+  const double compute = op.flops > 0 ? op.flops / (peak * device.efficiency_for(op.kind)) : 0.0;
+  const double memory = op.bytes_moved > 0
+                            ? op.bytes_moved / (tier.bandwidth_Bps * device.memory_efficiency_for(op.kind))
+                            : 0.0;
   double t = std::max(compute, memory) + device.launch_overhead_s;
   if (device.exchange_Bps > 0) t += device.sync_s + input_bytes / device.exchange_Bps;
   return t;

@@ -1,8 +1,11 @@
 #pragma once
 // How long an op takes on a device. Pure arithmetic, no SimGrid, so it is unit-tested alone.
 //
-//   duration = max(FLOPs / (peak[dtype] x eff[kind]), bytes / (tier bandwidth x eff[kind]))
+//   duration = max(FLOPs / (peak[dtype] x eff[kind]), bytes / (tier bandwidth x mem_eff[kind]))
 //              + launch overhead
+//
+// eff is the device's `efficiency` table, mem_eff its `memory_efficiency` table (which falls
+// back to eff where it says nothing, so a device without one uses eff for both terms).
 //
 // On a bulk-synchronous (IPU-like) device, with `exchange` in its YAML, each op is a
 // compute step, a sync and an exchange step that brings its operands to the tiles that

@@ -67,9 +67,28 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
   return t;
 }
 
+// An `efficiency` or `memory_efficiency` table: `default` and known op kinds, each in (0, 1].
+void load_efficiency_table(const ConfigNode& table, std::optional<double>& default_value,
+                           std::map<std::string, double>& per_kind) {
+  for (const auto& [kind_name, value] : table.entries()) {
+    if (kind_name != "default" && !is_known_op_kind(kind_name)) {
+      std::string kinds;
+      for (const auto& k : known_op_kinds()) kinds += ", " + k;
+      table.key_node(kind_name).fail(
+          fmt::format("unknown op kind '{}'; expected default{}", kind_name, kinds));
+    }
+    double v = value.as_fraction();
+    if (v <= 0) value.fail_expected("a number above 0 and at most 1");
+    if (kind_name == "default")
+      default_value = v;
+    else
+      per_kind[kind_name] = v;
+  }
+}
+
 void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) {
   n.allow_only({"kind", "compute", "launch_overhead", "streams", "copy_engines", "efficiency",
-                "exchange", "tiers"});
+                "memory_efficiency", "exchange", "tiers"});
   if (name.find('.') != std::string::npos) n.fail("a device name may not contain '.'");
   DeviceSpec d;
   d.name = name;
@@ -85,21 +104,12 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
   if (auto s = n.find("streams")) d.streams = static_cast<int>(s->as_int_in(1, 1024));
   if (auto c = n.find("copy_engines")) d.copy_engines = static_cast<int>(c->as_int_in(1, 1024));
   if (auto e = n.find("efficiency")) {
-    for (const auto& [kind_name, value] : e->entries()) {
-      if (kind_name != "default" && !is_known_op_kind(kind_name)) {
-        std::string kinds;
-        for (const auto& k : known_op_kinds()) kinds += ", " + k;
-        e->key_node(kind_name).fail(
-            fmt::format("unknown op kind '{}'; expected default{}", kind_name, kinds));
-      }
-      double v = value.as_fraction();
-      if (v <= 0) value.fail_expected("a number above 0 and at most 1");
-      if (kind_name == "default")
-        d.default_efficiency = v;
-      else
-        d.efficiency[kind_name] = v;
-    }
+    std::optional<double> def;
+    load_efficiency_table(*e, def, d.efficiency);
+    if (def) d.default_efficiency = *def;
   }
+  if (auto e = n.find("memory_efficiency"))
+    load_efficiency_table(*e, d.default_memory_efficiency, d.memory_efficiency);
   if (auto x = n.find("exchange")) {
     x->allow_only({"bandwidth", "sync"});
     d.exchange_Bps = positive(x->at("bandwidth"), UnitKind::bandwidth);
@@ -143,6 +153,12 @@ std::string_view to_string(TierRole r) { return kTierRoles[static_cast<int>(r)];
 double DeviceSpec::efficiency_for(const std::string& op_kind) const {
   auto it = efficiency.find(op_kind);
   return it == efficiency.end() ? default_efficiency : it->second;
+}
+
+double DeviceSpec::memory_efficiency_for(const std::string& op_kind) const {
+  auto it = memory_efficiency.find(op_kind);
+  if (it != memory_efficiency.end()) return it->second;
+  return default_memory_efficiency ? *default_memory_efficiency : efficiency_for(op_kind);
 }
 
 std::optional<std::size_t> DeviceSpec::operand_tier() const {

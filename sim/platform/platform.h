@@ -9,7 +9,8 @@
 //       kind: gpu
 //       compute: {fp32: 19.5TFLOPS, tf32: 156TFLOPS, fp16: 312TFLOPS, bf16: 312TFLOPS}
 //       launch_overhead: 5us
-//       efficiency: {default: 0.7, matmul: 0.8}
+//       efficiency: {default: 0.7, matmul: 0.8}   # fraction of peak FLOP/s per op kind
+//       memory_efficiency: {default: 0.6}         # fraction of bandwidth (optional)
 //       tiers:
 //         hbm: {role: compute, capacity: 40GiB, bandwidth: 1555GB/s}
 //     host:
@@ -65,13 +66,21 @@ struct DeviceSpec {
   int copy_engines = 1;  // per direction
   double default_efficiency = 1.0;
   std::map<std::string, double> efficiency;  // per op kind, overrides the default
+  /// The memory-bound term's own table (`memory_efficiency`); where it says nothing for a
+  /// kind (no entry, no default, or no table), the kind's `efficiency` applies to both terms.
+  std::optional<double> default_memory_efficiency;
+  std::map<std::string, double> memory_efficiency;
   std::vector<std::size_t> tiers;            // indices into PlatformSpec::tiers
   std::optional<std::size_t> compute_tier;   // where operands must be; none for a pure store
   std::optional<std::size_t> scratch_tier;   // takes op workspace when it fits
   double exchange_Bps = 0;                   // > 0: bulk-synchronous ops (IPU-like)
   double sync_s = 0;                         // the sync step of each bulk-synchronous op
 
+  /// Fraction of peak FLOP/s an op of this kind reaches: efficiency[kind], else its default.
   double efficiency_for(const std::string& op_kind) const;
+  /// Fraction of bandwidth: memory_efficiency[kind], else memory_efficiency's default, else
+  /// efficiency_for(kind).
+  double memory_efficiency_for(const std::string& op_kind) const;
   /// Where the operands of the ops it runs must be: its compute tier; for a host CPU that
   /// has compute rates but no compute tier, its first tier (host DRAM) — a host runs ops
   /// handed to it (an offloaded optimizer step) in its own memory. None for a pure store.

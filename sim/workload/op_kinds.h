@@ -1,7 +1,8 @@
 #pragma once
 // The op kinds memsim knows. A trace may carry any kind string, but a device's `efficiency`
-// table may name only these, so a typo in a platform file is an error rather than an
-// efficiency silently never applied. Generators and importers add their kinds here.
+// and `memory_efficiency` tables may name only these, so a typo in a platform file is an
+// error rather than an efficiency silently never applied. Generators and importers add their
+// kinds here.
 #include <string>
 #include <vector>
 

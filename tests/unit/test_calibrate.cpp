@@ -1,6 +1,7 @@
-// Calibration recovers the efficiencies a synthetic trace was generated with: op durations
-// are the cost model's roofline at known per-kind efficiencies plus a launch overhead, with
-// +-0.5% deterministic noise, and the fit must find each efficiency within 1%.
+// Calibration recovers the efficiencies a synthetic trace was generated with: the cost model
+// itself times each op on a device with known compute and memory efficiencies per kind and
+// a known launch overhead, with +-0.25% deterministic noise on top, and the fit must find
+// each efficiency and the overhead within 1%.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,11 +9,13 @@
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "sim/engine/cost_model.h"
 
 using namespace memsim;
 
 namespace {
 
+// The device calibrated: one efficiency for every kind and both terms, a wrong overhead.
 const char* kPlatform =
     "name: box\n"
     "devices:\n"
@@ -24,67 +27,145 @@ const char* kPlatform =
     "    tiers:\n"
     "      hbm: {role: compute, capacity: 16GiB, bandwidth: 1TB/s}\n";
 
+// The same device as the synthetic trace's ops really ran on. matmul is only ever
+// compute-bound and relu only memory-bound; conv2d runs in both regimes, at a different
+// efficiency in each; softmax has too few ops for a column of its own and is fitted as the
+// memory term's default.
+const char* kTruth =
+    "name: box\n"
+    "devices:\n"
+    "  gpu0:\n"
+    "    kind: gpu\n"
+    "    compute: {fp32: 10TFLOPS}\n"
+    "    launch_overhead: 4us\n"
+    "    efficiency: {default: 0.5, matmul: 0.62, conv2d: 0.55}\n"
+    "    memory_efficiency: {default: 0.3, relu: 0.41, conv2d: 0.35}\n"
+    "    tiers:\n"
+    "      hbm: {role: compute, capacity: 16GiB, bandwidth: 1TB/s}\n";
+
+const std::map<std::string, double> kComputeTruth{{"matmul", 0.62}, {"conv2d", 0.55}};
+const std::map<std::string, double> kMemoryTruth{{"relu", 0.41}, {"conv2d", 0.35}, {"default", 0.3}};
+constexpr double kOverheadS = 4e-6;
+
+PlatformSpec platform(const char* text) { return load_platform(ConfigNode::parse_text(text, "box.yaml")); }
+
 struct Synthetic {
   Trace trace;
-  std::map<std::string, double> truth;
-  double overhead_s = 4e-6;
+  std::vector<double> exact_s;  // the truth's durations, before the noise
 };
 
 Synthetic synthetic() {
   Synthetic s;
-  s.truth = {{"matmul", 0.72}, {"conv2d", 0.55}, {"relu", 0.31}, {"layer_norm", 0.42}};
-  const std::vector<std::string> kinds{"matmul", "conv2d", "relu", "layer_norm"};
   std::uint64_t rng = 12345;
   auto uniform = [&] {  // a fixed LCG: the same numbers on every run
     rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
     return static_cast<double>(rng >> 11) / static_cast<double>(1ULL << 53);
   };
-  const double peak = 10e12, bandwidth = 1e12;
-  for (int i = 0; i < 400; ++i) {
+  const std::vector<std::string> cycle{"matmul", "conv2d", "conv2d", "relu"};
+  for (int i = 0; i < 404; ++i) {
     Op op;
-    op.kind = kinds[static_cast<std::size_t>(i) % kinds.size()];
+    op.kind = i < 400 ? cycle[static_cast<std::size_t>(i) % cycle.size()] : "softmax";
     op.name = op.kind + std::to_string(i);
-    // Compute-bound or memory-bound, spread over three decades.
+    // Sizes spread over three decades; FLOPs per byte far on one side of the ridge (15.7
+    // for conv2d) or the other.
     const double scale = std::pow(10.0, 3 * uniform());
-    op.flops = op.kind == "relu" || op.kind == "layer_norm" ? 1e5 * scale : 1e8 * scale;
     op.bytes_moved = 4e4 * scale * (0.5 + uniform());
-    const double roofline = std::max(op.flops / peak, op.bytes_moved / bandwidth) / s.truth[op.kind];
-    op.measured_s = (roofline + s.overhead_s) * (1 + 0.01 * (uniform() - 0.5));
+    const bool compute_bound = op.kind == "matmul" || (op.kind == "conv2d" && uniform() < 0.5);
+    op.flops = op.bytes_moved * (compute_bound ? 40 + 160 * uniform() : 0.25 + 4 * uniform());
     s.trace.add_op(std::move(op));
   }
   s.trace.name = "synthetic";
+  s.exact_s = op_durations(s.trace, platform(kTruth));
+  for (std::size_t i = 0; i < s.trace.ops.size(); ++i)
+    s.trace.ops[i].measured_s = s.exact_s[i] * (1 + 0.005 * (uniform() - 0.5));
   return s;
 }
 
-PlatformSpec platform() { return load_platform(ConfigNode::parse_text(kPlatform, "box.yaml")); }
-
 }  // namespace
 
-TEST(Calibrate, RecoversKnownEfficienciesWithinOnePercent) {
+TEST(Calibrate, RecoversKnownComputeAndMemoryEfficienciesWithinOnePercent) {
   const Synthetic s = synthetic();
-  const Calibration fit = calibrate(s.trace, platform(), "gpu0");
-  ASSERT_EQ(fit.kinds.size(), s.truth.size());
-  for (const auto& [kind, e] : s.truth) {
-    SCOPED_TRACE(kind);
-    ASSERT_TRUE(fit.kinds.count(kind));
-    EXPECT_NEAR(fit.kinds.at(kind).efficiency / e, 1.0, 0.01);
-    EXPECT_EQ(fit.kinds.at(kind).samples, 50u);
+  const Calibration fit = calibrate(s.trace, platform(kPlatform), "gpu0");
+  EXPECT_TRUE(fit.converged);
+  ASSERT_EQ(fit.compute.size(), kComputeTruth.size());
+  ASSERT_EQ(fit.memory.size(), kMemoryTruth.size());
+  for (const auto& [kind, e] : kComputeTruth) {
+    SCOPED_TRACE("compute " + kind);
+    ASSERT_TRUE(fit.compute.count(kind));
+    EXPECT_NEAR(fit.compute.at(kind).efficiency / e, 1.0, 0.01);
   }
-  EXPECT_NEAR(fit.launch_overhead_s / s.overhead_s, 1.0, 0.05);
-  EXPECT_EQ(fit.fitted_ops, 200u);
-  EXPECT_EQ(fit.held_out_ops, 200u);
-  EXPECT_LT(fit.held_out_mean_abs_error, 0.01);  // the noise is +-0.5%
-  EXPECT_LT(std::abs(fit.held_out_total_error), 0.01);
+  for (const auto& [kind, e] : kMemoryTruth) {
+    SCOPED_TRACE("memory " + kind);
+    ASSERT_TRUE(fit.memory.count(kind));
+    EXPECT_NEAR(fit.memory.at(kind).efficiency / e, 1.0, 0.01);
+  }
+  EXPECT_EQ(fit.compute.at("matmul").samples, 50u);
+  EXPECT_EQ(fit.memory.at("relu").samples, 50u);
+  EXPECT_EQ(fit.compute.at("conv2d").samples + fit.memory.at("conv2d").samples, 100u);
+  EXPECT_GT(fit.compute.at("conv2d").samples, 30u);
+  EXPECT_GT(fit.memory.at("conv2d").samples, 30u);
+  EXPECT_EQ(fit.memory.at("default").samples, 2u);  // softmax: 2 of its 4 ops
+  EXPECT_NEAR(fit.launch_overhead_s / kOverheadS, 1.0, 0.01);
+  EXPECT_EQ(fit.fitted_ops, 202u);
+  EXPECT_EQ(fit.held_out_ops, 202u);
+  EXPECT_LT(fit.held_out_mean_abs_error, 0.005);  // the noise is +-0.25%
+  EXPECT_LT(std::abs(fit.held_out_total_error), 0.005);
 }
 
-TEST(Calibrate, WritesALoadablePlatform) {
+TEST(Calibrate, TheCalibratedPlatformReproducesTheTruth) {
   const Synthetic s = synthetic();
-  const Calibration fit = calibrate(s.trace, platform(), "gpu0");
+  const Calibration fit = calibrate(s.trace, platform(kPlatform), "gpu0");
   const std::string text = calibrated_platform_yaml(kPlatform, "gpu0", fit);
-  PlatformSpec p = load_platform(ConfigNode::parse_text(text, "calibrated.yaml"));
+  const PlatformSpec p = load_platform(ConfigNode::parse_text(text, "calibrated.yaml"));
   const DeviceSpec& d = p.devices[*p.find_device("gpu0")];
-  for (const auto& [kind, f] : fit.kinds) EXPECT_NEAR(d.efficiency_for(kind), f.efficiency, 1e-3 * f.efficiency);
+  for (const auto& [kind, f] : fit.compute) {
+    if (kind != "default") EXPECT_NEAR(d.efficiency_for(kind), f.efficiency, 1e-3 * f.efficiency) << kind;
+  }
+  for (const auto& [kind, f] : fit.memory) {
+    if (kind != "default") EXPECT_NEAR(d.memory_efficiency_for(kind), f.efficiency, 1e-3 * f.efficiency) << kind;
+  }
+  ASSERT_TRUE(d.default_memory_efficiency);
+  EXPECT_NEAR(*d.default_memory_efficiency, fit.memory.at("default").efficiency, 1e-3);
+  EXPECT_EQ(d.default_efficiency, 0.5);  // no compute-bound op fell to the default: kept
   EXPECT_NEAR(d.launch_overhead_s, fit.launch_overhead_s, 1e-3 * fit.launch_overhead_s);
+  const std::vector<double> predicted = op_durations(s.trace, p);
+  for (std::size_t i = 0; i < predicted.size(); ++i)
+    EXPECT_NEAR(predicted[i] / s.exact_s[i], 1.0, 0.01) << s.trace.ops[i].name;
+}
+
+TEST(Calibrate, ARegimeWithoutOpsLeavesItsTableAsItWas) {
+  Synthetic s = synthetic();
+  Trace compute_only;
+  compute_only.name = "compute-only";
+  for (const Op& op : s.trace.ops)
+    if (op.kind == "matmul") compute_only.add_op(op);
+  const Calibration fit = calibrate(compute_only, platform(kPlatform), "gpu0");
+  EXPECT_TRUE(fit.memory.empty());
+  ASSERT_TRUE(fit.compute.count("matmul"));
+  EXPECT_NEAR(fit.compute.at("matmul").efficiency / 0.62, 1.0, 0.01);
+  const std::string text = calibrated_platform_yaml(kPlatform, "gpu0", fit);
+  EXPECT_EQ(text.find("memory_efficiency"), std::string::npos) << text;
+}
+
+TEST(Calibrate, OpsFasterThanTheRooflineAreAnError) {
+  Trace t;
+  t.name = "too-fast";
+  for (int i = 0; i < 20; ++i) {
+    Op op;
+    op.kind = "matmul";
+    op.name = "mm" + std::to_string(i);
+    op.flops = 1e9 * (1 + i);
+    op.measured_s = 0.5 * op.flops / 10e12 + 1e-6;  // twice the device's peak
+    t.add_op(op);
+  }
+  try {
+    calibrate(t, platform(kPlatform), "gpu0");
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("compute-bound ops of kind 'matmul' ran at 2x the roofline"), std::string::npos)
+        << message;
+  }
 }
 
 TEST(Calibrate, TooFewMeasuredOpsIsAnError) {
@@ -95,5 +176,5 @@ TEST(Calibrate, TooFewMeasuredOpsIsAnError) {
   op.flops = 1e9;
   op.measured_s = 1e-3;
   t.add_op(op);
-  EXPECT_THROW(calibrate(t, platform(), "gpu0"), InputError);
+  EXPECT_THROW(calibrate(t, platform(kPlatform), "gpu0"), InputError);
 }
