@@ -284,8 +284,8 @@ int cmd_trace(const std::string& workload, const std::vector<std::string>& sets,
   return 0;
 }
 
-int cmd_calibrate(const std::string& device_arg, const std::string& trace_arg, const std::string& device_name,
-                  const std::string& out) {
+int cmd_calibrate(const std::string& device_arg, const std::vector<std::string>& trace_args,
+                  const std::string& device_name, const std::string& out, const std::string& residuals) {
   PlatformSpec platform = load_platform_arg(device_arg, {});
   std::string device = device_name;
   if (device.empty()) {
@@ -293,8 +293,22 @@ int cmd_calibrate(const std::string& device_arg, const std::string& trace_arg, c
     if (compute.empty()) throw InputError(fmt::format("{}: no compute device to calibrate", platform.source));
     device = platform.devices[compute.front()].name;
   }
-  const Trace trace = load_workload_arg(trace_arg, {});
-  const Calibration fit = calibrate(trace, platform, device);
+  // Several traces are fitted together: their measured ops pooled into one list (the fit
+  // reads only each op's kind, work and time), so kinds one model lacks come from another.
+  Trace trace = load_workload_arg(trace_args.front(), {});
+  for (std::size_t k = 1; k < trace_args.size(); ++k) {
+    const Trace more = load_workload_arg(trace_args[k], {});
+    trace.name += "+" + more.name;
+    for (Op op : more.ops) {
+      op.id = static_cast<OpId>(trace.ops.size());
+      op.inputs.clear();
+      op.outputs.clear();
+      op.updates.clear();
+      trace.ops.push_back(std::move(op));
+    }
+  }
+  const Calibration fit = calibrate(trace, platform, device, 3,
+                                    residuals == "absolute" ? Residuals::absolute : Residuals::relative);
   std::cout << fmt::format("{} on {} ({}): {} ops fitted, {} held out\n", trace.name, platform.name, device,
                            fit.fitted_ops, fit.held_out_ops);
   // One row per kind: its compute-bound ops' efficiency, then its memory-bound ops'.
@@ -312,6 +326,8 @@ int cmd_calibrate(const std::string& device_arg, const std::string& trace_arg, c
   std::cout << fmt::format("  launch overhead        {}\n", format_seconds(fit.launch_overhead_s));
   std::cout << fmt::format("  which term bounds each op: {} after {} fit(s)\n",
                            fit.converged ? "stable" : "still changing (kept the closest fit)", fit.iterations);
+  if (!fit.at_roofline.empty())
+    std::cout << fmt::format("  held at the roofline (efficiency 1) by the bounds: {}\n", fmt::join(fit.at_roofline, ", "));
   if (fit.compute.empty()) std::cout << "  no fitted op was compute-bound: efficiency left as it was\n";
   if (fit.memory.empty()) std::cout << "  no fitted op was memory-bound: memory_efficiency left as it was\n";
   std::cout << fmt::format("  error per op: fitted {:.2f}%, held out {:.2f}%; held-out total time {:+.2f}%\n",
@@ -404,13 +420,21 @@ int cli_main(int argc, char** argv) {
   trace->add_option("-o,--output", out_file, "output file ('-' for stdout)")->required();
   trace->add_option("--set", sets, "override a workload value: workload.batch=8");
 
-  std::string calib_device, calib_trace, calib_name;
+  std::string calib_device, calib_name;
+  std::vector<std::string> calib_traces;
   auto* calib = app.add_subcommand(
       "calibrate", "fit a device's per-op-kind efficiencies to a trace's measured op durations");
   calib->add_option("device", calib_device, "DEVICE (file or built-in preset)")->required();
-  calib->add_option("trace", calib_trace, "a trace whose ops carry measured durations")->required();
+  calib->add_option("traces", calib_traces,
+                    "one or more traces whose ops carry measured durations (fitted together)")
+      ->required();
   calib->add_option("--device-name", calib_name, "which device of the platform (default: the first compute device)");
   calib->add_option("-o,--output", out_file, "write the platform with the fitted efficiencies here");
+  std::string calib_residuals = "absolute";
+  calib->add_option("--residuals", calib_residuals,
+                    "relative: every op counts alike; absolute: errors in seconds, so long ops count "
+                    "more (for the step's time), with efficiencies held in (0, 1] (default absolute)")
+      ->check(CLI::IsMember({"relative", "absolute"}));
 
   app.add_subcommand("list", "list policies, allocators, models and built-in presets");
   const auto sweep_commands = add_sweep_commands(app);  // sweep, fit
@@ -426,7 +450,7 @@ int cli_main(int argc, char** argv) {
     if (info->parsed()) return cmd_info(target, sets, json);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file);
-    if (calib->parsed()) return cmd_calibrate(calib_device, calib_trace, calib_name, out_file);
+    if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
     if (auto code = sweep_commands->dispatch()) return *code;
     return cmd_list();
   } catch (const UsageError& e) {

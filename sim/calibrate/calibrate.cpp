@@ -46,7 +46,48 @@ Regime bound_by(const Measured& m, const DeviceSpec& d) {
 struct Context {
   const Trace& trace;
   std::size_t min_samples;
+  Residuals residuals;
 };
+
+// Lawson and Hanson's active-set method: the x >= 0 that minimises |A x - b|.
+Eigen::VectorXd nnls(const Eigen::MatrixXd& A, const Eigen::VectorXd& b) {
+  const Eigen::Index n = A.cols();
+  Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
+  std::vector<bool> passive(static_cast<std::size_t>(n), false);
+  const double tol = 1e-12 * std::max(1.0, A.norm() * b.norm());
+  for (int outer = 0; outer < 3 * static_cast<int>(n) + 10; ++outer) {
+    const Eigen::VectorXd w = A.transpose() * (b - A * x);
+    Eigen::Index best = -1;
+    for (Eigen::Index j = 0; j < n; ++j)
+      if (!passive[static_cast<std::size_t>(j)] && w(j) > tol && (best < 0 || w(j) > w(best))) best = j;
+    if (best < 0) break;
+    passive[static_cast<std::size_t>(best)] = true;
+    for (int inner = 0; inner < 3 * static_cast<int>(n) + 10; ++inner) {
+      std::vector<Eigen::Index> cols;
+      for (Eigen::Index j = 0; j < n; ++j)
+        if (passive[static_cast<std::size_t>(j)]) cols.push_back(j);
+      Eigen::MatrixXd Ap(A.rows(), static_cast<Eigen::Index>(cols.size()));
+      for (std::size_t k = 0; k < cols.size(); ++k) Ap.col(static_cast<Eigen::Index>(k)) = A.col(cols[k]);
+      const Eigen::VectorXd sp = Ap.colPivHouseholderQr().solve(b);
+      Eigen::VectorXd s = Eigen::VectorXd::Zero(n);
+      for (std::size_t k = 0; k < cols.size(); ++k) s(cols[k]) = sp(static_cast<Eigen::Index>(k));
+      double alpha = 1;
+      for (Eigen::Index j : cols)
+        if (s(j) <= 0) alpha = std::min(alpha, x(j) / (x(j) - s(j)));
+      if (alpha >= 1) {
+        x = s;
+        break;
+      }
+      x += alpha * (s - x);
+      for (Eigen::Index j : cols)
+        if (x(j) <= tol) {
+          x(j) = 0;
+          passive[static_cast<std::size_t>(j)] = false;
+        }
+    }
+  }
+  return x;
+}
 
 // The weighted least-squares fit of one regime assignment of the fitted ops. Columns: per
 // regime, one per kind with enough samples there and a `default` for the rest; then the
@@ -79,27 +120,56 @@ Calibration fit_assignment(const Context& cx, const std::vector<const Measured*>
   if (ops.size() < c + 1)
     throw InputError(fmt::format("{}: {} ops with measured durations to fit {} unknowns; need more",
                                  cx.trace.name, ops.size(), c));
-  // Each row divided by its measured time: relative residuals.
+  // Relative residuals: each row divided by its measured time.
+  const bool relative = cx.residuals == Residuals::relative;
   const auto rows = static_cast<Eigen::Index>(ops.size());
   Eigen::MatrixXd A = Eigen::MatrixXd::Zero(rows, static_cast<Eigen::Index>(c));
-  Eigen::VectorXd b = Eigen::VectorXd::Ones(rows);
+  Eigen::VectorXd b(rows);
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const auto row = static_cast<Eigen::Index>(i);
     const Measured& m = *ops[i];
+    const double w = relative ? 1.0 / m.t : 1.0;
     if (regime[i] != Regime::none) {
       const int r = static_cast<int>(regime[i]);
-      A(row, static_cast<Eigen::Index>(col_of(r, m.kind))) = m.x(regime[i]) / m.t;
+      A(row, static_cast<Eigen::Index>(col_of(r, m.kind))) = m.x(regime[i]) * w;
     }
-    A(row, static_cast<Eigen::Index>(overhead_col)) = 1.0 / m.t;
+    A(row, static_cast<Eigen::Index>(overhead_col)) = w;
+    b(row) = m.t * w;
   }
+  // Columns scaled to unit norm, so that the rank test does not take a column of short ops
+  // (in seconds, microseconds) for a zero one; the solution is scaled back.
+  Eigen::VectorXd scale = A.colwise().norm().transpose();
+  for (Eigen::Index j = 0; j < scale.size(); ++j)
+    if (scale(j) > 0) A.col(j) /= scale(j);
   Eigen::ColPivHouseholderQR<Eigen::MatrixXd> qr(A);
   if (qr.rank() < static_cast<Eigen::Index>(c))
     throw InputError(fmt::format("{}: the measured ops do not determine every efficiency (rank {} of {})",
                                  cx.trace.name, qr.rank(), c));
-  const Eigen::VectorXd u = qr.solve(b);  // inverse efficiencies, then the overhead
+  Eigen::VectorXd u;  // inverse efficiencies, then the overhead
+  if (relative) {
+    u = qr.solve(b);
+    for (Eigen::Index j = 0; j < scale.size(); ++j) u(j) /= scale(j);
+  } else {
+    // Bounds: each inverse efficiency u_j = 1 + v_j with v_j >= 0, the overhead >= 0.
+    Eigen::VectorXd shifted = b;
+    for (Eigen::Index j = 0; j < static_cast<Eigen::Index>(overhead_col); ++j) shifted -= A.col(j) * scale(j);
+    u = nnls(A, shifted);
+    for (Eigen::Index j = 0; j < scale.size(); ++j) u(j) /= scale(j);
+    for (Eigen::Index j = 0; j < static_cast<Eigen::Index>(overhead_col); ++j) u(j) += 1;
+  }
 
   Calibration out;
   out.launch_overhead_s = u(static_cast<Eigen::Index>(overhead_col));
+  if (!relative) {
+    auto note = [&](int r, const std::string& kind, std::size_t col) {
+      if (u(static_cast<Eigen::Index>(col)) <= 1 + 1e-12)
+        out.at_roofline.push_back(fmt::format("{}:{}", r == 0 ? "compute" : "memory", kind));
+    };
+    for (int r = 0; r < 2; ++r) {
+      for (const auto& [kind, col] : column[r]) note(r, kind, col);
+      if (default_col[r] != SIZE_MAX) note(r, "default", default_col[r]);
+    }
+  }
   auto efficiency = [&](std::size_t col) { return 1.0 / u(static_cast<Eigen::Index>(col)); };
   for (int r = 0; r < 2; ++r) {
     auto& table = r == static_cast<int>(Regime::compute) ? out.compute : out.memory;
@@ -136,14 +206,14 @@ void check_efficiencies(const Context& cx, const std::string& device, const Cali
 }  // namespace
 
 Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const std::string& device,
-                      std::size_t min_samples) {
+                      std::size_t min_samples, Residuals residuals) {
   const auto d = platform.find_device(device);
   if (!d) throw InputError(fmt::format("{}: no device '{}'", platform.source, device));
   const DeviceSpec& dev = platform.devices[*d];
   if (!dev.compute_tier)
     throw InputError(fmt::format("{}: device '{}' has no compute tier to calibrate", platform.source, device));
   const double bandwidth = platform.tiers[*dev.compute_tier].bandwidth_Bps;
-  const Context cx{trace, min_samples};
+  const Context cx{trace, min_samples, residuals};
 
   // Both roofline terms at efficiency 1 for each measured op, fitted (even positions within
   // its kind, so every kind is in both halves) or held out.
@@ -171,7 +241,8 @@ Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const st
   };
   auto mean_error = [&](const DeviceSpec& at) {
     double e = 0;
-    for (const Measured* m : fitted) e += std::abs(roofline_s(*m, at) - m->t) / m->t;
+    for (const Measured* m : fitted)
+      e += std::abs(roofline_s(*m, at) - m->t) / (residuals == Residuals::relative ? m->t : 1.0);
     return fitted.empty() ? 0.0 : e / static_cast<double>(fitted.size());
   };
 

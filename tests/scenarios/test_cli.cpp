@@ -227,3 +227,19 @@ TEST(Cli, ABudgetFractionIsOfEachDevicesOwnWorkload) {
   EXPECT_EQ(s["tiers"]["gpu6.hbm"]["capacity_bytes"].get<std::uint64_t>(), resnet / 2);
   EXPECT_EQ(s["tiers"]["gpu0.hbm"]["capacity_bytes"].get<std::uint64_t>(), 40ull << 30);  // idle
 }
+
+TEST(Cli, CalibrateFitsSeveralTracesTogether) {
+  const std::string dir = temp_dir("calib");
+  fs::create_directories(dir);
+  const std::string out = dir + "/cpu-fit.yaml";
+  CliResult r = run_memsim("calibrate cpu workloads/traces/resnet18-b8.et.json workloads/traces/mlp-b64.et.json "
+                           "--residuals absolute -o " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("resnet18-b8+mlp-b64 on cpu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("matmul"), std::string::npos) << r.out;  // a kind only the MLP has
+  CliResult run = run_memsim("run " + out + " workloads/traces/mobilenet_v2-b8.et.json --out " + temp_dir("calib_run"));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  CliResult bad = run_memsim("calibrate cpu workloads/traces/mlp-b64.et.json --residuals squared");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--residuals"), std::string::npos) << bad.err;
+}

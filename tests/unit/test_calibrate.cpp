@@ -85,7 +85,7 @@ Synthetic synthetic() {
 
 TEST(Calibrate, RecoversKnownComputeAndMemoryEfficienciesWithinOnePercent) {
   const Synthetic s = synthetic();
-  const Calibration fit = calibrate(s.trace, platform(kPlatform), "gpu0");
+  const Calibration fit = calibrate(s.trace, platform(kPlatform), "gpu0", 3, Residuals::relative);
   EXPECT_TRUE(fit.converged);
   ASSERT_EQ(fit.compute.size(), kComputeTruth.size());
   ASSERT_EQ(fit.memory.size(), kMemoryTruth.size());
@@ -110,6 +110,47 @@ TEST(Calibrate, RecoversKnownComputeAndMemoryEfficienciesWithinOnePercent) {
   EXPECT_EQ(fit.held_out_ops, 202u);
   EXPECT_LT(fit.held_out_mean_abs_error, 0.005);  // the noise is +-0.25%
   EXPECT_LT(std::abs(fit.held_out_total_error), 0.005);
+}
+
+TEST(Calibrate, AbsoluteResidualsRecoverTheSameEfficienciesWithinOnePercent) {
+  const Synthetic s = synthetic();
+  const Calibration fit = calibrate(s.trace, platform(kPlatform), "gpu0");  // absolute
+  EXPECT_TRUE(fit.converged);
+  EXPECT_TRUE(fit.at_roofline.empty());
+  for (const auto& [kind, e] : kComputeTruth) {
+    ASSERT_TRUE(fit.compute.count(kind)) << kind;
+    EXPECT_NEAR(fit.compute.at(kind).efficiency / e, 1.0, 0.01) << kind;
+  }
+  for (const auto& [kind, e] : kMemoryTruth) {
+    ASSERT_TRUE(fit.memory.count(kind)) << kind;
+    EXPECT_NEAR(fit.memory.at(kind).efficiency / e, 1.0, 0.01) << kind;
+  }
+  // In seconds the overhead is a sliver of the long ops' time: it is found less exactly.
+  EXPECT_NEAR(fit.launch_overhead_s / kOverheadS, 1.0, 0.1);
+  EXPECT_LT(std::abs(fit.held_out_total_error), 0.005);
+}
+
+TEST(Calibrate, AbsoluteResidualsHoldAnEfficiencyAtTheRoofline) {
+  // The synthetic trace plus copies whose measured time is nearly all overhead, and a little
+  // less for the larger ones: unbounded, their slope would be negative (an efficiency below
+  // zero). The bounds hold them at the roofline; the other kinds keep their fit.
+  Synthetic s = synthetic();
+  for (int i = 0; i < 40; ++i) {
+    Op op;
+    op.kind = "copy";
+    op.name = "copy" + std::to_string(i);
+    op.bytes_moved = 1e3 * (1 + i);
+    op.measured_s = kOverheadS * (1.0 - 0.002 * i);
+    s.trace.add_op(op);
+  }
+  const Calibration fit = calibrate(s.trace, platform(kPlatform), "gpu0", 3, Residuals::absolute);
+  EXPECT_EQ(fit.at_roofline, std::vector<std::string>{"memory:copy"});
+  ASSERT_TRUE(fit.memory.count("copy"));
+  EXPECT_DOUBLE_EQ(fit.memory.at("copy").efficiency, 1.0);
+  EXPECT_NEAR(fit.compute.at("matmul").efficiency / 0.62, 1.0, 0.01);
+  EXPECT_NEAR(fit.memory.at("relu").efficiency / 0.41, 1.0, 0.01);
+  // Relative residuals make the same copies an error: no positive efficiency.
+  EXPECT_THROW(calibrate(s.trace, platform(kPlatform), "gpu0", 3, Residuals::relative), InputError);
 }
 
 TEST(Calibrate, TheCalibratedPlatformReproducesTheTruth) {
@@ -159,7 +200,7 @@ TEST(Calibrate, OpsFasterThanTheRooflineAreAnError) {
     t.add_op(op);
   }
   try {
-    calibrate(t, platform(kPlatform), "gpu0");
+    calibrate(t, platform(kPlatform), "gpu0", 3, Residuals::relative);
     FAIL() << "no error";
   } catch (const InputError& e) {
     const std::string message = e.what();
