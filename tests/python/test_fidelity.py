@@ -19,3 +19,22 @@ def test_fidelity_table_has_every_capture():
         error = float(cells[5])
         assert abs(error) <= 5 or f"### {cells[0]}" in doc, l
         assert re.fullmatch(r"[+-]\d+\.\d\d", cells[5])
+
+
+def test_calibration_study_matches_the_document():
+    """The study's tables come from the code: its output is what docs/fidelity.md shows, and
+    each absolute fit predicts the step of the trace it was fitted on within 10%."""
+    r = subprocess.run([sys.executable, str(ANALYSIS / "calibration_study.py"), "--memsim", str(memsim_binary())],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    doc = (REPO / "docs" / "fidelity.md").read_text()
+    assert r.stdout.strip() in doc
+    absolute = r.stdout.split("`--residuals absolute`")[1].split("**Left out")[0]
+    rows = [l for l in absolute.splitlines() if l.startswith("| ") and not l.startswith("| fitted on")]
+    names = [c.strip() for c in absolute.splitlines()[2].strip("|").split("|")][1:]
+    assert len(rows) == len(names) >= 5
+    for i, row in enumerate(rows):
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert cells[0] == names[i]
+        error = float(re.search(r"\(([+-]\d+)%\)", cells[1 + i]).group(1))
+        assert abs(error) <= 10, row
