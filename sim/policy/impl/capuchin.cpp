@@ -3,13 +3,18 @@
 // cost model: every op's start time if nothing waited. Then, for each feature map the
 // backward needs again, the free time between its last forward access and its next access
 // is compared with the round trip to the offload tier: only tensors whose round trip hides
-// in that gap are swapped, most free time first, until the estimated peak fits the compute
-// tier. Each swap-in is triggered by the op that starts early enough for the copy to land
-// before its use; the planner then replays the copy queue (one copy at a time per
-// direction) and moves late swap-ins earlier by their lateness — Capuchin's adjustment
-// from measured stall, done on the expected timeline.
+// in that gap are considered, most free time first, and each is kept only if it lowers the
+// bytes over the compute tier's capacity.
+//
+// The estimate follows the engine on the expected timeline rather than step order: the copies
+// of a device queue on one link per direction, a swap-out frees its space only when its copy
+// lands, and a swap-in holds its space from the op that issues it. Swap-ins are placed as late
+// as the queue allows (scheduled backward from their readers), so the space comes back as
+// late as possible; a tensor whose swap-in would have to start before its swap-out lands does
+// not hide its round trip and is not swapped.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -27,54 +32,44 @@ struct Candidate {
   double out_s, in_s;
 };
 
+// Where a chosen candidate's copies fall on the expected timeline.
+struct Swap {
+  std::size_t candidate;
+  double out_done_s = 0;  // its swap-out lands: the space is free from then
+  OpId trigger = kNoOp;   // the op before which its swap-in is issued: the space is held again
+};
+
+// How far a plan's estimate is over the compute tiers: the largest overshoot at any op and
+// the overshoots summed over ops.
+struct Excess {
+  std::uint64_t max = 0, sum = 0;
+  bool fits() const { return max == 0; }
+};
+
 class CapuchinPolicy final : public Policy {
  public:
-  CapuchinPolicy(Budget budget, std::int64_t rounds) : budget_(budget), rounds_(rounds) {}
+  explicit CapuchinPolicy(Budget budget) : budget_(budget) {}
 
   Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
-    const auto tiers = swap_tiers(platform);
-    const auto durations = op_durations(trace, platform);
-    const auto start = expected_start_times(trace, durations);
-    const auto uses = buffer_uses(trace);
-    const auto device = buffer_devices(trace);
-
-    std::vector<Candidate> candidates;
-    for (const Buffer& b : trace.buffers) {
-      const BufferUses& u = uses[b.id];
-      if (b.persistent || u.last_forward == kNoOp || u.first_later == kNoOp) continue;
-      if (b.category != Category::activation && b.category != Category::input) continue;
-      const SwapTiers& st = tiers[device[b.id]];
-      if (!st.offload) continue;
-      const double bytes = static_cast<double>(b.bytes);
-      const double free_time = start[u.first_later] - (start[u.last_forward] + durations[u.last_forward]);
-      const double out_s = st.out->transfer_time_s(bytes), in_s = st.in->transfer_time_s(bytes);
-      if (free_time >= out_s + in_s) candidates.push_back({b.id, free_time, out_s, in_s});
+    Planner p(trace, liveness, platform);
+    std::vector<Swap> chosen;
+    Excess now = p.excess(chosen);
+    // Capuchin's rule: most free time first; a candidate is kept only if it hides given the
+    // copies already chosen and lowers the overshoot (it is away across an op over capacity).
+    for (std::size_t i = 0; i < p.candidates.size() && !now.fits(); ++i) {
+      std::vector<Swap> trial = chosen;
+      trial.push_back({i});
+      if (!p.schedule(trial)) continue;
+      const Excess e = p.excess(trial);
+      if (e.sum < now.sum && e.max <= now.max) {
+        chosen = std::move(trial);
+        now = e;
+      }
     }
-    std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
-      return a.free_time_s - a.out_s - a.in_s > b.free_time_s - b.out_s - b.in_s;
-    });
-
-    // The fewest candidates whose plan fits every compute tier (bisection: the estimated
-    // peak only falls as more is swapped).
-    auto fits = [&](const Plan& p) {
-      const auto peaks = plan_peaks(trace, p, tiers.size());
-      for (std::size_t d = 0; d < tiers.size(); ++d)
-        if (peaks[d] > platform.tiers[tiers[d].compute].capacity_bytes) return false;
-      return true;
-    };
-    std::size_t lo = 0, hi = candidates.size();
-    if (fits(build(trace, liveness, tiers, start, durations, uses, device, candidates, 0))) hi = 0;
-    while (lo < hi) {
-      const std::size_t mid = (lo + hi) / 2;
-      if (fits(build(trace, liveness, tiers, start, durations, uses, device, candidates, mid)))
-        hi = mid;
-      else
-        lo = mid + 1;
-    }
-    swapped_ = hi;
-    tiers_ = tiers;
+    swapped_ = chosen.size();
+    tiers_ = p.tiers;
     accesses_ = buffer_accesses(trace);
-    return build(trace, liveness, tiers, start, durations, uses, device, candidates, hi);
+    return p.build(chosen);
   }
 
   // The plan's peak is an estimate on the expected timeline; where the run outgrows it,
@@ -88,77 +83,152 @@ class CapuchinPolicy final : public Policy {
   std::string label() const override { return fmt::format("capuchin(swapped {} buffers)", swapped_); }
 
  private:
-  Plan build(const Trace& trace, const Liveness& liveness, const std::vector<SwapTiers>& tiers,
-             const std::vector<double>& start, const std::vector<double>& durations,
-             const std::vector<BufferUses>& uses, const std::vector<std::uint32_t>& device,
-             const std::vector<Candidate>& candidates, std::size_t count) const {
-    // Ops of each (device, stream) by start time, to turn a time into a triggering op.
+  struct Planner {
+    const Trace& trace;
+    const Liveness& liveness;
+    std::vector<SwapTiers> tiers;
+    std::vector<double> durations, start;
+    std::vector<BufferUses> uses;
+    std::vector<std::uint32_t> device;
+    std::vector<Candidate> candidates;
+    std::vector<std::uint64_t> capacity;              // per device
+    std::vector<std::uint64_t> unswapped;             // per op: bytes_at_ops with nothing swapped
+    std::vector<std::vector<OpId>> by_time;           // per device: its ops by start time
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<OpId>> stream_ops;
-    for (const Op& op : trace.ops) stream_ops[{op.device, op.stream}].push_back(op.id);
-    auto trigger_at = [&](OpId user, double when, OpId not_before) {
-      const auto& ops = stream_ops[{trace.ops[user].device, trace.ops[user].stream}];
-      // The last op starting at or before `when`, but after the swap-out was issued.
-      auto it = std::upper_bound(ops.begin(), ops.end(), when,
-                                 [&](double t, OpId o) { return t < start[o]; });
-      OpId op = it == ops.begin() ? ops.front() : *(it - 1);
-      return std::clamp(op, not_before, user);
-    };
 
-    std::vector<double> lead(count, 0);  // how much earlier than "just in time" to start
-    std::vector<OpId> trigger(count, 0);
-    for (std::int64_t round = 0; round <= rounds_; ++round) {
-      for (std::size_t i = 0; i < count; ++i) {
-        const Candidate& c = candidates[i];
-        const BufferUses& u = uses[c.buffer];
-        trigger[i] = trigger_at(u.first_later, start[u.first_later] - c.in_s - lead[i], u.last_forward + 1);
+    Planner(const Trace& t, const Liveness& l, const PlatformSpec& platform)
+        : trace(t), liveness(l), tiers(swap_tiers(platform)), durations(op_durations(t, platform)),
+          start(expected_start_times(t, durations)), uses(buffer_uses(t)), device(buffer_devices(t)) {
+      for (const Buffer& b : trace.buffers) {
+        const BufferUses& u = uses[b.id];
+        if (b.persistent || u.last_forward == kNoOp || u.first_later == kNoOp) continue;
+        if (b.category != Category::activation && b.category != Category::input) continue;
+        const SwapTiers& st = tiers[device[b.id]];
+        if (!st.offload) continue;
+        const double bytes = static_cast<double>(b.bytes);
+        const double free_time = start[u.first_later] - end(u.last_forward);
+        const double out_s = st.out->transfer_time_s(bytes), in_s = st.in->transfer_time_s(bytes);
+        if (free_time >= out_s + in_s) candidates.push_back({b.id, free_time, out_s, in_s});
       }
-      // Replay the copies: each direction carries one copy at a time, in issue order.
-      std::vector<std::pair<double, std::size_t>> outs, ins;
-      for (std::size_t i = 0; i < count; ++i) {
-        const BufferUses& u = uses[candidates[i].buffer];
-        outs.push_back({start[u.last_forward] + durations[u.last_forward], i});
-        ins.push_back({start[trigger[i]], i});
+      std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+        return a.free_time_s - a.out_s - a.in_s > b.free_time_s - b.out_s - b.in_s;
+      });
+      for (const SwapTiers& st : tiers) capacity.push_back(platform.tiers[st.compute].capacity_bytes);
+      unswapped = bytes_at_ops(trace, build({}), tiers.size());
+      by_time.resize(tiers.size());
+      for (const Op& op : trace.ops) {
+        if (op.device < tiers.size()) by_time[op.device].push_back(op.id);
+        stream_ops[{op.device, op.stream}].push_back(op.id);
       }
-      std::sort(outs.begin(), outs.end());
-      std::sort(ins.begin(), ins.end());
-      std::vector<double> out_done(count, 0);
-      double busy_until = 0;
-      for (const auto& [t, i] : outs) out_done[i] = busy_until = std::max(busy_until, t) + candidates[i].out_s;
-      bool late = false;
-      busy_until = 0;
-      for (const auto& [t, i] : ins) {
-        const double begin = std::max({busy_until, t, out_done[i]});
-        busy_until = begin + candidates[i].in_s;
-        const double lateness = busy_until - start[uses[candidates[i].buffer].first_later];
-        if (lateness > 1e-12) {
-          lead[i] += lateness;
-          late = true;
+      for (auto& ops : by_time)
+        std::stable_sort(ops.begin(), ops.end(), [&](OpId x, OpId y) { return start[x] < start[y]; });
+    }
+
+    double end(OpId op) const { return start[op] + durations[op]; }
+
+    // Places the copies of `swaps` on the expected timeline: swap-outs in issue order, one at
+    // a time per device; swap-ins backward from their readers' start, each as late as the
+    // ones after it allow. False if some swap-in would have to be issued before its
+    // swap-out lands (its round trip does not hide behind the others').
+    bool schedule(std::vector<Swap>& swaps) const {
+      std::vector<std::size_t> order(swaps.size());
+      for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
+      auto buffer = [&](std::size_t k) { return candidates[swaps[k].candidate].buffer; };
+      std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+        const double tx = end(uses[buffer(x)].last_forward), ty = end(uses[buffer(y)].last_forward);
+        return tx != ty ? tx < ty : buffer(x) < buffer(y);
+      });
+      std::vector<double> busy(tiers.size(), 0);
+      for (std::size_t k : order) {
+        double& b = busy[device[buffer(k)]];
+        b = std::max(b, end(uses[buffer(k)].last_forward)) + candidates[swaps[k].candidate].out_s;
+        swaps[k].out_done_s = b;
+      }
+      std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+        const double tx = start[uses[buffer(x)].first_later], ty = start[uses[buffer(y)].first_later];
+        return tx != ty ? tx > ty : buffer(x) > buffer(y);
+      });
+      std::vector<double> next_begin(tiers.size(), std::numeric_limits<double>::infinity());
+      for (std::size_t k : order) {
+        const BufferUses& u = uses[buffer(k)];
+        double& next = next_begin[device[buffer(k)]];
+        const double begin = std::min(start[u.first_later], next) - candidates[swaps[k].candidate].in_s;
+        next = begin;
+        if (begin < swaps[k].out_done_s) return false;
+        // The last op on the reader's stream that starts by then, after the swap-out's issue.
+        const auto& ops = stream_ops.at({trace.ops[u.first_later].device, trace.ops[u.first_later].stream});
+        auto it = std::upper_bound(ops.begin(), ops.end(), begin + 1e-12,
+                                   [&](double t, OpId o) { return t < start[o]; });
+        if (it == ops.begin()) return false;
+        const OpId trigger = std::min(*(it - 1), u.first_later);
+        if (trigger <= u.last_forward || start[trigger] + 1e-12 < swaps[k].out_done_s) return false;
+        swaps[k].trigger = trigger;
+      }
+      return true;
+    }
+
+    // The bytes at each op with `swaps` placed: the unswapped estimate less the buffers away
+    // when it starts (their swap-out landed, their swap-in not yet issued).
+    Excess excess(const std::vector<Swap>& swaps) const {
+      std::vector<std::vector<std::int64_t>> away(tiers.size());
+      for (std::size_t d = 0; d < tiers.size(); ++d) away[d].assign(by_time[d].size() + 1, 0);
+      for (const Swap& s : swaps) {
+        const BufferId b = candidates[s.candidate].buffer;
+        const auto& ops = by_time[device[b]];
+        auto at = [&](double t) {
+          return std::lower_bound(ops.begin(), ops.end(), t,
+                                  [&](OpId o, double v) { return start[o] < v; }) - ops.begin();
+        };
+        const auto from = at(s.out_done_s), until = at(start[s.trigger]);
+        if (from >= until) continue;
+        away[device[b]][from] += static_cast<std::int64_t>(trace.buffers[b].bytes);
+        away[device[b]][until] -= static_cast<std::int64_t>(trace.buffers[b].bytes);
+      }
+      Excess e;
+      for (std::size_t d = 0; d < tiers.size(); ++d) {
+        std::int64_t gone = 0;
+        for (std::size_t i = 0; i < by_time[d].size(); ++i) {
+          gone += away[d][i];
+          const auto bytes = static_cast<std::int64_t>(unswapped[by_time[d][i]]) - gone;
+          const auto cap = static_cast<std::int64_t>(capacity[d]);
+          if (bytes <= cap) continue;
+          const auto over = static_cast<std::uint64_t>(bytes - cap);
+          e.max = std::max(e.max, over);
+          e.sum += over;
         }
       }
-      if (!late) break;
+      return e;
     }
 
-    std::vector<std::vector<BufferId>> out_after(trace.ops.size()), in_before(trace.ops.size());
-    for (std::size_t i = 0; i < count; ++i) {
-      const BufferId b = candidates[i].buffer;
-      out_after[uses[b].last_forward].push_back(b);
-      in_before[trigger[i]].push_back(b);
+    // The trace with each chosen swap-out after its buffer's last forward use and each
+    // swap-in before its trigger (several before one op: the one needed first first).
+    Plan build(const std::vector<Swap>& swaps) const {
+      std::vector<std::vector<BufferId>> out_after(trace.ops.size());
+      std::vector<std::vector<std::pair<OpId, BufferId>>> in_before(trace.ops.size());
+      for (const Swap& s : swaps) {
+        const BufferId b = candidates[s.candidate].buffer;
+        out_after[uses[b].last_forward].push_back(b);
+        in_before[s.trigger].push_back({uses[b].first_later, b});
+      }
+      Plan plan;
+      plan.steps.reserve(trace.ops.size() * 2 + trace.buffers.size());
+      for (const Op& op : trace.ops) {
+        auto& ins = in_before[op.id];
+        std::sort(ins.begin(), ins.end());
+        for (const auto& [user, b] : ins)
+          plan.steps.push_back({StepKind::swap_in, b, static_cast<std::uint32_t>(tiers[device[b]].compute)});
+        plan.steps.push_back({StepKind::compute, op.id, 0});
+        auto& outs = out_after[op.id];
+        std::sort(outs.begin(), outs.end());
+        for (BufferId b : outs)
+          plan.steps.push_back({StepKind::swap_out, b, static_cast<std::uint32_t>(*tiers[device[b]].offload)});
+        for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
+      }
+      return plan;
     }
-    Plan plan;
-    plan.steps.reserve(trace.ops.size() * 2 + trace.buffers.size());
-    for (const Op& op : trace.ops) {
-      for (BufferId b : in_before[op.id])
-        plan.steps.push_back({StepKind::swap_in, b, static_cast<std::uint32_t>(tiers[device[b]].compute)});
-      plan.steps.push_back({StepKind::compute, op.id, 0});
-      for (BufferId b : out_after[op.id])
-        plan.steps.push_back({StepKind::swap_out, b, static_cast<std::uint32_t>(*tiers[device[b]].offload)});
-      for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
-    }
-    return plan;
-  }
+  };
 
   Budget budget_;
-  std::int64_t rounds_;
   mutable std::size_t swapped_ = 0;
   mutable std::vector<SwapTiers> tiers_;
   mutable std::vector<std::vector<OpId>> accesses_;
@@ -168,14 +238,11 @@ class CapuchinPolicy final : public Policy {
 
 PolicyInfo capuchin_policy() {
   return {"capuchin",
-          "Capuchin-style swapping planned from expected access times: swap only what the "
-          "gap between accesses hides, prefetch early enough, adjust late swap-ins",
-          {budget_param(),
-           {"adjust_rounds", "rounds of moving late swap-ins earlier on the expected timeline", "8"}},
-          [](const Params& p) {
-            return std::make_unique<CapuchinPolicy>(read_budget(p),
-                                                    p.get("adjust_rounds").as_int_in(0, 1000));
-          }};
+          "Capuchin-style swapping planned from expected access times: swap, most free time "
+          "first, what the gap between accesses hides given the copy queue and what lowers the "
+          "estimated peak; prefetch as late as the queue allows",
+          {budget_param()},
+          [](const Params& p) { return std::make_unique<CapuchinPolicy>(read_budget(p)); }};
 }
 
 }  // namespace memsim
