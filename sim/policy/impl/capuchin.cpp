@@ -69,6 +69,7 @@ class CapuchinPolicy final : public Policy {
     swapped_ = chosen.size();
     tiers_ = p.tiers;
     accesses_ = buffer_accesses(trace);
+    evicted_.assign(trace.buffers.size(), 0);
     return p.build(chosen);
   }
 
@@ -76,7 +77,35 @@ class CapuchinPolicy final : public Policy {
   // Capuchin falls back to evicting on demand, as in its passive mode.
   void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
                         std::vector<Action>& actions) override {
+    const std::size_t first = actions.size();
     evict_furthest_next_use(view, f, tiers_, accesses_, actions);
+    for (std::size_t k = first; k < actions.size(); ++k) evicted_[actions[k].buffer] = 1;
+  }
+
+  // What the fallback evicted comes back ahead of its next reader, a few ops early, where
+  // there is room (a prefetch that finds none is dropped and its reader fetches it).
+  bool has_op_hooks() const override { return true; }
+  void before_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
+    const Trace& trace = view.trace();
+    const std::uint32_t device = trace.ops[op].device;
+    if (device >= tiers_.size()) return;
+    const std::size_t compute = tiers_[device].compute;
+    const OpId end = static_cast<OpId>(std::min<std::size_t>(trace.ops.size(), op + 1 + kFallbackLookahead));
+    for (OpId next = op; next < end; ++next) {
+      const Op& n = trace.ops[next];
+      if (n.device != device) continue;
+      for (const auto* list : {&n.inputs, &n.updates})
+        for (BufferId b : *list) {
+          if (!evicted_[b] || view.in_flight(b)) continue;
+          const std::size_t at = view.memory().placement(b).tier;
+          if (at == compute) {
+            evicted_[b] = 0;
+          } else if (at != Placement::kNowhere) {
+            evicted_[b] = 0;
+            actions.push_back({Action::Kind::swap_in, b, compute});
+          }
+        }
+    }
   }
 
   std::optional<Budget> budget() const override { return budget_; }
@@ -232,6 +261,8 @@ class CapuchinPolicy final : public Policy {
   mutable std::size_t swapped_ = 0;
   mutable std::vector<SwapTiers> tiers_;
   mutable std::vector<std::vector<OpId>> accesses_;
+  mutable std::vector<std::uint8_t> evicted_;  // by the fallback, not yet asked back
+  static constexpr std::size_t kFallbackLookahead = 2;
 };
 
 }  // namespace
