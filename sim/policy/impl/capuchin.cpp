@@ -12,6 +12,10 @@
 // as the queue allows (scheduled backward from their readers), so the space comes back as
 // late as possible; a tensor whose swap-in would have to start before its swap-out lands does
 // not hide its round trip and is not swapped.
+//
+// Where the run outgrows the estimate, an allocation that fails falls back to evicting on
+// demand (Capuchin's passive mode): what is next used furthest ahead goes, and comes back two
+// ops before its next reader where there is room.
 #include <algorithm>
 #include <cmath>
 #include <limits>
