@@ -5,8 +5,10 @@
 #include "sim/core/config.h"
 #include "sim/engine/engine.h"
 #include "sim/policy/policy.h"
+#include "tests/sim/fixed_plan.h"
 
 using namespace memsim;
+using memsim::test::FixedPlan;
 
 namespace {
 
@@ -81,16 +83,6 @@ std::unique_ptr<Policy> policy(const std::string& name) {
 }
 
 // A plan given by the test: for copy experiments.
-class FixedPlan final : public Policy {
- public:
-  explicit FixedPlan(Plan p) : plan_(std::move(p)) {}
-  Plan plan(const Trace&, const Liveness&, const PlatformSpec&) const override { return plan_; }
-  std::string label() const override { return "fixed"; }
-
- private:
-  Plan plan_;
-};
-
 }  // namespace
 
 // Roofline by hand:

@@ -6,20 +6,12 @@
 #include "sim/core/presets.h"
 #include "sim/engine/engine.h"
 #include "sim/policy/policy.h"
+#include "tests/sim/fixed_plan.h"
 
 using namespace memsim;
+using memsim::test::FixedPlan;
 
 namespace {
-
-class FixedPlan final : public Policy {
- public:
-  explicit FixedPlan(Plan p) : plan_(std::move(p)) {}
-  Plan plan(const Trace&, const Liveness&, const PlatformSpec&) const override { return plan_; }
-  std::string label() const override { return "fixed"; }
-
- private:
-  Plan plan_;
-};
 
 PlatformSpec platform(const std::string& yaml) {
   return load_platform(ConfigNode::parse_text(yaml, "test.yaml"));

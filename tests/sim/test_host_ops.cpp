@@ -8,20 +8,12 @@
 #include "sim/core/config.h"
 #include "sim/engine/engine.h"
 #include "sim/policy/policy.h"
+#include "tests/sim/fixed_plan.h"
 
 using namespace memsim;
+using memsim::test::FixedPlan;
 
 namespace {
-
-class FixedPlan final : public Policy {
- public:
-  explicit FixedPlan(Plan p) : plan_(std::move(p)) {}
-  Plan plan(const Trace&, const Liveness&, const PlatformSpec&) const override { return plan_; }
-  std::string label() const override { return "fixed"; }
-
- private:
-  Plan plan_;
-};
 
 // GPU 1 TFLOPS, host CPU 0.5 TFLOPS (a 1e9-FLOP op: 1 ms and 2 ms); PCIe 1 GB/s each way
 // (1 MB in 1 ms), no latency, memories too fast to matter.

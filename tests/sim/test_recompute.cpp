@@ -5,20 +5,12 @@
 #include "sim/core/error.h"
 #include "sim/engine/engine.h"
 #include "sim/policy/policy.h"
+#include "tests/sim/fixed_plan.h"
 
 using namespace memsim;
+using memsim::test::FixedPlan;
 
 namespace {
-
-class FixedPlan final : public Policy {
- public:
-  explicit FixedPlan(Plan p) : plan_(std::move(p)) {}
-  Plan plan(const Trace&, const Liveness&, const PlatformSpec&) const override { return plan_; }
-  std::string label() const override { return "fixed"; }
-
- private:
-  Plan plan_;
-};
 
 // 1 TFLOPS, 1 us launch: an op of 1e9 FLOPs takes 1.001 ms.
 PlatformSpec gpu() {

@@ -123,13 +123,21 @@ void evict_furthest_next_use(const RuntimeView& view, const AllocationFailure& f
     if (x.first != y.first) return x.first > y.first;  // kNoOp (never again) is the largest
     return x.second < y.second;
   });
-  const std::uint64_t free_now = m.largest_free_block(failure.tier);
+  std::vector<BufferId> order;
+  order.reserve(candidates.size());
+  for (const auto& [next, b] : candidates) order.push_back(b);
+  swap_out_in_order(m, failure, *st->offload, order, actions);
+}
+
+void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failure, std::size_t offload,
+                       const std::vector<BufferId>& order, std::vector<Action>& actions) {
+  const std::uint64_t free_now = memory.largest_free_block(failure.tier);
   std::uint64_t freed = 0;
   const std::size_t first = actions.size();
-  for (const auto& [next, b] : candidates) {
+  for (BufferId b : order) {
     if (free_now + freed >= failure.bytes) break;
-    actions.push_back({Action::Kind::swap_out, b, *st->offload});
-    freed += m.placement(b).allocation.bytes;
+    actions.push_back({Action::Kind::swap_out, b, offload});
+    freed += memory.placement(b).allocation.bytes;
   }
   if (free_now + freed < failure.bytes) actions.resize(first);
 }

@@ -39,6 +39,12 @@ std::vector<std::uint32_t> buffer_devices(const Trace& trace);
 std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec& platform,
                                                   const std::vector<SwapTiers>& tiers);
 
+/// For an allocation that failed: swap-outs of `order`'s buffers (resident in the failing
+/// tier) to `offload`, in that order, until the request fits; none when even all of them
+/// would not make room (the run then ends oom). Appended to `actions`.
+void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failure, std::size_t offload,
+                       const std::vector<BufferId>& order, std::vector<Action>& actions);
+
 /// Every op that reads, writes or updates each buffer, in order.
 std::vector<std::vector<OpId>> buffer_accesses(const Trace& trace);
 

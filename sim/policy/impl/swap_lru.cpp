@@ -79,16 +79,9 @@ class SwapLruPolicy final : public Policy {
         return trace.buffers[x].bytes > trace.buffers[y].bytes;
       return x < y;
     });
-    const std::uint64_t free_now = m.largest_free_block(f.tier);
-    std::uint64_t freed = 0;
-    for (BufferId b : candidates) {
-      if (free_now + freed >= f.bytes) break;
-      actions.push_back({Action::Kind::swap_out, b, *st->offload});
-      freed += m.placement(b).allocation.bytes;
-    }
-    // Evicting everything evictable would still not make room: leave the actions empty so the
-    // run ends oom with the op, tier and bytes, instead of swapping for nothing.
-    if (free_now + freed < f.bytes) actions.clear();
+    // Evicting everything evictable would still not make room: no actions, so the run ends
+    // oom with the op, tier and bytes, instead of swapping for nothing.
+    swap_out_in_order(m, f, *st->offload, candidates, actions);
   }
 
   std::optional<Budget> budget() const override { return budget_; }
