@@ -25,7 +25,9 @@
 #include <sys/wait.h>
 
 #include "sim/core/config.h"
+#include "sim/engine/cost_model.h"
 #include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/impl/dtr_chain.h"
 #include "sim/policy/policy.h"
 
@@ -49,6 +51,18 @@ std::string fmt_budget(double f) {
   return b;
 }
 
+// What a planning pass sees, made outside the timed part: the trace's liveness, the cost
+// model's durations and the tiers' capacities.
+struct Context {
+  Context(const Trace& t, const PlatformSpec& p)
+      : platform(p), liveness(compute_liveness(t)), durations(op_durations(t, platform)),
+        ctx{t, liveness, platform, durations, tier_caps(platform, nullptr, {})} {}
+  PlatformSpec platform;
+  Liveness liveness;
+  std::vector<double> durations;
+  PlanningContext ctx;
+};
+
 std::uint64_t sqrt_units(std::size_t n) {
   return static_cast<std::uint64_t>(std::llround(2 * std::sqrt(static_cast<double>(n))));
 }
@@ -56,13 +70,12 @@ std::uint64_t sqrt_units(std::size_t n) {
 // Plans revolve on the unit chain with a tier of `units`; returns the planning seconds.
 double plan_revolve(const Trace& t, std::uint64_t units, const std::string& yaml, std::string* label) {
   auto p = make("revolve", yaml);
-  const PlatformSpec platform = dtr_unit_platform(units * kDtrUnitBytes);
-  const Liveness l = compute_liveness(t);
+  const Context c(t, dtr_unit_platform(units * kDtrUnitBytes));
   const auto t0 = std::chrono::steady_clock::now();
-  const Plan plan = p->plan(t, l, platform);
+  const PlanResult planned = p->plan(c.ctx);
   const double s = seconds_since(t0);
-  benchmark::DoNotOptimize(plan.steps.data());
-  if (label) *label = p->label();
+  benchmark::DoNotOptimize(planned.plan.steps.data());
+  if (label) *label = planned.label;
   return s;
 }
 
@@ -87,14 +100,13 @@ BENCHMARK(BM_RevolvePlanBudget)->Arg(10'000)->UseManualTime()->Unit(benchmark::k
 void BM_CheckpointSqrtPlan(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const Trace t = dtr_unit_chain(n);
-  const Liveness l = compute_liveness(t);
+  const Context c(t, dtr_unit_platform(4 * n * kDtrUnitBytes));
   for (auto _ : state) {
     auto p = make("checkpoint-sqrt", "{}");
-    const PlatformSpec platform = dtr_unit_platform(4 * n * kDtrUnitBytes);
     const auto t0 = std::chrono::steady_clock::now();
-    const Plan plan = p->plan(t, l, platform);
+    const PlanResult planned = p->plan(c.ctx);
     state.SetIterationTime(seconds_since(t0));
-    benchmark::DoNotOptimize(plan.steps.data());
+    benchmark::DoNotOptimize(planned.plan.steps.data());
   }
 }
 BENCHMARK(BM_CheckpointSqrtPlan)->Arg(10'000)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -102,14 +114,13 @@ BENCHMARK(BM_CheckpointSqrtPlan)->Arg(10'000)->UseManualTime()->Unit(benchmark::
 void BM_BpttPlan(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const Trace t = dtr_unit_chain(n);
-  const Liveness l = compute_liveness(t);
+  const Context c(t, dtr_unit_platform(sqrt_units(n) * kDtrUnitBytes));
   for (auto _ : state) {
     auto p = make("bptt-optimal", "{}");
-    const PlatformSpec platform = dtr_unit_platform(sqrt_units(n) * kDtrUnitBytes);
     const auto t0 = std::chrono::steady_clock::now();
-    const Plan plan = p->plan(t, l, platform);
+    const PlanResult planned = p->plan(c.ctx);
     state.SetIterationTime(seconds_since(t0));
-    benchmark::DoNotOptimize(plan.steps.data());
+    benchmark::DoNotOptimize(planned.plan.steps.data());
   }
 }
 BENCHMARK(BM_BpttPlan)->Arg(1'000)->UseManualTime()->Unit(benchmark::kMillisecond);
@@ -144,19 +155,19 @@ Result run_revolve(const Trace& t, std::uint64_t units) {
   return in_child([&] {
     Result r;
     auto p = make("revolve", "{}");
-    const PlatformSpec platform = dtr_unit_platform(units * kDtrUnitBytes);
+    const Context c(t, dtr_unit_platform(units * kDtrUnitBytes));
     auto t0 = std::chrono::steady_clock::now();
-    (void)p->plan(t, compute_liveness(t), platform);  // timed alone; the engine plans again
+    const PlanResult planned = p->plan(c.ctx);
     r.plan_s = seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     Recorder rec;
-    const Summary s = simulate(platform, t, *p, rec);
+    const Summary s = simulate(c.ctx, planned, rec);
     r.sim_s = seconds_since(t0);
     r.ok = s.status == "ok" ? 1 : 0;
     r.overhead = (s.compute_time_s + s.recompute_time_s) / s.compute_time_s;
     r.recomputed = s.recompute_flops / kDtrUnitFlops;
     r.peak_units = static_cast<double>(s.tiers[0].usage.peak_allocated_bytes) / kDtrUnitBytes;
-    std::snprintf(r.label, sizeof r.label, "%s", p->label().c_str());
+    std::snprintf(r.label, sizeof r.label, "%s", planned.label.c_str());
     return r;
   });
 }

@@ -26,7 +26,7 @@
 #include <sys/wait.h>
 
 #include "sim/core/config.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/impl/dtr_chain.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/trace_io.h"

@@ -23,7 +23,7 @@
 
 #include "sim/app/inputs.h"
 #include "sim/core/config.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/workload.h"
 

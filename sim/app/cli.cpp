@@ -20,11 +20,12 @@
 #include "sim/core/presets.h"
 #include "sim/core/units.h"
 #include "sim/engine/engine.h"
+#include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/events_csv.h"
 #include "sim/report/writers.h"
-#include "sim/workload/models/builder.h"
+#include "sim/run/run.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
@@ -88,38 +89,34 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     throw UsageError(fmt::format("platform {} has {} compute devices: give one workload (run on each) "
                                  "or {}, got {}",
                                  platform.name, device_names.size(), device_names.size(), workloads.size()));
-  std::vector<Trace> traces;
-  for (std::size_t k = 0; k < device_names.size(); ++k)
-    traces.push_back(k < workloads.size() ? load_workload_arg(workloads[k], overrides) : traces[0]);
-  Trace trace = combine_per_device(traces, device_names, slots);
+  RunInputs inputs;
+  for (std::size_t k = 0; k < workloads.size(); ++k)
+    inputs.workloads.push_back(load_workload_arg(workloads[k], overrides));
   const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
-
-  if (auto budget = policy->budget()) {
-    // A fraction is of each device's own workload (one workload per device may differ).
-    std::vector<std::uint64_t> peaks(platform.compute_devices().size(), 0);
-    const std::uint64_t first = baseline_peak_bytes(traces[0]);
-    for (std::size_t k = 0; k < traces.size(); ++k)
-      peaks[slots.empty() ? k : slots[k]] = k == 0 || workloads.size() == 1 ? first : baseline_peak_bytes(traces[k]);
-    apply_budget(platform, *budget, peaks);
-  }
-  if (auto rewritten = policy->rewrite(trace, platform)) trace = std::move(*rewritten);
-  Recorder recorder;
-  recorder.keep_allocations(events);
-  Summary summary = simulate(platform, trace, *policy, recorder);
-  summary.platform_source = platform.source;
+  inputs.policy = policy.get();
+  inputs.slots = slots;
+  inputs.keep_allocations = events;
+  inputs.platform = std::move(platform);
+  RunResult result = run(inputs);
+  for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
+  const PlatformSpec& platform_run = inputs.platform;
+  const Trace& trace = result.trace;
+  const Recorder& recorder = result.recorder;
+  Summary& summary = result.summary;
+  summary.platform_source = platform_run.source;
   summary.workload_source = std::filesystem::exists(workload) ? workload : "(built in) " + workload;
 
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
   const std::string json_text = summary_json(summary);
-  write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform));
-  write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform));
+  write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
+  write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
   if (const std::string tiles = tiles_csv(summary); !tiles.empty())
     write_file_atomic(out_dir + "/tiles.csv", tiles);
   const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
-                                               platform, max_events);
+                                               platform_run, max_events);
   write_file_atomic(out_dir + "/trace.json", chrome.json);
   if (chrome.truncated())
     std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
@@ -129,7 +126,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                                  ? fmt::format(" (up to {})", format_seconds(chrome.written_until_s))
                                  : std::string());
   if (events)
-    write_file_atomic(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform));
+    write_file_atomic(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform_run));
   write_file_atomic(out_dir + "/summary.json", json_text);
   if (json)
     std::cout << json_text;
@@ -209,7 +206,7 @@ int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool 
     ++ops_by_phase[static_cast<int>(op.phase)];
   }
   const std::uint64_t params = parameter_count(t);
-  const std::uint64_t peak = baseline_peak_bytes(t);
+  const std::uint64_t peak = exec::baseline_peak_bytes(t);
   if (json) {
     ordered_json j;
     j["name"] = t.name;
@@ -459,6 +456,11 @@ int cli_main(int argc, char** argv) {
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";
     return 1;
+  } catch (const PolicyError& e) {
+    std::cerr << "memsim: internal error: " << e.what()
+              << "\nThis is a bug in memsim, not in your input: please report it with the command "
+                 "line and the input files.\n";
+    return 3;
   }
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // Errors that reach the user. Bad input (a file, a value, a trace) is an InputError and
-// exits with code 1; a malformed command line is a UsageError and exits with code 2.
+// exits with code 1; a malformed command line is a UsageError and exits with code 2; a
+// policy that breaks the engine's rules (a plan that reads a freed buffer) is a PolicyError,
+// memsim's own fault, and exits with code 3.
 // Messages are complete sentences of the form "file:line:col: key.path: expected X, got Y".
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,13 @@ class InputError : public std::runtime_error {
 class UsageError : public std::runtime_error {
  public:
   explicit UsageError(const std::string& message) : std::runtime_error(message) {}
+};
+
+/// A policy broke the rules of memory (sim/exec/residency.h): a bug in memsim, not in the
+/// input. The message says what the policy did; the CLI asks for a report.
+class PolicyError : public std::logic_error {
+ public:
+  explicit PolicyError(const std::string& message) : std::logic_error(message) {}
 };
 
 }  // namespace memsim

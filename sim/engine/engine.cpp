@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/engine/cost_model.h"
+#include "sim/exec/residency.h"
 #include "sim/platform/routes.h"
 
 namespace sg4 = simgrid::s4u;
@@ -24,32 +25,53 @@ namespace {
 constexpr double kHostSpeed = 1e9;
 constexpr std::size_t kOomLiveBuffers = 10;
 
-class Simulation final : public RuntimeView {
+// Who asks for memory, for the wait it may stall and the OOM report: an op (its outputs and
+// workspace); the engine on behalf of the op in progress (a copy, an eviction); or the
+// start of the step (the buffers resident then).
+struct OomSite {
+  enum class Kind : std::uint8_t { op, copy, eviction, start } kind = Kind::op;
+  OpId op = 0;                           // the op, or the op in progress
+  std::uint32_t device = 0, stream = 0;  // whose time a wait is
+  BufferId buffer = 0;                   // a copy's or an eviction's buffer
+  std::size_t to = 0;                    // and where it goes
+
+  static OomSite of(const Op& op) { return {Kind::op, op.id, op.device, op.stream, 0, 0}; }
+  /// What the OOM report calls it: the op's name, or what the engine was doing.
+  std::string describe(const Trace& trace, const PlatformSpec& platform) const {
+    switch (kind) {
+      case Kind::op: return trace.ops[op].name;
+      case Kind::copy:
+        return fmt::format("(copy of {} to {})", trace.buffers[buffer].name, platform.tiers[to].name);
+      case Kind::eviction:
+        return fmt::format("(evicting {} to {})", trace.buffers[buffer].name, platform.tiers[to].name);
+      case Kind::start: return "(start of iteration: resident buffers)";
+    }
+    return {};
+  }
+};
+
+// The engine drives the residency machine (sim/exec/residency.h) with simulated time: it is
+// the machine's Memory, with allocators, copy engines and SimGrid's clock.
+class Simulation final : public RuntimeView, private exec::Memory {
  public:
-  Simulation(const PlatformSpec& platform, const Trace& trace, Policy& policy, Recorder& recorder)
-      : platform_(platform),
-        trace_(trace),
-        policy_(policy),
+  Simulation(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder)
+      : platform_(ctx.platform),
+        trace_(ctx.trace),
+        planned_(planned),
+        runtime_(planned.hooks ? *planned.hooks : no_hooks_),
         recorder_(recorder),
-        liveness_(compute_liveness(trace)),
-        memory_(platform, trace),
-        durations_(op_durations(trace, platform)),
-        compute_devices_(platform.op_devices()),
-        accelerators_(platform.compute_devices().size()),
-        ready_(trace.buffers.size(), 0),
-        in_flight_(trace.buffers.size(), 0),
-        free_on_arrival_(trace.buffers.size(), 0),
-        dropped_(trace.buffers.size(), 0),
-        updaters_(trace.buffers.size()),
-        op_done_(trace.ops.size(), 0),
-        leaving_(platform.tiers.size(), 0),
-        arriving_(platform.tiers.size(), 0) {
-    for (const Op& op : trace.ops)
-      for (BufferId b : op.updates) updaters_[b].push_back(op.id);
+        liveness_(ctx.liveness),
+        memory_(ctx.platform, ctx.trace, ctx.tier_caps),
+        durations_(ctx.durations),
+        compute_devices_(ctx.platform.op_devices()),
+        accelerators_(ctx.platform.compute_devices().size()),
+        op_hooks_(runtime_.has_op_hooks()),
+        plan_(planned.plan),
+        residency_(ctx.trace, *this, planned.label),
+        leaving_(ctx.platform.tiers.size(), 0),
+        arriving_(ctx.platform.tiers.size(), 0) {
     memory_.set_listener(&recorder_);
-    hooks_ = policy_.has_op_hooks();
-    plan_ = policy_.plan(trace_, liveness_, platform_);
-    recorder_.reserve(trace.ops.size() + 16, 2 * trace.ops.size() + trace.buffers.size());
+    recorder_.reserve(ctx.trace.ops.size() + 16, 2 * ctx.trace.ops.size() + ctx.trace.buffers.size());
   }
 
   Summary run();
@@ -66,8 +88,8 @@ class Simulation final : public RuntimeView {
   const PlatformSpec& platform() const override { return platform_; }
   const MemoryState& memory() const override { return memory_; }
   OpId current_op() const override { return current_op_; }
-  bool in_flight(BufferId b) const override { return in_flight_[b] != 0; }
-  bool dropped(BufferId b) const override { return dropped_[b] != 0; }
+  bool in_flight(BufferId b) const override { return residency_.in_flight(b); }
+  bool dropped(BufferId b) const override { return residency_.dropped(b); }
 
  private:
   struct Stream {
@@ -80,28 +102,45 @@ class Simulation final : public RuntimeView {
   void split_plan();
   void place_initial_buffers();
   void run_stream(const Stream& s);
-  std::vector<OpId> remake_ops(BufferId b, OpId reader) const;
-  void remake(BufferId b, const Op& reader);
-  void drop(BufferId b);
   void evict(BufferId b, std::size_t to);
   void apply(const Action& a);
-  void run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
+  void run_hook(void (RuntimeHooks::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
   void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
               bool recompute = false);
-  bool ensure_resident(BufferId b, std::size_t tier, const Op& op);
-  bool update_pending(BufferId b, const Op& op) const;
+
+  // exec::Memory: the machine's driver.
+  bool stopped() const override { return stopped_; }
+  bool resident(BufferId b, std::size_t tier) const override { return memory_.resident(b, tier); }
+  bool placed(BufferId b) const override {
+    return memory_.placement(b).tier != Placement::kNowhere;
+  }
+  double clock() const override { return now_s(); }
+  void copy_in(BufferId b, std::size_t tier) override { start_copy(b, tier, CopyCause::demand); }
+  void stalled(double since_s, const Op& reader, BufferId b, std::size_t tier) override {
+    record_stall(since_s, OomSite::of(reader), b, trace_.buffers[b].bytes, tier);
+  }
+  bool allocate(BufferId b, const exec::Site& site, const Op& op) override {
+    // The clock is read inside: allocate() may wait for memory and retry later.
+    return allocate(site.tier, trace_.buffers[b].bytes, OomSite::of(op),
+                    [&] { return memory_.allocate(b, site.tier, now_s()); });
+  }
+  bool allocate_workspace(const Op& op, const exec::Site& site, exec::Workspace& at) override;
+  void release_workspace(const Op& op, const exec::Workspace& at) override;
+  void execute(const Op& op, const exec::Site& site, bool recompute) override;
+  void release(BufferId b) override { memory_.release(b, now_s()); }
+  OpId enter(const Op& op, bool recompute) override;
+  void leave(const Op& op, bool recompute, OpId previous) override;
   /// Why a copy starts: a plan step or an eviction; a policy's prefetch, given up (no OOM)
   /// when the policy finds no room for it; a reader that needs it now, which records the
   /// whole wait as its stall (so making room is not counted a second time).
   enum class CopyCause : std::uint8_t { policy, prefetch, demand };
-  bool allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
+  bool allocate(std::size_t tier, std::uint64_t bytes, const OomSite& site,
                 const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
   void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
-  void release(BufferId b);
-  void wait_for_change();
+  void wait_for_change() override;
   void notify();
-  void report_oom(std::size_t tier, std::uint64_t bytes, const Op& op);
+  void report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
   void guarded(const std::function<void()>& body);
   struct Busy {
@@ -110,21 +149,26 @@ class Simulation final : public RuntimeView {
     double recompute_s = 0;
   };
   /// Time accounting of the stream an op runs on.
-  Busy& busy(const Op& op) { return busy_[op.device * max_streams_ + op.stream]; }
-  void record_stall(double t0, const Op& op, BufferId b, std::uint64_t bytes, std::size_t tier);
+  Busy& busy(std::uint32_t device, std::uint32_t stream) { return busy_[device * max_streams_ + stream]; }
+  Busy& busy(const Op& op) { return busy(op.device, op.stream); }
+  void record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes, std::size_t tier);
   bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
   void flush();
 
   const PlatformSpec& platform_;
   const Trace& trace_;
-  Policy& policy_;
+  const PlanResult& planned_;
+  RuntimeHooks no_hooks_;  // for a static policy
+  RuntimeHooks& runtime_;
   Recorder& recorder_;
-  Liveness liveness_;
+  const Liveness& liveness_;
   MemoryState memory_;
-  std::vector<double> durations_;
+  const std::vector<double>& durations_;
   std::vector<std::size_t> compute_devices_;  // the devices ops name (op_devices): hosts last
   std::size_t accelerators_ = 0;              // how many of them are compute devices
-  Plan plan_;
+  bool op_hooks_ = false;
+  const Plan& plan_;
+  exec::Residency residency_;
   std::vector<Stream> streams_;
 
   std::vector<sg4::Host*> device_hosts_;  // by platform device index
@@ -135,12 +179,6 @@ class Simulation final : public RuntimeView {
   sg4::ConditionVariablePtr changed_;
   int waiters_ = 0;
 
-  std::vector<std::uint8_t> ready_;      // produced (or resident at start)
-  std::vector<std::uint8_t> in_flight_;  // a copy of it is under way
-  std::vector<std::uint8_t> free_on_arrival_;
-  std::vector<std::uint8_t> dropped_;           // released before its last use
-  std::vector<std::vector<OpId>> updaters_;     // per buffer: ops that update it in place
-  std::vector<std::uint8_t> op_done_;           // ran (not counting recomputations)
   OpId current_op_ = 0;
   // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
   // observe the clock between its ops, so their durations are summed and executed as one
@@ -154,7 +192,6 @@ class Simulation final : public RuntimeView {
   bool stopped_ = false;
   std::exception_ptr error_;
   std::vector<Busy> busy_;  // per (compute device, stream)
-  bool hooks_ = false;
   std::vector<Action> hook_actions_;
   std::map<std::pair<std::size_t, std::size_t>, std::pair<std::uint64_t, std::uint64_t>>
       traffic_;  // (from, to) tier -> (bytes, copies)
@@ -240,28 +277,23 @@ void Simulation::split_plan() {
 
 void Simulation::place_initial_buffers() {
   // Buffers resident when the iteration starts live in the compute tier of the device of
-  // their first user (ops name devices by compute-device index), else of their own device.
+  // their first reader (exec::start_slots), unless the plan places them elsewhere
+  // (optimizer state kept in host memory or on NVMe).
+  const auto slots = exec::start_slots(trace_);
   std::vector<std::size_t> home(trace_.buffers.size(), SIZE_MAX);
-  for (const Op& op : trace_.ops) {
-    std::size_t tier = *platform_.devices[compute_devices_[op.device]].operand_tier();
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (home[b] == SIZE_MAX) home[b] = tier;
-  }
-  // A plan may place some elsewhere (optimizer state kept in host memory or on NVMe).
   for (const InitialPlacement& p : plan_.placements) {
     if (p.buffer >= trace_.buffers.size() || p.tier >= platform_.tiers.size())
-      throw InputError(fmt::format("policy {} places buffer {} in tier {}: no such buffer or tier",
-                                   policy_.label(), p.buffer, p.tier));
+      throw PolicyError(fmt::format("policy {} places buffer {} in tier {}: no such buffer or tier",
+                                    planned_.label, p.buffer, p.tier));
     if (trace_.buffers[p.buffer].producer != kNoOp)
-      throw InputError(fmt::format("policy {} places buffer '{}' at the start, but op '{}' makes it",
-                                   policy_.label(), trace_.buffers[p.buffer].name,
-                                   trace_.ops[trace_.buffers[p.buffer].producer].name));
+      throw PolicyError(fmt::format("policy {} places buffer '{}' at the start, but op '{}' makes it",
+                                    planned_.label, trace_.buffers[p.buffer].name,
+                                    trace_.ops[trace_.buffers[p.buffer].producer].name));
     home[p.buffer] = p.tier;
   }
   for (const Buffer& b : trace_.buffers) {
     if (b.producer != kNoOp) continue;
-    ready_[b.id] = 1;
+    residency_.present_at_start(b.id);
     if (b.device >= compute_devices_.size())
       throw InputError(fmt::format("{}: buffer '{}' belongs to compute device {}, but platform '{}' "
                                    "has {} compute device(s)",
@@ -269,22 +301,19 @@ void Simulation::place_initial_buffers() {
                                    compute_devices_.size()));
     const std::size_t tier = home[b.id] != SIZE_MAX
                                  ? home[b.id]
-                                 : *platform_.devices[compute_devices_[b.device]].operand_tier();
+                                 : *platform_.devices[compute_devices_[slots[b.id]]].operand_tier();
     if (!memory_.allocate(b.id, tier, 0.0)) {
-      Op none;
-      none.name = "(start of iteration: resident buffers)";
-      none.id = 0;
-      report_oom(tier, b.bytes, none);
+      report_oom(tier, b.bytes, OomSite{OomSite::Kind::start});
       return;
     }
   }
 }
 
-void Simulation::record_stall(double t0, const Op& op, BufferId b, std::uint64_t bytes,
+void Simulation::record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes,
                               std::size_t tier) {
-  busy(op).stall_s += now_s() - t0;
-  recorder_.record({EventKind::stall, t0, now_s(), op.device, op.stream, op.id, b, bytes, kNoId,
-                    static_cast<std::uint32_t>(tier)});
+  busy(site.device, site.stream).stall_s += now_s() - t0;
+  recorder_.record({EventKind::stall, t0, now_s(), site.device, site.stream, site.op, b, bytes,
+                    kNoId, static_cast<std::uint32_t>(tier)});
 }
 
 void Simulation::flush() {
@@ -306,20 +335,21 @@ void Simulation::wait_for_change() {
   --waiters_;
 }
 
-void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const Op& op) {
+void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site) {
   if (stopped_) return;
   stopped_ = true;
   OomReport r;
-  r.op = op.name;
-  r.op_id = op.id;
+  r.op = site.describe(trace_, platform_);
+  r.op_id = site.op;
   r.tier = platform_.tiers[tier].name;
   r.requested_bytes = bytes;
   r.allocated_bytes = memory_.usage(tier).allocated_bytes;
-  r.capacity_bytes = memory_.usage(tier).capacity_bytes;
+  r.capacity_bytes = memory_.usage(tier).limit_bytes();
   r.largest_free_block = memory_.largest_free_block(tier);
   r.reason = memory_.failure_reason(tier, bytes);
-  if (std::string why = policy_.oom_reason(); !why.empty())
-    r.reason = r.reason.empty() ? why : r.reason + "; " + why;
+  std::string why = runtime_.oom_reason();
+  if (why.empty()) why = planned_.oom_reason;
+  if (!why.empty()) r.reason = r.reason.empty() ? why : r.reason + "; " + why;
   for (BufferId b : memory_.largest_resident(tier, kOomLiveBuffers))
     r.largest_live.push_back({trace_.buffers[b].name, trace_.buffers[b].category, trace_.buffers[b].bytes});
   summary_.status = "oom";
@@ -327,17 +357,17 @@ void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const Op& op)
   notify();
 }
 
-bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
+bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const OomSite& site,
                           const std::function<bool()>& attempt, CopyCause cause) {
   // The reader of a demand copy records its whole wait itself.
   auto stall = [&](double t0) {
-    if (cause != CopyCause::demand && now_s() > t0) record_stall(t0, op, kNoId, bytes, tier);
+    if (cause != CopyCause::demand && now_s() > t0) record_stall(t0, site, kNoId, bytes, tier);
   };
   std::vector<Action> actions;
   while (!stopped_) {
     if (attempt()) return true;
     actions.clear();
-    policy_.on_alloc_failure(*this, AllocationFailure{tier, bytes, op.id}, actions);
+    runtime_.on_alloc_failure(*this, AllocationFailure{tier, bytes, site.op}, actions);
     if (actions.empty()) {
       if (cause == CopyCause::prefetch) return false;
       // Space held by copies leaving this tier is free once they land, and copies arriving
@@ -349,13 +379,13 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const Op& op,
         stall(t0);
         continue;
       }
-      report_oom(tier, bytes, op);
+      report_oom(tier, bytes, site);
       return false;
     }
     for (const Action& a : actions) apply(a);
     const double t0 = now_s();
     for (const Action& a : actions)
-      while (in_flight_[a.buffer] && !stopped_) wait_for_change();
+      while (residency_.in_flight(a.buffer) && !stopped_) wait_for_change();
     stall(t0);
   }
   return false;
@@ -377,26 +407,23 @@ std::uint32_t Simulation::copy_owner(std::size_t from, std::size_t to, int& dire
 void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   const Buffer& buf = trace_.buffers[b];
   const std::size_t from = memory_.placement(b).tier;
-  if (in_flight_[b] || from == to) return;
+  if (residency_.in_flight(b) || from == to) return;
   flush();
   if (from == Placement::kNowhere)
-    throw InputError(fmt::format("policy {} moves buffer '{}', which is in no tier",
-                                 policy_.label(), buf.name));
+    throw PolicyError(fmt::format("policy {} moves buffer '{}', which is in no tier",
+                                 planned_.label, buf.name));
   if (!routed_[from][to])
     throw InputError(fmt::format("platform '{}' has no link from {} to {} (needed to move '{}')",
                                  platform_.name, platform_.tiers[from].name,
                                  platform_.tiers[to].name, buf.name));
-  Op for_what;
-  for_what.name = fmt::format("(copy of {} to {})", buf.name, platform_.tiers[to].name);
-  for_what.id = current_op_;
   Allocation address;
-  if (!allocate(to, buf.bytes, for_what, [&] {
+  if (!allocate(to, buf.bytes, OomSite{OomSite::Kind::copy, current_op_, 0, 0, b, to}, [&] {
         auto a = memory_.reserve_move(b, to, now_s());
         if (a) address = *a;
         return a.has_value();
       }, cause))
     return;
-  in_flight_[b] = 1;
+  residency_.copy_started(b);
   ++copies_in_flight_;
   ++leaving_[from];
   ++arriving_[to];
@@ -420,7 +447,6 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
       const double t1 = now_s();
       slot->release();
       memory_.finish_move(b, to, address, t1);
-      in_flight_[b] = 0;
       --copies_in_flight_;
       --leaving_[from];
       --arriving_[to];
@@ -435,104 +461,60 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
       recorder_.record({to_compute ? EventKind::swap_in : EventKind::swap_out, t0, t1, owner,
                         static_cast<std::uint32_t>(direction), kNoOp, b, bytes,
                         static_cast<std::uint32_t>(from), static_cast<std::uint32_t>(to)});
-      if (free_on_arrival_[b]) {
-        free_on_arrival_[b] = 0;
-        memory_.release(b, t1);
-      }
+      residency_.copy_landed(b);  // released now if it was freed on the way
       notify();
     });
   });
 }
 
-void Simulation::release(BufferId b) {
-  if (in_flight_[b])
-    free_on_arrival_[b] = 1;
-  else
-    memory_.release(b, now_s());
-}
-
-// An op reads what the in-place updates issued before it wrote: with several streams, one
-// may still be under way elsewhere (a gradient accumulated on the GPU, read by a step on the
-// host). Updaters are in issue order and few per buffer.
-bool Simulation::update_pending(BufferId b, const Op& op) const {
-  for (OpId u : updaters_[b]) {
-    if (u >= op.id) break;
-    if (!op_done_[u]) return true;
-  }
-  return false;
-}
-
-bool Simulation::ensure_resident(BufferId b, std::size_t tier, const Op& op) {
-  const bool several = streams_.size() > 1;
-  if (ready_[b] && !in_flight_[b] && memory_.resident(b, tier) && !(several && update_pending(b, op)))
-    return true;  // the usual case
-  double t0 = now_s();
-  bool memory_wait = false;
-  while (!stopped_) {
-    if (several && update_pending(b, op)) {
-      wait_for_change();
-      t0 = now_s();  // waiting for another stream's work is a dependency, not a memory stall
-    } else if (!ready_[b] || in_flight_[b]) {
-      const bool produced = ready_[b] != 0;
-      memory_wait |= in_flight_[b] != 0;
-      wait_for_change();
-      if (!produced) t0 = now_s();
-    } else if (!memory_.resident(b, tier)) {
-      if (memory_.placement(b).tier == Placement::kNowhere) {
-        if (!dropped_[b])
-          throw InputError(fmt::format("op '{}' reads buffer '{}', which was freed before its last use",
-                                       op.name, trace_.buffers[b].name));
-        remake(b, op);  // recompute time, not stall
-        continue;
-      }
-      start_copy(b, tier, CopyCause::demand);  // the reader stalls for the whole copy
-      memory_wait = true;
-    } else {
-      break;
-    }
-  }
-  if (memory_wait && now_s() > t0) record_stall(t0, op, b, trace_.buffers[b].bytes, tier);
-  return !stopped_;
-}
-
 void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
                         bool recompute) {
+  const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].operand_tier();
+  residency_.run(op, exec::Site{device_slot, stream, tier}, recompute);
+}
+
+OpId Simulation::enter(const Op& op, bool recompute) {
   const OpId caller = current_op_;
   current_op_ = op.id;
-  if (hooks_ && !recompute) run_hook(&Policy::before_op, op.id);
-  if (hooks_ && recompute) policy_.before_recompute(*this, op.id);
-  const std::size_t tier = *platform_.devices[compute_devices_[device_slot]].operand_tier();
-  for (const auto* list : {&op.inputs, &op.updates})
-    for (BufferId b : *list)
-      if (!ensure_resident(b, tier, op)) return;
-  for (BufferId b : op.outputs) {
-    // A recomputation remakes only what was dropped; the op's other outputs are alive or
-    // already dead.
-    if (recompute && !dropped_[b]) continue;
-    // The clock is read inside: allocate() may wait for memory and retry later.
-    if (!allocate(tier, trace_.buffers[b].bytes, op, [&] { return memory_.allocate(b, tier, now_s()); }))
-      return;
-  }
+  if (op_hooks_ && !recompute) run_hook(&RuntimeHooks::before_op, op.id);
+  if (op_hooks_ && recompute) runtime_.before_recompute(*this, op.id);
+  return caller;
+}
+
+void Simulation::leave(const Op& op, bool recompute, OpId caller) {
+  notify();
+  if (op_hooks_ && !recompute) run_hook(&RuntimeHooks::after_op, op.id);
+  if (op_hooks_ && recompute) runtime_.after_recompute(*this, op.id);
+  current_op_ = recompute ? caller : op.id;
+}
+
+bool Simulation::allocate_workspace(const Op& op, const exec::Site& site, exec::Workspace& at) {
   // Workspace goes to the device's scratch tier (TPU VMEM/CMEM) when it fits there, else to
   // the compute tier.
-  Allocation workspace_address;
-  std::size_t workspace_tier = tier;
-  if (op.workspace_bytes > 0) {
-    const auto& scratch = platform_.devices[compute_devices_[device_slot]].scratch_tier;
-    std::optional<Allocation> in_scratch;
-    if (scratch)
-      in_scratch = memory_.allocate_anonymous(*scratch, op.workspace_bytes, Category::workspace, now_s());
-    if (in_scratch) {
-      workspace_address = *in_scratch;
-      workspace_tier = *scratch;
-    } else if (!allocate(tier, op.workspace_bytes, op, [&] {
-                 auto a = memory_.allocate_anonymous(tier, op.workspace_bytes, Category::workspace, now_s());
-                 if (a) workspace_address = *a;
-                 return a.has_value();
-               })) {
-      return;
-    }
+  const auto& scratch = platform_.devices[compute_devices_[site.device]].scratch_tier;
+  std::optional<Allocation> in_scratch;
+  if (scratch)
+    in_scratch = memory_.allocate_anonymous(*scratch, op.workspace_bytes, Category::workspace, now_s());
+  if (in_scratch) {
+    at = {*scratch, in_scratch->address, in_scratch->bytes};
+    return true;
   }
+  at.tier = site.tier;
+  return allocate(site.tier, op.workspace_bytes, OomSite::of(op), [&] {
+    auto a = memory_.allocate_anonymous(site.tier, op.workspace_bytes, Category::workspace, now_s());
+    if (a) {
+      at.address = a->address;
+      at.bytes = a->bytes;
+    }
+    return a.has_value();
+  });
+}
+
+void Simulation::release_workspace(const Op&, const exec::Workspace& at) {
+  memory_.release_anonymous(at.tier, Allocation{at.address, at.bytes}, Category::workspace, now_s());
+}
+
+void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   const double t0 = now_s();
   if (can_defer())
     deferred_s_ += durations_[op.id];
@@ -545,88 +527,26 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
   } else {
     busy(op).compute_s += t1 - t0;
     ++summary_.ops_run;
-    op_done_[op.id] = 1;
   }
-  recorder_.record({recompute ? EventKind::recompute : EventKind::compute, t0, t1, device_slot,
-                    stream, op.id, kNoId, 0, kNoId, kNoId});
-  if (op.workspace_bytes > 0)
-    memory_.release_anonymous(workspace_tier, workspace_address, Category::workspace, t1);
-  for (BufferId b : op.outputs) {
-    ready_[b] = 1;
-    dropped_[b] = 0;
-  }
-  notify();
-  if (hooks_ && !recompute) run_hook(&Policy::after_op, op.id);
-  if (hooks_ && recompute) policy_.after_recompute(*this, op.id);
-  current_op_ = recompute ? caller : op.id;
-}
-
-std::vector<OpId> Simulation::remake_ops(BufferId b, OpId reader) const {
-  // The producer, then the in-place updates the reader saw (an in-place ReLU after a BN).
-  std::vector<OpId> ops{trace_.buffers[b].producer};
-  for (OpId u : updaters_[b])
-    if (u < reader) ops.push_back(u);
-  return ops;
-}
-
-void Simulation::remake(BufferId b, const Op& reader) {
-  // Iterative: walk down to a dropped buffer whose remaking needs nothing dropped, remake
-  // it, and come back up. Depth is bounded by memory, not by the actor's stack.
-  std::vector<std::pair<BufferId, OpId>> path{{b, reader.id}};
-  while (!path.empty() && !stopped_) {
-    const auto [cur, before] = path.back();
-    if (!dropped_[cur]) {
-      path.pop_back();
-      continue;
-    }
-    if (trace_.buffers[cur].producer == kNoOp)
-      throw InputError(fmt::format("policy {} dropped '{}', which has no producer to recompute it from",
-                                   policy_.label(), trace_.buffers[cur].name));
-    const auto ops = remake_ops(cur, before);
-    std::optional<std::pair<BufferId, OpId>> missing;
-    for (OpId p : ops) {
-      for (const auto* list : {&trace_.ops[p].inputs, &trace_.ops[p].updates})
-        for (BufferId in : *list)
-          if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
-      if (missing) break;
-    }
-    if (missing) {
-      path.push_back(*missing);
-      continue;
-    }
-    for (OpId p : ops) {
-      run_op(trace_.ops[p], reader.device, reader.stream, true);
-      if (stopped_) return;
-    }
-    path.pop_back();
-  }
-}
-
-void Simulation::drop(BufferId b) {
-  if (trace_.buffers[b].producer == kNoOp)
-    throw InputError(fmt::format("policy {} drops '{}', which has no producer to recompute it from",
-                                 policy_.label(), trace_.buffers[b].name));
-  dropped_[b] = 1;
-  release(b);
+  recorder_.record({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device,
+                    site.stream, op.id, kNoId, 0, kNoId, kNoId});
 }
 
 void Simulation::evict(BufferId b, std::size_t to) {
   // A clean copy (ZeRO-Infinity's parameters, read from NVMe and never written back): its
   // space here is released and it is held in `to` again, at once. One in flight is left be.
   const std::size_t from = memory_.placement(b).tier;
-  if (in_flight_[b] || from == to || from == Placement::kNowhere) return;
+  if (residency_.in_flight(b) || from == to || from == Placement::kNowhere) return;
   memory_.release(b, now_s());
-  Op for_what;
-  for_what.name = fmt::format("(evicting {} to {})", trace_.buffers[b].name, platform_.tiers[to].name);
-  for_what.id = current_op_;
-  allocate(to, trace_.buffers[b].bytes, for_what, [&] { return memory_.allocate(b, to, now_s()); });
+  allocate(to, trace_.buffers[b].bytes, OomSite{OomSite::Kind::eviction, current_op_, 0, 0, b, to},
+           [&] { return memory_.allocate(b, to, now_s()); });
   notify();
 }
 
-void Simulation::run_hook(void (Policy::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
+void Simulation::run_hook(void (RuntimeHooks::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
                           OpId op) {
   hook_actions_.clear();
-  (policy_.*hook)(*this, op, hook_actions_);
+  (runtime_.*hook)(*this, op, hook_actions_);
   for (const Action& a : hook_actions_) apply(a);
 }
 
@@ -634,7 +554,7 @@ void Simulation::apply(const Action& a) {
   switch (a.kind) {
     case Action::Kind::swap_out: start_copy(a.buffer, a.to_tier); break;
     case Action::Kind::swap_in: start_copy(a.buffer, a.to_tier, CopyCause::prefetch); break;
-    case Action::Kind::drop: drop(a.buffer); break;
+    case Action::Kind::drop: residency_.drop(a.buffer); break;
   }
 }
 
@@ -648,19 +568,14 @@ void Simulation::run_steps(const Stream& s) {
     if (stopped_) return;
     switch (step.kind) {
       case StepKind::compute: run_op(trace_.ops[step.id], s.device, s.stream); break;
-      case StepKind::free:
-        dropped_[step.id] = 0;  // dead now: a later re-run of its producer must not remake it
-        release(step.id);
-        break;
+      case StepKind::free: residency_.free(step.id); break;
       case StepKind::swap_out:
       case StepKind::swap_in: start_copy(step.id, step.tier); break;
-      case StepKind::drop: drop(step.id); break;
+      case StepKind::drop: residency_.drop(step.id); break;
       case StepKind::evict: evict(step.id, step.tier); break;
       case StepKind::recompute: {
         const Op& op = trace_.ops[step.id];
-        bool needed = false;
-        for (BufferId b : op.outputs) needed |= dropped_[b] != 0;
-        if (needed) run_op(op, s.device, s.stream, true);
+        if (residency_.needs_recompute(op)) run_op(op, s.device, s.stream, true);
         break;
       }
     }
@@ -689,6 +604,7 @@ Summary Simulation::run() {
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
   busy_.assign(compute_devices_.size() * max_streams_, Busy{});
   split_plan();
+  residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
   for (const Stream& s : streams_) {
     const std::size_t device = compute_devices_[s.device];
@@ -716,7 +632,7 @@ Summary Simulation::run() {
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;
-  summary_.policy = policy_.label();
+  summary_.policy = planned_.label;
   summary_.ops_total = trace_.ops.size();
   for (std::size_t t = 0; t < platform_.tiers.size(); ++t)
     summary_.tiers.push_back({platform_.tiers[t].name, std::string(to_string(platform_.tiers[t].role)),
@@ -726,9 +642,8 @@ Summary Simulation::run() {
 
 }  // namespace
 
-Summary simulate(const PlatformSpec& platform, const Trace& trace, Policy& policy,
-                 Recorder& recorder) {
-  Simulation sim(platform, trace, policy, recorder);
+Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder) {
+  Simulation sim(ctx, planned, recorder);
   return sim.run();
 }
 

@@ -13,10 +13,11 @@
 
 namespace memsim {
 
-/// Runs the simulation and returns its summary; events and memory samples go to `recorder`.
-/// SimGrid's engine is a process singleton: call this at most once per process.
-/// Throws InputError for a trace that does not fit the platform (unknown device, no rate).
-Summary simulate(const PlatformSpec& platform, const Trace& trace, Policy& policy,
-                 Recorder& recorder);
+/// Runs `planned` (the policy's plan and runtime hooks) on ctx's platform under its caps and
+/// returns the summary; events and memory samples go to `recorder`. run() (sim/run/run.h)
+/// is the pipeline around it. SimGrid's engine is a process singleton: call this at most
+/// once per process. Throws InputError for a trace that does not fit the platform (unknown
+/// device, no rate), PolicyError for a plan that breaks the rules of memory.
+Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder);
 
 }  // namespace memsim

@@ -62,5 +62,8 @@ bool is_allocator(const std::string& name);
 /// Throws std::invalid_argument for an unknown name or an impossible configuration (the
 /// platform loader checks first, so users see located errors).
 std::unique_ptr<Allocator> make_allocator(const AllocatorConfig& config);
+/// The configuration under a cap (a budget) of at most `cap_bytes`: the capacity lowered
+/// to it, and for tiles, each tile shrunk in proportion (the tile count kept).
+AllocatorConfig capped(AllocatorConfig config, std::uint64_t cap_bytes);
 
 }  // namespace memsim

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <stdexcept>
 
 #include "sim/memory/allocator.h"
@@ -26,6 +27,17 @@ bool is_allocator(const std::string& name) {
   for (const auto& a : builtin_allocators())
     if (a.name == name) return true;
   return false;
+}
+
+AllocatorConfig capped(AllocatorConfig c, std::uint64_t cap_bytes) {
+  if (cap_bytes >= c.capacity_bytes) return c;
+  c.capacity_bytes = cap_bytes;
+  if (c.name == "tiled" && c.tiles > 0) {
+    // A tiled tier keeps its tile count; each tile shrinks in proportion.
+    c.tile_bytes = std::max<std::uint64_t>(1, c.capacity_bytes / c.tiles);
+    c.capacity_bytes = c.tile_bytes * c.tiles;
+  }
+  return c;
 }
 
 std::unique_ptr<Allocator> make_allocator(const AllocatorConfig& c) {

@@ -4,13 +4,18 @@
 
 namespace memsim {
 
-MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace)
+MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace,
+                         const std::vector<std::uint64_t>& caps)
     : trace_(trace), placement_(trace.buffers.size()) {
-  for (const auto& t : platform.tiers) {
-    allocators_.push_back(make_allocator(
-        AllocatorConfig{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes, t.grain_bytes}));
+  for (std::size_t i = 0; i < platform.tiers.size(); ++i) {
+    const TierSpec& t = platform.tiers[i];
+    const std::uint64_t cap = i < caps.size() ? std::min(caps[i], t.capacity_bytes) : t.capacity_bytes;
+    AllocatorConfig config{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes, t.grain_bytes};
+    allocators_.push_back(make_allocator(capped(config, cap)));
     TierUsage u;
     u.capacity_bytes = t.capacity_bytes;
+    if (allocators_.back()->capacity_bytes() < t.capacity_bytes)
+      u.budget_bytes = allocators_.back()->capacity_bytes();
     usage_.push_back(u);
   }
 }

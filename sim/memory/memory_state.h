@@ -17,7 +17,10 @@ namespace memsim {
 using CategoryBytes = std::array<std::uint64_t, kCategoryCount>;
 
 struct TierUsage {
-  std::uint64_t capacity_bytes = 0;
+  std::uint64_t capacity_bytes = 0;  // the hardware's
+  std::uint64_t budget_bytes = 0;    // a cap below it (policy.budget); 0: none
+  /// What the run may hold in the tier: the budget, else the capacity.
+  std::uint64_t limit_bytes() const { return budget_bytes ? budget_bytes : capacity_bytes; }
   std::uint64_t allocated_bytes = 0;
   std::uint64_t reserved_bytes = 0;
   CategoryBytes by_category{};
@@ -59,7 +62,10 @@ class MemoryListener {
 
 class MemoryState {
  public:
-  MemoryState(const PlatformSpec& platform, const Trace& trace);
+  /// `caps` (indexed like platform.tiers, or empty: none): what each tier may hold, at most
+  /// its capacity; each allocator runs under its tier's cap.
+  MemoryState(const PlatformSpec& platform, const Trace& trace,
+              const std::vector<std::uint64_t>& caps = {});
   void set_listener(MemoryListener* listener) { listener_ = listener; }
 
   /// Takes space for `buffer` in `tier`; false when the allocator says no (nothing changes).

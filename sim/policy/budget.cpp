@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 
 #include "sim/core/units.h"
 #include "sim/policy/policy.h"
@@ -29,27 +28,10 @@ Budget read_budget(const Params& params) {
   n.fail_expected("a fraction of the baseline peak in (0, 1] like 0.5, or a size like '12GiB'");
 }
 
-void apply_budget(PlatformSpec& platform, const Budget& budget, std::uint64_t baseline_peak) {
-  apply_budget(platform, budget,
-               std::vector<std::uint64_t>(platform.compute_devices().size(), baseline_peak));
-}
-
-void apply_budget(PlatformSpec& platform, const Budget& budget,
-                  const std::vector<std::uint64_t>& baseline_peaks) {
-  const auto devices = platform.compute_devices();
-  for (std::size_t k = 0; k < devices.size(); ++k) {
-    const std::uint64_t peak = k < baseline_peaks.size() ? baseline_peaks[k] : 0;
-    if (budget.is_fraction && peak == 0) continue;
-    const double cap = budget.is_fraction ? std::floor(budget.value * static_cast<double>(peak))
-                                          : budget.value;
-    TierSpec& tier = platform.tiers[*platform.devices[devices[k]].compute_tier];
-    tier.capacity_bytes = std::min<std::uint64_t>(tier.capacity_bytes, static_cast<std::uint64_t>(cap));
-    if (tier.allocator == "tiled") {
-      // A tiled tier keeps its tile count; each tile shrinks in proportion.
-      tier.tile_bytes = std::max<std::uint64_t>(1, tier.capacity_bytes / tier.tiles);
-      tier.capacity_bytes = tier.tile_bytes * tier.tiles;
-    }
-  }
+std::vector<std::uint64_t> PlanningContext::device_caps() const {
+  std::vector<std::uint64_t> caps;
+  for (std::size_t d : platform.op_devices()) caps.push_back(tier_caps[*platform.devices[d].operand_tier()]);
+  return caps;
 }
 
 }  // namespace memsim

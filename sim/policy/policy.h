@@ -72,33 +72,61 @@ struct Budget {
 ParamSpec budget_param(const std::string& default_value = "1.0");
 /// Reads it: a number in (0, 1] or a size; a located InputError otherwise.
 Budget read_budget(const Params& params);
-/// Lowers each compute tier's capacity to the budget (never raises it). `baseline_peak` is
-/// the per-device peak under `none` (baseline_peak_bytes of one device's trace).
-void apply_budget(PlatformSpec& platform, const Budget& budget, std::uint64_t baseline_peak);
-/// The same with a baseline per compute device (in compute_devices() order), for one
-/// workload per device: a fraction is of each device's own workload. A device with no
-/// workload (0) keeps its capacity under a fraction; a size caps every device.
-void apply_budget(PlatformSpec& platform, const Budget& budget,
-                  const std::vector<std::uint64_t>& baseline_peaks);
-
 struct AllocationFailure {
   std::size_t tier = 0;
   std::uint64_t bytes = 0;  // what was asked for
   OpId op = 0;              // the op it was for
 };
 
-class Policy {
- public:
-  virtual ~Policy() = default;
-  /// A planning pass that changes the trace itself (in-place reuse merges buffers,
-  /// compression adds encode/decode ops and smaller buffers). nullopt: the trace as it is.
-  /// `memsim run` applies it before plan() and the engine; reports then name the new ops.
-  virtual std::optional<Trace> rewrite(const Trace&, const PlatformSpec&) const {
-    return std::nullopt;
+/// What a planning pass sees: the step, the hardware as it is, the cost model's durations,
+/// and the caps it must plan under.
+struct PlanningContext {
+  const Trace& trace;
+  const Liveness& liveness;
+  const PlatformSpec& platform;
+  /// Per op, seconds: the cost model's duration (or the measured one where it applies).
+  const std::vector<double>& durations;
+  /// Per tier (indexed like platform.tiers): the bytes the run may hold there — the tier's
+  /// capacity, or less where `policy.budget` caps a compute tier.
+  std::vector<std::uint64_t> tier_caps;
+  /// Per device that runs ops (indexed like Op::device): the cap of its operand tier.
+  std::vector<std::uint64_t> device_caps() const;
+};
+
+class RuntimeHooks;
+
+/// A planning pass's answer: the plan, the label the reports give the policy ("vdnn(all)",
+/// with the choices made while planning), notes for the user (what it chose, and why a
+/// budget cannot be met), which the CLI prints, and for a policy that acts while the step
+/// runs, the hooks the engine calls during this run, made with what planning chose.
+struct PlanResult {
+  Plan plan;
+  std::string label;
+  std::vector<std::string> notes;  // "revolve: 3 slots over 40 stages need ...", one a line
+  /// Why the plan may not fit, for the OOM report ("" when it should).
+  std::string oom_reason;
+  /// The runtime hooks for this run (null: the policy has none). They may refer to the
+  /// PlanningContext, which must outlive them.
+  std::shared_ptr<RuntimeHooks> hooks;
+  /// A budget the plan cannot meet: noted for the user and kept for the OOM report.
+  void explain(const std::string& policy, const std::string& why) {
+    oom_reason = policy + ": " + why;
+    notes.push_back(oom_reason);
   }
-  /// The static schedule. The engine runs it step by step.
-  virtual Plan plan(const Trace& trace, const Liveness& liveness,
-                    const PlatformSpec& platform) const = 0;
+};
+
+/// What a rewriting pass made: the new trace, the label it gives the policy, and notes.
+struct Rewritten {
+  Trace trace;
+  std::string label;
+  std::vector<std::string> notes;
+};
+
+/// A policy's state for one run: the runtime hooks the engine calls, made by Policy::plan()
+/// for that run (so the policy itself stays const).
+class RuntimeHooks {
+ public:
+  virtual ~RuntimeHooks() = default;
   /// Called when an allocation fails. Append actions that make room; an empty answer ends
   /// the run with status oom. The engine waits for the actions to complete and retries.
   virtual void on_alloc_failure(const RuntimeView&, const AllocationFailure&,
@@ -107,8 +135,8 @@ class Policy {
   /// start at once and run alongside compute; nothing waits for them.
   virtual void before_op(const RuntimeView&, OpId, std::vector<Action>&) {}
   virtual void after_op(const RuntimeView&, OpId, std::vector<Action>&) {}
-  /// Whether before_op/after_op do anything: lets the engine skip the calls for static
-  /// policies (the common case), keeping per-op work O(1).
+  /// Whether before_op/after_op do anything: lets the engine skip the calls (per-op work
+  /// stays O(1)).
   virtual bool has_op_hooks() const { return false; }
   /// With has_op_hooks(): called around each recomputation (an op re-run, inside the op
   /// being prepared, to remake dropped buffers), so a runtime policy sees the buffers it
@@ -118,11 +146,24 @@ class Policy {
   /// Why the last on_alloc_failure answered nothing, for the OOM report ("" when the tier is
   /// simply full): "dtr: nothing evictable: ..." says more than the allocator can.
   virtual std::string oom_reason() const { return {}; }
-  /// The compute-tier cap this policy runs under, if it takes `policy.budget`. `memsim run`
-  /// applies it (apply_budget) before the engine runs.
+};
+
+class Policy {
+ public:
+  virtual ~Policy() = default;
+  /// A planning pass that changes the trace itself (in-place reuse merges buffers,
+  /// compression adds encode/decode ops and smaller buffers). nullopt: the trace as it is.
+  /// run() applies it before plan() and the engine; reports then name the new ops, and its
+  /// label (when not empty) is the run's.
+  virtual std::optional<Rewritten> rewrite(const Trace&, const PlatformSpec&) const {
+    return std::nullopt;
+  }
+  /// The static schedule (and the runtime hooks, for a policy that has them). The engine
+  /// runs it step by step. Const: everything one run needs is in the result.
+  virtual PlanResult plan(const PlanningContext& ctx) const = 0;
+  /// The compute-tier cap this policy runs under, if it takes `policy.budget`. run()
+  /// resolves it into PlanningContext::tier_caps.
   virtual std::optional<Budget> budget() const { return std::nullopt; }
-  /// "vdnn(all)": the name with the parameters that matter, for reports.
-  virtual std::string label() const = 0;
 };
 
 struct PolicyInfo {

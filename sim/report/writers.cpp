@@ -62,6 +62,7 @@ std::string summary_json(const Summary& s) {
   for (const auto& t : s.tiers) {
     ordered_json tj = {{"role", t.role},
                      {"capacity_bytes", t.usage.capacity_bytes},
+                     {"budget_bytes", t.usage.budget_bytes ? ordered_json(t.usage.budget_bytes) : ordered_json()},
                      {"peak_allocated_bytes", t.usage.peak_allocated_bytes},
                      {"peak_reserved_bytes", t.usage.peak_reserved_bytes},
                      {"peak_time_s", t.usage.peak_time_s},
@@ -191,13 +192,15 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
           u.peak_reserved_bytes != u.peak_allocated_bytes
               ? fmt::format(" (reserved {})", format_bytes(u.peak_reserved_bytes))
               : std::string();
-      row(t.name, fmt::format("peak {}{} of {} at {}: {}", format_bytes(u.peak_allocated_bytes),
-                              reserved, format_bytes(u.capacity_bytes),
+      const std::string budget =
+          u.budget_bytes ? fmt::format(" (budget {})", format_bytes(u.budget_bytes)) : std::string();
+      row(t.name, fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
+                              reserved, format_bytes(u.capacity_bytes), budget,
                               format_seconds(u.peak_time_s), parts));
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
         row("", fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
-                            format_bytes(u.capacity_bytes / t.tile_peaks.size()), t.tile_peaks.size()));
+                            format_bytes(u.limit_bytes() / t.tile_peaks.size()), t.tile_peaks.size()));
       }
     } else {
       row(t.name, fmt::format("peak {} of {}{}", format_bytes(u.peak_allocated_bytes),

@@ -223,9 +223,27 @@ TEST(Cli, ABudgetFractionIsOfEachDevicesOwnWorkload) {
                            "--set policy.budget=0.5 --json --out " + temp_dir("budgets"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json s = json::parse(r.out);
-  EXPECT_EQ(s["tiers"]["gpu3.hbm"]["capacity_bytes"].get<std::uint64_t>(), mlp / 2);
-  EXPECT_EQ(s["tiers"]["gpu6.hbm"]["capacity_bytes"].get<std::uint64_t>(), resnet / 2);
-  EXPECT_EQ(s["tiers"]["gpu0.hbm"]["capacity_bytes"].get<std::uint64_t>(), 40ull << 30);  // idle
+  EXPECT_EQ(s["tiers"]["gpu3.hbm"]["budget_bytes"].get<std::uint64_t>(), mlp / 2);
+  EXPECT_EQ(s["tiers"]["gpu6.hbm"]["budget_bytes"].get<std::uint64_t>(), resnet / 2);
+  EXPECT_TRUE(s["tiers"]["gpu0.hbm"]["budget_bytes"].is_null());  // idle: no budget
+  // The hardware's capacity stays beside the budget.
+  for (const char* gpu : {"gpu0.hbm", "gpu3.hbm", "gpu6.hbm"})
+    EXPECT_EQ(s["tiers"][gpu]["capacity_bytes"].get<std::uint64_t>(), 40ull << 30) << gpu;
+}
+
+TEST(Cli, ABudgetIsShownBesideTheCapacity) {
+  // The budget caps the tier the run may use; the hardware's capacity is still what the
+  // device has, on the terminal and in summary.json.
+  const std::string dir = temp_dir("budget_beside");
+  CliResult r = run_memsim("run h200-141gb resnet50 --policy swap-budget --set policy.budget=0.5 --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" of 141 GiB (budget "), std::string::npos) << r.out;
+  const json s = json::parse(slurp(dir + "/summary.json"));
+  const auto& hbm = s["tiers"]["gpu0.hbm"];
+  EXPECT_EQ(hbm["capacity_bytes"].get<std::uint64_t>(), 141ull << 30);
+  EXPECT_LT(hbm["budget_bytes"].get<std::uint64_t>(), hbm["capacity_bytes"].get<std::uint64_t>());
+  EXPECT_LE(hbm["peak_allocated_bytes"].get<std::uint64_t>(), hbm["budget_bytes"].get<std::uint64_t>());
+  EXPECT_TRUE(s["tiers"]["host.dram"]["budget_bytes"].is_null());
 }
 
 TEST(Cli, CalibrateFitsSeveralTracesTogether) {

@@ -10,8 +10,7 @@ namespace memsim::test {
 class FixedPlan final : public Policy {
  public:
   explicit FixedPlan(Plan p) : plan_(std::move(p)) {}
-  Plan plan(const Trace&, const Liveness&, const PlatformSpec&) const override { return plan_; }
-  std::string label() const override { return "fixed"; }
+  PlanResult plan(const PlanningContext&) const override { return {plan_, "fixed", {}, {}, {}}; }
 
  private:
   Plan plan_;

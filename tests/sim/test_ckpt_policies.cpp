@@ -6,9 +6,10 @@
 #include <set>
 
 #include "sim/core/config.h"
+#include "sim/exec/replay.h"
 #include "sim/core/params.h"
 #include "sim/engine/cost_model.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 #include "sim/policy/schedule/chain.h"
@@ -42,28 +43,29 @@ std::unique_ptr<Policy> policy(const std::string& name, const std::string& yaml 
   return find_policy(name)->create(Params(node, find_policy(name)->params, name));
 }
 
-// Runs the policy as `memsim run` does (budget, rewrite, simulate) and checks the engine saw
-// what the planner predicted.
+// Runs the policy through run(), as `memsim run` does, and checks the engine saw what the
+// planner predicted.
 struct Outcome {
   Summary summary;
   ckpt::Lowered predicted;
   Trace trace;
   std::string label;
 };
-Outcome run_policy(Trace trace, PlatformSpec platform, Policy& p) {
-  if (auto b = p.budget()) apply_budget(platform, *b, baseline_peak_bytes(trace));
-  if (auto r = p.rewrite(trace, platform)) trace = std::move(*r);
-  const Plan plan = p.plan(trace, compute_liveness(trace), platform);
+Outcome run_policy(Trace trace, PlatformSpec platform, const Policy& p) {
+  RunInputs in;
+  in.platform = std::move(platform);
+  in.workloads.push_back(std::move(trace));
+  in.policy = &p;
+  RunResult r = run(in);
   Outcome out;
-  out.predicted = ckpt::replay(trace, plan, op_durations(trace, platform));
-  Recorder rec;
-  out.summary = simulate(platform, trace, p, rec);
-  out.label = p.label();
+  out.predicted = ckpt::replay(r.trace, r.plan, op_durations(r.trace, in.platform));
+  out.summary = std::move(r.summary);
+  out.label = out.summary.policy;
   if (out.summary.status == "ok") {
     EXPECT_EQ(out.summary.tiers[0].usage.peak_allocated_bytes, out.predicted.max_peak());
     EXPECT_NEAR(out.summary.recompute_time_s, out.predicted.recompute_s, 1e-12);
   }
-  out.trace = std::move(trace);
+  out.trace = std::move(r.trace);
   return out;
 }
 
@@ -80,7 +82,7 @@ TEST(CkptEngine, SqrtRecomputesNineLayersOfASixteenLayerChain) {
   EXPECT_EQ(r.summary.recompute_flops, 9 * kLayerFlops);
   // Of the 16 layer outputs (1024 x 64 fp32 = 256 KiB each) 9 are dropped and at most 3 of
   // them are back at once: the peak falls by at least 6 of them.
-  EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t) - 6 * 256 * 1024);
+  EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(t) - 6 * 256 * 1024);
 }
 
 TEST(CkptEngine, RevolveRecomputesWhatGriewankCounts) {
@@ -109,7 +111,7 @@ TEST(CkptEngine, RevolveFitsAHalfBudgetWithTheMostSlots) {
   const Trace t = generate("{model: chain, layers: 32, width: 64, batch: 1024}");
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
-  EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t) / 2);
+  EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(t) / 2);
   EXPECT_GT(r.summary.recompute_flops, 0);
   // One slot more would not fit: the plan with it peaks above the budget.
   const std::string label = r.label;
@@ -117,8 +119,8 @@ TEST(CkptEngine, RevolveFitsAHalfBudgetWithTheMostSlots) {
   ASSERT_NE(at, std::string::npos);
   const int slots = std::stoi(label.substr(at + 6));
   auto more = policy("revolve", "{slots: " + std::to_string(slots + 1) + "}");
-  const Plan plan = more->plan(t, compute_liveness(t), gpu());
-  EXPECT_GT(ckpt::replay(t, plan, {}).max_peak(), baseline_peak_bytes(t) / 2);
+  const Plan plan = plan_for(*more, t, gpu()).plan;
+  EXPECT_GT(ckpt::replay(t, plan, {}).max_peak(), exec::baseline_peak_bytes(t) / 2);
 }
 
 TEST(CkptEngine, ABudgetNoScheduleReachesEndsOomWithTheReason) {
@@ -176,7 +178,7 @@ TEST(CkptEngine, BpttFitsAnLstmIntoHalfItsMemory) {
   const Trace t = generate("{model: lstm, seq_len: 40, hidden: 64, input_size: 32, batch: 16}");
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
-  EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t) / 2);
+  EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(t) / 2);
   EXPECT_GT(r.summary.recompute_flops, 0);
 }
 
@@ -188,7 +190,7 @@ TEST(CkptEngine, SqrtOnAResNetReplaysInPlaceUpdates) {
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_GT(r.summary.recompute_time_s, 0);
-  EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t));
+  EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(t));
 }
 
 TEST(CkptEngine, SelectiveRecomputesOnlyTheAttentionCore) {
@@ -199,9 +201,9 @@ TEST(CkptEngine, SelectiveRecomputesOnlyTheAttentionCore) {
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_GT(r.summary.recompute_flops, 0);
-  EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(t));
+  EXPECT_LT(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(t));
   std::set<std::string> kinds;
-  const Plan plan = p->plan(r.trace, compute_liveness(r.trace), gpu());
+  const Plan plan = plan_for(*p, r.trace, gpu()).plan;
   for (const Step& s : plan.steps)
     if (s.kind == StepKind::recompute) kinds.insert(r.trace.ops[s.id].kind);
   EXPECT_EQ(kinds, (std::set<std::string>{"bmm", "softmax", "dropout"}));
@@ -273,7 +275,7 @@ TEST(CkptEngine, CheckmateFitsAResNetWhereSqrtDoes) {
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_EQ(r.label.find("no schedule"), std::string::npos) << r.label;
   EXPECT_LE(static_cast<double>(r.summary.tiers[0].usage.peak_allocated_bytes),
-            0.6 * static_cast<double>(baseline_peak_bytes(t)));
+            0.6 * static_cast<double>(exec::baseline_peak_bytes(t)));
   EXPECT_GT(r.summary.recompute_time_s, 0);
 }
 
@@ -284,7 +286,7 @@ TEST(CkptEngine, InplaceRunsTheRewrittenTrace) {
   const Trace t = generate("{model: resnet, depth: 20, variant: cifar, batch: 16, inplace: false}");
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");
-  EXPECT_EQ(r.summary.tiers[0].usage.peak_allocated_bytes, baseline_peak_bytes(r.trace));
-  EXPECT_LT(baseline_peak_bytes(r.trace), baseline_peak_bytes(t));
+  EXPECT_EQ(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(r.trace));
+  EXPECT_LT(exec::baseline_peak_bytes(r.trace), exec::baseline_peak_bytes(t));
   EXPECT_LT(r.trace.buffers.size(), t.buffers.size());
 }

@@ -9,7 +9,8 @@
 #include <sys/wait.h>
 
 #include "sim/core/config.h"
-#include "sim/engine/engine.h"
+#include "sim/exec/replay.h"
+#include "sim/run/run.h"
 #include "sim/policy/impl/dtr_chain.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/models/builder.h"
@@ -228,7 +229,7 @@ TEST(DtrOom, OpsLargerThanTheBudgetEndOom) {
 }
 
 TEST(DtrChain, BaselinePeakIsNPlusOneUnits) {
-  EXPECT_EQ(baseline_peak_bytes(dtr_unit_chain(1000)), 1001 * kDtrUnitBytes);
+  EXPECT_EQ(exec::baseline_peak_bytes(dtr_unit_chain(1000)), 1001 * kDtrUnitBytes);
   ChainRun r = run_chain(1000, 1001);
   EXPECT_TRUE(r.ok);
   EXPECT_EQ(r.recomputed, 0.0);

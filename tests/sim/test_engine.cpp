@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "sim/core/config.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "tests/sim/fixed_plan.h"
 

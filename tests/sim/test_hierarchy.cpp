@@ -4,7 +4,7 @@
 
 #include "sim/core/config.h"
 #include "sim/core/presets.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "tests/sim/fixed_plan.h"
 

@@ -3,7 +3,7 @@
 
 #include "sim/core/config.h"
 #include "sim/core/error.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "tests/sim/fixed_plan.h"
 
@@ -170,9 +170,9 @@ TEST(Recompute, AStepAheadOfUseRecomputesEarly) {
   EXPECT_EQ(s.tiers[0].usage.peak_allocated_bytes, 2200u);
 }
 
-TEST(Recompute, DroppingABufferWithNoProducerIsAnError) {
+TEST(Recompute, DroppingABufferWithNoProducerIsAPolicyError) {
   Trace t = saved_for_later();
   FixedPlan p(Plan{{{StepKind::drop, 0, 0}}});
   Recorder rec;
-  EXPECT_THROW(simulate(gpu(), t, p, rec), InputError);
+  EXPECT_THROW(simulate(gpu(), t, p, rec), PolicyError);
 }

@@ -2,7 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "sim/core/config.h"
-#include "sim/engine/engine.h"
+#include "sim/exec/replay.h"
+#include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
@@ -129,7 +130,7 @@ TEST(SwapVdnn, ConvModeOffloadsOnlyConvolutionInputs) {
   Recorder rec;
   Summary s = simulate(box("1GiB", "10GB/s"), t, *p, rec);
   EXPECT_EQ(s.swap_out_bytes, 2'500'000u);
-  EXPECT_EQ(p->label(), "vdnn(conv)");
+  EXPECT_EQ(s.policy, "vdnn(conv)");
 }
 
 TEST(SwapLru, EvictsTheLeastRecentlyUsedBufferTheOpDoesNotNeed) {
@@ -218,7 +219,7 @@ TEST(SwapCapuchin, RemovesTheStallSwapLruHad) {
   EXPECT_NEAR(s.stall_time_s, 0.0, 1e-15);
   EXPECT_NEAR(s.iteration_time_s, 9e-3, 1e-12);
   EXPECT_EQ(s.swap_out_bytes, 2'500'000u);
-  EXPECT_EQ(p->label(), "capuchin(swapped 1 buffers)");
+  EXPECT_EQ(s.policy, "capuchin(swapped 1 buffers)");
 }
 
 TEST(SwapCapuchin, FallsBackToEvictingWhatIsNextUsedFurthestAhead) {
@@ -233,7 +234,7 @@ TEST(SwapCapuchin, FallsBackToEvictingWhatIsNextUsedFurthestAhead) {
   Recorder rec;
   Summary s = simulate(box("6000000B", "0.5GB/s"), t, *p, rec);
   ASSERT_EQ(s.status, "ok") << (s.oom ? s.oom->op : "");
-  EXPECT_EQ(p->label(), "capuchin(swapped 0 buffers)");
+  EXPECT_EQ(s.policy, "capuchin(swapped 0 buffers)");
   std::vector<std::string> out;
   for (const Event& e : rec.events())
     if (e.kind == EventKind::swap_out) out.push_back(t.buffers[e.buffer].name);
@@ -259,7 +260,7 @@ TEST(SwapCapuchin, SwapsOnlyWhatTheLinkCanCarry) {
   const ModelInfo* info = find_model("resnet");
   auto node = ConfigNode::parse_text("{model: resnet, depth: 18, batch: 64}", "w.yaml");
   Trace t = info->generate(Params(node, info->params, "model resnet", {"model"}));
-  const std::uint64_t peak = baseline_peak_bytes(t);
+  const std::uint64_t peak = exec::baseline_peak_bytes(t);
   const std::uint64_t cap = peak * 7 / 10;
   const std::uint64_t overshoot = peak - cap;
   auto p = make("capuchin");
@@ -298,7 +299,7 @@ TEST_P(SwapClock, MemorySamplesNeverGoBackInTime) {
   const ModelInfo* info = find_model("resnet");
   auto node = ConfigNode::parse_text("{model: resnet, depth: 18, batch: 64}", "w.yaml");
   Trace t = info->generate(Params(node, info->params, "model resnet", {"model"}));
-  const std::uint64_t cap = baseline_peak_bytes(t) * 9 / 10;  // vdnn's floor is ~82%
+  const std::uint64_t cap = exec::baseline_peak_bytes(t) * 9 / 10;  // vdnn's floor is ~82%
   auto p = make(GetParam());
   Recorder rec;
   Summary s = simulate(box(std::to_string(cap) + "B", "12GB/s"), t, *p, rec);

@@ -8,7 +8,7 @@
 #include "sim/core/config.h"
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
-#include "sim/engine/engine.h"
+#include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/models/models.h"
 
@@ -100,9 +100,15 @@ struct ZeroRun {
   Recorder recorder;
 };
 
-void run(ZeroRun& r, const PlatformSpec& platform, Policy& policy) {
-  if (auto t = policy.rewrite(r.trace, platform)) r.trace = std::move(*t);
-  r.summary = simulate(platform, r.trace, policy, r.recorder);
+void run(ZeroRun& r, const PlatformSpec& platform, const Policy& policy) {
+  RunInputs in;
+  in.platform = platform;
+  in.workloads.push_back(r.trace);
+  in.policy = &policy;
+  RunResult result = memsim::run(in);
+  r.trace = std::move(result.trace);
+  r.summary = std::move(result.summary);
+  r.recorder = std::move(result.recorder);
 }
 
 // (kind, buffer or op name) -> [start, end] of each event.

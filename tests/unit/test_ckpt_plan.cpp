@@ -7,6 +7,7 @@
 
 #include "sim/core/config.h"
 #include "sim/core/error.h"
+#include "sim/exec/replay.h"
 #include "sim/core/params.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
@@ -22,6 +23,14 @@ namespace {
 std::unique_ptr<Policy> policy(const std::string& name, const std::string& yaml = "{}") {
   auto node = ConfigNode::parse_text(yaml, "p.yaml");
   return find_policy(name)->create(Params(node, find_policy(name)->params, name));
+}
+
+// A static plan with no platform: no durations, no caps (enough for the plans tested here).
+PlanResult plan_of(const Policy& p, const Trace& t) {
+  static const PlatformSpec none;
+  static const std::vector<double> no_durations;
+  const Liveness l = compute_liveness(t);
+  return p.plan(PlanningContext{t, l, none, no_durations, {}});
 }
 
 std::string message_of(const std::function<void()>& f) {
@@ -57,7 +66,7 @@ TEST(CkptPlan, WithoutRecomputationTheLoweringIsNone) {
     SCOPED_TRACE(yaml);
     const Trace t = generate(yaml);
     const ckpt::Lowered l = ckpt::lower(t, ckpt::Schedule(t), {});
-    EXPECT_EQ(l.max_peak(), baseline_peak_bytes(t));
+    EXPECT_EQ(l.max_peak(), exec::baseline_peak_bytes(t));
     EXPECT_EQ(l.recompute_ops, 0u);
     OpId next = 0;
     for (const Step& s : l.plan.steps) {
@@ -139,7 +148,7 @@ TEST(CkptPlan, ABackwardReadingFarBackIsNotAChain) {
             "only its own stage and the state before it; one stage is left once the stages it "
             "spans are merged");
   // Chen's segments need no chain.
-  EXPECT_NO_THROW(policy("checkpoint-sqrt")->plan(t, compute_liveness(t), PlatformSpec{}));
+  EXPECT_NO_THROW(plan_of(*policy("checkpoint-sqrt"), t));
 }
 
 TEST(CkptPlan, SqrtOnASixteenLayerChainKeepsTheSegmentBoundaries) {
@@ -148,7 +157,8 @@ TEST(CkptPlan, SqrtOnASixteenLayerChainKeepsTheSegmentBoundaries) {
   // the other 9 outputs are dropped after the forward and remade once each.
   const Trace t = generate("{model: chain, layers: 16, width: 64, batch: 1024}");
   auto p = policy("checkpoint-sqrt");
-  const Plan plan = p->plan(t, compute_liveness(t), PlatformSpec{});
+  const PlanResult planned = plan_of(*p, t);
+  const Plan& plan = planned.plan;
   std::set<std::string> dropped;
   std::vector<std::string> recomputed;
   for (const Step& s : plan.steps) {
@@ -162,10 +172,10 @@ TEST(CkptPlan, SqrtOnASixteenLayerChainKeepsTheSegmentBoundaries) {
   EXPECT_EQ(recomputed, (std::vector<std::string>{"layers.8", "layers.9", "layers.10", "layers.4",
                                                   "layers.5", "layers.6", "layers.0", "layers.1",
                                                   "layers.2"}));
-  EXPECT_EQ(p->label(), "checkpoint-sqrt(segments=4)");
+  EXPECT_EQ(planned.label, "checkpoint-sqrt(segments=4)");
   const ckpt::Lowered r = ckpt::replay(t, plan, {});
   EXPECT_EQ(r.recompute_ops, 9u);
-  EXPECT_LT(r.max_peak(), baseline_peak_bytes(t));
+  EXPECT_LT(r.max_peak(), exec::baseline_peak_bytes(t));
 }
 
 TEST(CkptPlan, InPlaceSavingsWorkedOutByHand) {
@@ -197,13 +207,14 @@ TEST(CkptPlan, InPlaceSavingsWorkedOutByHand) {
   t.add_op(op("r.bw", "relu_backward", Phase::backward, {gb, b}, {ga}));
   t.add_op(op("f.bw", "matmul_backward", Phase::backward, {ga, w}, {gw}));
   validate(t, "relu");
-  EXPECT_EQ(baseline_peak_bytes(t), 3100u);
+  EXPECT_EQ(exec::baseline_peak_bytes(t), 3100u);
 
   auto p = policy("inplace");
-  const auto r = p->rewrite(t, PlatformSpec{});
-  ASSERT_TRUE(r.has_value());
+  const auto rewritten = p->rewrite(t, PlatformSpec{});
+  ASSERT_TRUE(rewritten.has_value());
+  const Trace* r = &rewritten->trace;
   EXPECT_EQ(r->buffers.size(), t.buffers.size() - 2);
-  EXPECT_EQ(baseline_peak_bytes(*r), 2200u);
+  EXPECT_EQ(exec::baseline_peak_bytes(*r), 2200u);
   const Op& relu = op_named(*r, "r");
   EXPECT_TRUE(relu.outputs.empty());
   ASSERT_EQ(relu.updates.size(), 1u);
@@ -213,7 +224,7 @@ TEST(CkptPlan, InPlaceSavingsWorkedOutByHand) {
   EXPECT_EQ(r->buffers[back.updates[0]].name, "gb");
   // h reads the relu's result, now in a; its backward too.
   EXPECT_EQ(r->buffers[op_named(*r, "h").inputs[0]].name, "a");
-  EXPECT_EQ(p->label(), "inplace(2 ops in place)");
+  EXPECT_EQ(rewritten->label, "inplace(2 ops in place)");
   (void)gw;
   (void)ga;
   (void)gc;

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "sim/core/config.h"
+#include "sim/exec/replay.h"
 #include "sim/core/error.h"
 #include "sim/core/params.h"
 #include "sim/workload/models/builder.h"
@@ -316,8 +317,8 @@ Trace small_cnn(bool relu6, bool inplace, ConvAlgo algo) {
 //   avgpool.backward +A 4,128 -> 4,112 | act2.backward +A 5,136 (the peak) -> 3,088
 //   conv2.backward +A +576 4,688 -> 3,664 | act1.backward +A 4,688 -> 2,640 | ...
 TEST(BaselinePeak, SmallCnnInPlaceByHand) {
-  EXPECT_EQ(baseline_peak_bytes(small_cnn(false, true, ConvAlgo::direct)), 5'136u);
-  EXPECT_EQ(baseline_peak_bytes(small_cnn(true, true, ConvAlgo::direct)), 5'136u);
+  EXPECT_EQ(exec::baseline_peak_bytes(small_cnn(false, true, ConvAlgo::direct)), 5'136u);
+  EXPECT_EQ(exec::baseline_peak_bytes(small_cnn(true, true, ConvAlgo::direct)), 5'136u);
 }
 
 // ReLU out of place saves its result, as in place: the conv output dies once the ReLU has
@@ -338,9 +339,9 @@ TEST(BaselinePeak, SmallCnnInPlaceByHand) {
 TEST(BaselinePeak, InPlaceOffByHand) {
   const Trace relu_off = small_cnn(false, false, ConvAlgo::direct);
   EXPECT_EQ(op_named(relu_off, "act1").outputs.size(), 1u);
-  EXPECT_EQ(baseline_peak_bytes(relu_off), 5'136u);
+  EXPECT_EQ(exec::baseline_peak_bytes(relu_off), 5'136u);
   const Trace relu6_off = small_cnn(true, false, ConvAlgo::direct);
-  EXPECT_EQ(baseline_peak_bytes(relu6_off), 6'176u);
+  EXPECT_EQ(exec::baseline_peak_bytes(relu6_off), 6'176u);
   const Liveness l = compute_liveness(relu6_off);
   EXPECT_EQ(relu6_off.ops[l.last_use[buffer_named(relu6_off, "conv2.out").id]].name,
             "act2.backward");
@@ -353,7 +354,7 @@ TEST(BaselinePeak, InPlaceOffByHand) {
 TEST(BaselinePeak, Im2colByHand) {
   const Trace t = small_cnn(false, true, ConvAlgo::im2col);
   EXPECT_EQ(op_named(t, "conv2.backward").workspace_bytes, 9'216u);
-  EXPECT_EQ(baseline_peak_bytes(t), 13'904u);
+  EXPECT_EQ(exec::baseline_peak_bytes(t), 13'904u);
 }
 
 TEST(BaselinePeak, HandWrittenTrace) {
@@ -376,7 +377,7 @@ TEST(BaselinePeak, HandWrittenTrace) {
   b.inputs = {y};
   b.outputs = {z};
   t.add_op(b);
-  EXPECT_EQ(baseline_peak_bytes(t), 167u);
+  EXPECT_EQ(exec::baseline_peak_bytes(t), 167u);
 }
 
 TEST(TrainingOptions, GeneratorsAreFast) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/core/config.h"
+#include "sim/exec/replay.h"
 #include "sim/core/error.h"
 #include "sim/core/params.h"
 #include "sim/workload/models/builder.h"
@@ -181,8 +182,8 @@ TEST(SeqRecurrent, LastOutputKeepsOnlyTheLastHiddenState) {
   // Over 50 steps the peak is at the end of the forward, where the stacked sequence
   // (50 x 8 x 32 x 4 B = 51,200 B) was live besides the states the backward keeps.
   const std::string longer = "hidden: 32\ninput_size: 8\nseq_len: 50\nbatch: 8\n";
-  EXPECT_EQ(baseline_peak_bytes(generate("model: lstm\n" + longer)) -
-                baseline_peak_bytes(generate("model: lstm\noutput: last\n" + longer)),
+  EXPECT_EQ(exec::baseline_peak_bytes(generate("model: lstm\n" + longer)) -
+                exec::baseline_peak_bytes(generate("model: lstm\noutput: last\n" + longer)),
             51'200u);
   EXPECT_NE(error_of("model: lstm\noutput: all\n").find("output"), std::string::npos);
 }
@@ -246,13 +247,13 @@ TEST(SeqTransformer, MaterializedScoresAndFusedLogsumexp) {
   // The fused QKV projection is one buffer; q, k, v are views of it, read once.
   EXPECT_EQ(fa.inputs, std::vector<BufferId>{buffer_named(f, "transformer.h.0.attn.c_attn.out").id});
 
-  EXPECT_LT(baseline_peak_bytes(f), baseline_peak_bytes(m));
+  EXPECT_LT(exec::baseline_peak_bytes(f), exec::baseline_peak_bytes(m));
   // With a long sequence the seq x seq tensors dominate: at seq 1024 the materialised peak
   // is larger by more than one layer's softmax output, dropout mask and dropped-out
   // probabilities (fp32: 9 a s^2 b bytes).
   const std::string longer = "model: gpt\nlayers: 2\nhidden: 64\nheads: 4\nseq_len: 1024\nbatch: 1\n";
-  EXPECT_GT(baseline_peak_bytes(generate(longer)) -
-                baseline_peak_bytes(generate(longer + "attention_impl: fused\n")),
+  EXPECT_GT(exec::baseline_peak_bytes(generate(longer)) -
+                exec::baseline_peak_bytes(generate(longer + "attention_impl: fused\n")),
             9u * 4 * 1024 * 1024);
 }
 

@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 
@@ -30,6 +29,12 @@ std::uint64_t median(std::vector<std::uint64_t> v) {
 constexpr double kMaxTableWork = 4e9;
 
 class BpttPolicy final : public Policy {
+  // What planning chose, for the label.
+  struct Choices {
+    std::uint32_t chosen = 0, steps = 0, alpha = 1;
+    bool whole = false;
+  };
+
  public:
   explicit BpttPolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode s = params.get("slots");
@@ -38,40 +43,49 @@ class BpttPolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
-    const std::vector<double> durations = op_durations(trace, platform);
-    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    PlanResult out;
+    Choices c;
+    out.plan = plan_steps(ctx, c, out);
+    out.label = label(c);
+    return out;
+  }
+
+  Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
+    const Trace& trace = ctx.trace;
+    const std::vector<double>& durations = ctx.durations;
+    const std::vector<std::uint64_t> caps = ctx.device_caps();
     std::vector<ckpt::Stages> stages;
     for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d)
       stages.push_back(ckpt::find_stages(trace, d, "bptt-optimal"));
     const ckpt::Stages& st = stages[0];
     const auto n = static_cast<std::uint32_t>(st.count());
-    steps_ = n;
+    c.steps = n;
     std::vector<std::uint64_t> hidden(st.state_bytes.begin() + 1, st.state_bytes.end());
     std::vector<std::uint64_t> internal(st.internal_bytes.begin() + 1, st.internal_bytes.end());
     const std::uint64_t unit = std::max<std::uint64_t>(1, median(hidden));
-    alpha_ = static_cast<std::uint32_t>(std::max<double>(
+    c.alpha = static_cast<std::uint32_t>(std::max<double>(
         1.0, std::ceil(static_cast<double>(median(internal)) / static_cast<double>(unit))));
 
     // Enough memory for everything: nothing to recompute.
     if (!slots_) {
       ckpt::Lowered keep = ckpt::lower(trace, ckpt::Schedule(trace), durations);
       if (ckpt::fits(keep, caps)) {
-        whole_ = true;
+        c.whole = true;
         return std::move(keep.plan);
       }
     }
     // Slots worth a table: never more than all the internal states.
-    const std::uint32_t all = alpha_ * (n > 0 ? n - 1 : 0);
+    const std::uint32_t all = c.alpha * (n > 0 ? n - 1 : 0);
     auto guard = [&](std::uint32_t slots) {
-      const double work = schedule::BpttTable::work(n, slots, alpha_);
+      const double work = schedule::BpttTable::work(n, slots, c.alpha);
       if (work > kMaxTableWork)
         throw InputError(fmt::format("{}: bptt-optimal: the table over {} steps and {} slots would "
                                      "take about {:.0e} updates; give a smaller budget or fewer "
                                      "slots, or use revolve",
                                      trace.name, n, slots, work));
     };
-    schedule::BpttTable table(n, 0, alpha_);
+    schedule::BpttTable table(n, 0, c.alpha);
     auto make = [&](std::uint32_t slots) {
       table.extend(slots);
       ckpt::Schedule s(trace);
@@ -80,53 +94,42 @@ class BpttPolicy final : public Policy {
       return s;
     };
     if (slots_) {
-      chosen_ = std::min(*slots_, all);
-      guard(chosen_);
+      c.chosen = std::min(*slots_, all);
+      guard(c.chosen);
       ckpt::Fitted f;
-      f.lowered = ckpt::lower(trace, make(chosen_), durations);
+      f.lowered = ckpt::lower(trace, make(c.chosen), durations);
       f.fits = ckpt::fits(f.lowered, caps);
       if (!f.fits)
-        explain(fmt::format("{} slots over {} steps need {} at the peak, more than the {} the "
+        out.explain("bptt-optimal", fmt::format("{} slots over {} steps need {} at the peak, more than the {} the "
                             "device holds",
-                            chosen_, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
+                            c.chosen, n, format_bytes(static_cast<double>(f.lowered.max_peak())),
                             format_bytes(static_cast<double>(caps[0]))));
       return std::move(f.lowered.plan);
     }
     // The most slots that fit, searched from about sqrt(T) hidden states' worth.
-    const auto first = std::min<std::uint32_t>(all, static_cast<std::uint32_t>(std::sqrt(n)) * alpha_);
+    const auto first = std::min<std::uint32_t>(all, static_cast<std::uint32_t>(std::sqrt(n)) * c.alpha);
     ckpt::Fitted best = ckpt::fit_slots(trace, 0, all, first, [&](std::uint32_t s) {
       guard(s);
       return make(s);
     }, caps, durations);
     if (!best.fits)
-      explain(fmt::format("no schedule fits: even {} slot(s) over {} steps peak at {}, more than "
+      out.explain("bptt-optimal", fmt::format("no schedule fits: even {} slot(s) over {} steps peak at {}, more than "
                           "the {} the device holds",
                           best.slots, n, format_bytes(static_cast<double>(best.lowered.max_peak())),
                           format_bytes(static_cast<double>(caps[0]))));
-    chosen_ = best.slots;
+    c.chosen = best.slots;
     return std::move(best.lowered.plan);
   }
 
-  std::string oom_reason() const override { return reason_; }
-
-  std::string label() const override {
-    if (whole_) return fmt::format("bptt-optimal(steps={}, nothing recomputed)", steps_);
-    if (steps_ == 0) return slots_ ? fmt::format("bptt-optimal(slots={})", *slots_) : "bptt-optimal";
-    return fmt::format("bptt-optimal(slots={}, steps={}, alpha={})", chosen_, steps_, alpha_);
+  std::string label(const Choices& c) const {
+    if (c.whole) return fmt::format("bptt-optimal(steps={}, nothing recomputed)", c.steps);
+    if (c.steps == 0) return slots_ ? fmt::format("bptt-optimal(slots={})", *slots_) : "bptt-optimal";
+    return fmt::format("bptt-optimal(slots={}, steps={}, alpha={})", c.chosen, c.steps, c.alpha);
   }
 
  private:
-  // Why the budget cannot be met, on stderr now and in the OOM report later.
-  void explain(const std::string& why) const {
-    reason_ = "bptt-optimal: " + why;
-    ckpt::note("bptt-optimal", why);
-  }
-
   Budget budget_;
-  mutable std::string reason_;
   std::optional<std::uint32_t> slots_;
-  mutable std::uint32_t chosen_ = 0, steps_ = 0, alpha_ = 1;
-  mutable bool whole_ = false;
 };
 
 }  // namespace

@@ -23,7 +23,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/swap_common.h"
 #include "sim/policy/policy.h"
 
@@ -54,8 +53,8 @@ class CapuchinPolicy final : public Policy {
  public:
   explicit CapuchinPolicy(Budget budget) : budget_(budget) {}
 
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
-    Planner p(trace, liveness, platform);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    Planner p(ctx);
     std::vector<Swap> chosen;
     Excess now = p.excess(chosen);
     // Capuchin's rule: most free time first; a candidate is kept only if it hides given the
@@ -70,15 +69,21 @@ class CapuchinPolicy final : public Policy {
         now = e;
       }
     }
-    swapped_ = chosen.size();
-    tiers_ = p.tiers;
-    accesses_ = buffer_accesses(trace);
-    evicted_.assign(trace.buffers.size(), 0);
-    return p.build(chosen);
+    return {p.build(chosen), fmt::format("capuchin(swapped {} buffers)", chosen.size()), {}, {},
+            std::make_shared<Fallback>(p.tiers, buffer_accesses(ctx.trace), ctx.trace.buffers.size())};
   }
 
+  std::optional<Budget> budget() const override { return budget_; }
+
+ private:
   // The plan's peak is an estimate on the expected timeline; where the run outgrows it,
   // Capuchin falls back to evicting on demand, as in its passive mode.
+  class Fallback final : public RuntimeHooks {
+   public:
+    Fallback(std::vector<SwapTiers> tiers, std::vector<std::vector<OpId>> accesses,
+             std::size_t buffers)
+        : tiers_(std::move(tiers)), accesses_(std::move(accesses)), evicted_(buffers, 0) {}
+
   void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
                         std::vector<Action>& actions) override {
     const std::size_t first = actions.size();
@@ -112,10 +117,12 @@ class CapuchinPolicy final : public Policy {
     }
   }
 
-  std::optional<Budget> budget() const override { return budget_; }
-  std::string label() const override { return fmt::format("capuchin(swapped {} buffers)", swapped_); }
+   private:
+    std::vector<SwapTiers> tiers_;
+    std::vector<std::vector<OpId>> accesses_;
+    std::vector<std::uint8_t> evicted_;  // by the fallback, not yet asked back
+  };
 
- private:
   struct Planner {
     const Trace& trace;
     const Liveness& liveness;
@@ -129,9 +136,10 @@ class CapuchinPolicy final : public Policy {
     std::vector<std::vector<OpId>> by_time;           // per device: its ops by start time
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<OpId>> stream_ops;
 
-    Planner(const Trace& t, const Liveness& l, const PlatformSpec& platform)
-        : trace(t), liveness(l), tiers(swap_tiers(platform)), durations(op_durations(t, platform)),
-          start(expected_start_times(t, durations)), uses(buffer_uses(t)), device(buffer_devices(t)) {
+    explicit Planner(const PlanningContext& ctx)
+        : trace(ctx.trace), liveness(ctx.liveness), tiers(swap_tiers(ctx.platform)),
+          durations(ctx.durations), start(expected_start_times(trace, durations)),
+          uses(buffer_uses(trace)), device(buffer_devices(trace)) {
       for (const Buffer& b : trace.buffers) {
         const BufferUses& u = uses[b.id];
         if (b.persistent || u.last_forward == kNoOp || u.first_later == kNoOp) continue;
@@ -146,7 +154,7 @@ class CapuchinPolicy final : public Policy {
       std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
         return a.free_time_s - a.out_s - a.in_s > b.free_time_s - b.out_s - b.in_s;
       });
-      for (const SwapTiers& st : tiers) capacity.push_back(platform.tiers[st.compute].capacity_bytes);
+      for (const SwapTiers& st : tiers) capacity.push_back(ctx.tier_caps[st.compute]);
       unswapped = bytes_at_ops(trace, build({}), tiers.size());
       by_time.resize(tiers.size());
       for (const Op& op : trace.ops) {
@@ -262,10 +270,6 @@ class CapuchinPolicy final : public Policy {
   };
 
   Budget budget_;
-  mutable std::size_t swapped_ = 0;
-  mutable std::vector<SwapTiers> tiers_;
-  mutable std::vector<std::vector<OpId>> accesses_;
-  mutable std::vector<std::uint8_t> evicted_;  // by the fallback, not yet asked back
   static constexpr std::size_t kFallbackLookahead = 2;
 };
 

@@ -21,7 +21,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 #include "sim/policy/schedule/remat_milp.h"
@@ -148,6 +147,11 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
 
 class CheckmatePolicy final : public Policy {
   static constexpr int kRetries = 4;  // solves again when the engine needs more than the program
+  // What planning chose, for the label.
+  struct Choices {
+    schedule::RematAnswer answer;
+    std::size_t nodes = 0, ops = 0;
+  };
 
  public:
   explicit CheckmatePolicy(const Params& params)
@@ -160,15 +164,24 @@ class CheckmatePolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
-    const std::vector<double> durations = op_durations(trace, platform);
-    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    PlanResult out;
+    Choices c;
+    out.plan = plan_steps(ctx, c, out);
+    out.label = label(c);
+    return out;
+  }
+
+  Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
+    const Trace& trace = ctx.trace;
+    const std::vector<double>& durations = ctx.durations;
+    const std::vector<std::uint64_t> caps = ctx.device_caps();
     ckpt::Schedule schedule(trace);
     for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d) {
       const Grouped g = build_graph(trace, d, durations, max_nodes_);
-      nodes_ = g.graph.size();
-      ops_ = 0;
-      for (const auto& v : g.ops) ops_ += v.size();
+      c.nodes = g.graph.size();
+      c.ops = 0;
+      for (const auto& v : g.ops) c.ops += v.size();
       schedule::RematOptions opt;
       opt.seconds = seconds_;
       opt.integer = integer_;
@@ -220,44 +233,41 @@ class CheckmatePolicy final : public Policy {
           target = std::min(target - excess, cap - gap);
           again = fmt::format("for {}", format_bytes(target));
         }
-        ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the "
-                                            "budget; solving again {}",
-                                            format_bytes(static_cast<double>(peak)), again));
+        out.notes.push_back(fmt::format("checkmate: the schedule peaks at {} in the engine, above "
+                                        "the budget; solving again {}",
+                                        format_bytes(static_cast<double>(peak)), again));
       }
       if (!best) {
-        answer_ = schedule::RematAnswer{};
-        reason_ = fmt::format("checkmate: no schedule of {} nodes fits {} (the program is "
-                              "infeasible{})",
-                              nodes_, format_bytes(cap),
-                              timed_out ? ", or no solution was found in the time limit" : "");
-        ckpt::note("checkmate", reason_.substr(11));
+        c.answer = schedule::RematAnswer{};
+        out.explain("checkmate",
+                    fmt::format("no schedule of {} nodes fits {} (the program is infeasible{})",
+                                c.nodes, format_bytes(cap),
+                                timed_out ? ", or no solution was found in the time limit" : ""));
         continue;  // plan as it is: the engine reports where memory runs out
       }
-      answer_ = std::move(best_answer);
+      c.answer = std::move(best_answer);
       schedule = std::move(*best);
-      if (!answer_.proven_optimal)
-        ckpt::note("checkmate",
-                   fmt::format("not proven optimal{}: best found {} of recomputation ({}), bound {}",
-                               answer_.time_limit ? fmt::format(" in the {} s time limit", seconds_) : "",
-                               format_seconds(answer_.cost), answer_.method, format_seconds(answer_.bound)));
+      if (!c.answer.proven_optimal)
+        out.notes.push_back(
+                   fmt::format("checkmate: not proven optimal{}: best found {} of recomputation ({}), bound {}",
+                               c.answer.time_limit ? fmt::format(" in the {} s time limit", seconds_) : "",
+                               format_seconds(c.answer.cost), c.answer.method, format_seconds(c.answer.bound)));
     }
     ckpt::Lowered l = ckpt::lower(trace, schedule, durations);
-    if (answer_.found && !ckpt::fits(l, caps))
-      ckpt::note("checkmate", fmt::format("the schedule peaks at {} in the engine, above the budget "
-                                          "(the program counts memory differently)",
-                                          format_bytes(static_cast<double>(l.max_peak()))));
+    if (c.answer.found && !ckpt::fits(l, caps))
+      out.notes.push_back(fmt::format("checkmate: the schedule peaks at {} in the engine, above the "
+                                      "budget (the program counts memory differently)",
+                                      format_bytes(static_cast<double>(l.max_peak()))));
     return std::move(l.plan);
   }
 
-  std::string oom_reason() const override { return reason_; }
-
-  std::string label() const override {
-    if (nodes_ == 0) return "checkmate";
-    const std::string graph = nodes_ < ops_ ? fmt::format("{} nodes of {} ops", nodes_, ops_)
-                                            : fmt::format("{} ops", ops_);
-    if (!answer_.found) return fmt::format("checkmate({}, no schedule)", graph);
-    if (answer_.proven_optimal) return fmt::format("checkmate({}, optimal)", graph);
-    return fmt::format("checkmate({}, not proven optimal: {})", graph, answer_.method);
+  std::string label(const Choices& c) const {
+    if (c.nodes == 0) return "checkmate";
+    const std::string graph = c.nodes < c.ops ? fmt::format("{} nodes of {} ops", c.nodes, c.ops)
+                                            : fmt::format("{} ops", c.ops);
+    if (!c.answer.found) return fmt::format("checkmate({}, no schedule)", graph);
+    if (c.answer.proven_optimal) return fmt::format("checkmate({}, optimal)", graph);
+    return fmt::format("checkmate({}, not proven optimal: {})", graph, c.answer.method);
   }
 
  private:
@@ -265,9 +275,6 @@ class CheckmatePolicy final : public Policy {
   double seconds_;
   std::size_t max_nodes_;
   bool integer_;
-  mutable schedule::RematAnswer answer_;
-  mutable std::size_t nodes_ = 0, ops_ = 0;
-  mutable std::string reason_;
 };
 
 }  // namespace

@@ -11,7 +11,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 
@@ -19,6 +18,11 @@ namespace memsim {
 namespace {
 
 class SelectivePolicy final : public Policy {
+  // What planning chose, for the label.
+  struct Choices {
+    std::size_t ops = 0;
+  };
+
  public:
   explicit SelectivePolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode n = params.get("kinds");
@@ -36,7 +40,16 @@ class SelectivePolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
+  PlanResult plan(const PlanningContext& ctx) const override {
+    PlanResult out;
+    Choices c;
+    out.plan = plan_steps(ctx, c, out);
+    out.label = label(c);
+    return out;
+  }
+
+  Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
+    const Trace& trace = ctx.trace;
     // The ops to recompute: of the chosen kinds, and making at least this many bytes per
     // FLOP (cheap for their size).
     std::vector<std::uint8_t> chosen(trace.ops.size(), 0);
@@ -47,7 +60,7 @@ class SelectivePolicy final : public Policy {
       for (BufferId b : op.outputs) bytes += static_cast<double>(trace.buffers[b].bytes);
       if (op.flops > 0 && bytes / op.flops < min_bytes_per_flop_) continue;
       chosen[op.id] = 1;
-      ++ops_;
+      ++c.ops;
       for (BufferId b : op.outputs) from_chosen[b] = 1;
     }
     // Before the first backward op that reads one of their outputs, run again the chosen
@@ -74,38 +87,27 @@ class SelectivePolicy final : public Policy {
       std::sort(group.begin(), group.end());
       s.before[op.id] = group;
     }
-    const std::vector<double> durations = op_durations(trace, platform);
+    const std::vector<double>& durations = ctx.durations;
     ckpt::Lowered l = ckpt::lower(trace, s, durations);
-    const auto caps = ckpt::device_caps(platform);
+    const auto caps = ctx.device_caps();
     if (!ckpt::fits(l, caps))
-      explain(
-                 fmt::format("recomputing {} ops still needs {} at the peak, more than the {} the "
+      out.explain("checkpoint-selective", fmt::format("recomputing {} ops still needs {} at the peak, more than the {} the "
                              "device holds",
-                             ops_, format_bytes(static_cast<double>(l.max_peak())),
+                             c.ops, format_bytes(static_cast<double>(l.max_peak())),
                              format_bytes(static_cast<double>(caps[0]))));
     return std::move(l.plan);
   }
 
-  std::string oom_reason() const override { return reason_; }
-
-  std::string label() const override {
+  std::string label(const Choices& c) const {
     std::string k;
     for (const auto& x : kinds_) k += (k.empty() ? "" : ",") + x;
-    return fmt::format("checkpoint-selective({}{})", k, ops_ ? fmt::format(": {} ops", ops_) : "");
+    return fmt::format("checkpoint-selective({}{})", k, c.ops ? fmt::format(": {} ops", c.ops) : "");
   }
 
  private:
-  // Why the budget cannot be met, on stderr now and in the OOM report later.
-  void explain(const std::string& why) const {
-    reason_ = "checkpoint-selective: " + why;
-    ckpt::note("checkpoint-selective", why);
-  }
-
   Budget budget_;
-  mutable std::string reason_;
   std::set<std::string, std::less<>> kinds_;
   double min_bytes_per_flop_ = 0;
-  mutable std::size_t ops_ = 0;
 };
 
 }  // namespace

@@ -15,7 +15,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 
@@ -128,6 +127,12 @@ std::vector<std::uint32_t> greedy_segments(const Trace& trace, const std::vector
 }
 
 class CheckpointSqrtPolicy final : public Policy {
+  // What planning chose, for the label.
+  struct Choices {
+    std::uint32_t chosen = 0;
+    double limit = 0;
+  };
+
  public:
   explicit CheckpointSqrtPolicy(const Params& params)
       : budget_(read_budget(params)), greedy_(params.given("budget")) {
@@ -137,24 +142,33 @@ class CheckpointSqrtPolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
+  PlanResult plan(const PlanningContext& ctx) const override {
+    PlanResult out;
+    Choices c;
+    out.plan = plan_steps(ctx, c, out);
+    out.label = label(c);
+    return out;
+  }
+
+  Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
+    const Trace& trace = ctx.trace;
     const std::uint32_t devices = ckpt::device_count(trace);
     std::vector<std::vector<OpId>> forward;
     for (std::uint32_t d = 0; d < devices; ++d) forward.push_back(forward_ops(trace, d));
     const std::size_t n = forward[0].size();
     if (segments_ || !greedy_) {
-      chosen_ = segments_ ? *segments_
+      c.chosen = segments_ ? *segments_
                           : std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(n)))));
       ckpt::Schedule s(trace);
       for (std::uint32_t d = 0; d < devices; ++d)
         add_segments(trace, d, forward[d],
-                     equal_segments(forward[d].size(), std::min<std::uint32_t>(chosen_, std::max<std::size_t>(1, forward[d].size()))), s);
+                     equal_segments(forward[d].size(), std::min<std::uint32_t>(c.chosen, std::max<std::size_t>(1, forward[d].size()))), s);
       return ckpt::lower(trace, s, {}).plan;
     }
     // The greedy variant under the budget: B from all the activations down, a quarter of an
     // octave at a time, and no recomputation at all first.
-    const std::vector<double> durations = op_durations(trace, platform);
-    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+    const std::vector<double>& durations = ctx.durations;
+    const std::vector<std::uint64_t> caps = ctx.device_caps();
     double total = 0;
     for (OpId o : forward[0])
       for (BufferId b : trace.ops[o].outputs) total += static_cast<double>(trace.buffers[b].bytes);
@@ -189,40 +203,29 @@ class CheckpointSqrtPolicy final : public Policy {
       if (limit < 1) break;
       consider(limit);
     }
-    chosen_ = best->segments;
-    limit_ = best->limit;
+    c.chosen = best->segments;
+    c.limit = best->limit;
     if (!best->fits)
-      explain(
-                 fmt::format("no segmentation fits the budget: the least peak, {} with {} segments, "
+      out.explain("checkpoint-sqrt",
+            fmt::format("no segmentation fits the budget: the least peak, {} with {} segments, "
                              "is more than the {} allowed",
-                             format_bytes(static_cast<double>(best->lowered.max_peak())), chosen_,
+                             format_bytes(static_cast<double>(best->lowered.max_peak())), c.chosen,
                              format_bytes(static_cast<double>(caps[0]))));
     return std::move(best->lowered.plan);
   }
 
-  std::string oom_reason() const override { return reason_; }
-
-  std::string label() const override {
+  std::string label(const Choices& c) const {
     if (greedy_ && !segments_)
-      return chosen_ ? fmt::format("checkpoint-sqrt(greedy, segments={}, B={})", chosen_,
-                                   format_bytes(limit_))
+      return c.chosen ? fmt::format("checkpoint-sqrt(greedy, segments={}, B={})", c.chosen,
+                                   format_bytes(c.limit))
                      : "checkpoint-sqrt(greedy)";
-    return chosen_ ? fmt::format("checkpoint-sqrt(segments={})", chosen_) : "checkpoint-sqrt";
+    return c.chosen ? fmt::format("checkpoint-sqrt(segments={})", c.chosen) : "checkpoint-sqrt";
   }
 
  private:
-  // Why the budget cannot be met, on stderr now and in the OOM report later.
-  void explain(const std::string& why) const {
-    reason_ = "checkpoint-sqrt: " + why;
-    ckpt::note("checkpoint-sqrt", why);
-  }
-
   Budget budget_;
   bool greedy_;  // a budget was given: Chen's greedy segments under it
-  mutable std::string reason_;
   std::optional<std::uint32_t> segments_;
-  mutable std::uint32_t chosen_ = 0;
-  mutable double limit_ = 0;
 };
 
 }  // namespace

@@ -1,7 +1,6 @@
 #include "sim/policy/impl/ckpt_common.h"
 
 #include <algorithm>
-#include <iostream>
 #include <limits>
 #include <queue>
 #include <stdexcept>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/exec/replay.h"
 
 namespace memsim::ckpt {
 namespace {
@@ -26,8 +26,10 @@ struct Entry {
   EntryKind kind;
 };
 
-// Mirrors the engine's handling of one plan (see Simulation::run_op, remake, drop) on
-// buffer states alone, emitting the steps as it goes.
+// Lays a schedule out as plan steps, running it on the residency machine in zero time
+// (sim/exec/replay.h) to know what is resident after each step: the machine applies the
+// engine's rules (remakes, re-runs of only what was dropped); the lowering decides where
+// the frees and drops go.
 class Lowering {
  public:
   Lowering(const Trace& trace, const std::vector<double>& durations)
@@ -37,22 +39,11 @@ class Lowering {
   }
 
   Lowered run(const Schedule& schedule);
-  Lowered replay(const Plan& plan);
 
  private:
-  void start();
   void build_entries(const Schedule& schedule);
   void index_reads();
-  void run_op(const Op& op, std::uint32_t device, bool recompute);
-  void remake(BufferId b, const Op& reader);
-  void release_touched(std::size_t at);
-  void allocate(BufferId b, std::uint32_t device, std::uint64_t extra = 0);
-  void raise_peak(std::uint32_t device, std::uint64_t bytes) {
-    if (bytes <= out_.peak_bytes[device]) return;
-    out_.peak_bytes[device] = bytes;
-    if (device >= peak_entry_.size()) peak_entry_.resize(device + 1, kNone);
-    peak_entry_[device] = entry_;
-  }
+  void release_touched(std::size_t at, exec::Replayer& machine);
   std::size_t next_after(const std::vector<std::size_t>& positions, std::size_t at) const {
     auto it = std::upper_bound(positions.begin(), positions.end(), at);
     return it == positions.end() ? kNone : *it;
@@ -64,13 +55,8 @@ class Lowering {
   std::vector<Entry> entries_;                  // effective order
   std::vector<std::vector<std::size_t>> reads_;  // per buffer: entry indices reading it
   std::vector<std::vector<std::size_t>> made_;   // per buffer: entries remaking it
-  std::vector<std::uint8_t> resident_, dropped_;
-  std::vector<std::uint32_t> where_;  // device holding the buffer
   std::vector<BufferId> touched_;
-  std::vector<std::uint64_t> live_;
   Lowered out_;
-  std::size_t entry_ = kNone;              // the entry running
-  std::vector<std::size_t> peak_entry_;    // per device: the entry where the peak was reached
 };
 
 void Lowering::build_entries(const Schedule& schedule) {
@@ -152,195 +138,67 @@ void Lowering::index_reads() {
   }
 }
 
-void Lowering::allocate(BufferId b, std::uint32_t device, std::uint64_t extra) {
-  if (device >= live_.size()) {
-    live_.resize(device + 1, 0);
-    out_.peak_bytes.resize(device + 1, 0);
-  }
-  live_[device] += t_.buffers[b].bytes;
-  raise_peak(device, live_[device] + extra);
-  resident_[b] = 1;
-  where_[b] = device;
-}
-
-void Lowering::run_op(const Op& op, std::uint32_t device, bool recompute) {
-  for (const auto* list : {&op.inputs, &op.updates})
-    for (BufferId b : *list) {
-      if (!resident_[b]) {
-        if (!dropped_[b])
-          throw std::logic_error(fmt::format("planned schedule reads '{}' in '{}' after freeing it",
-                                             t_.buffers[b].name, op.name));
-        remake(b, op);
-      }
-      touched_.push_back(b);
-    }
-  for (BufferId o : op.outputs) {
-    if (recompute && !dropped_[o]) continue;
-    allocate(o, device);
-    touched_.push_back(o);
-  }
-  if (op.workspace_bytes > 0) {
-    if (device >= live_.size()) {
-      live_.resize(device + 1, 0);
-      out_.peak_bytes.resize(device + 1, 0);
-    }
-    raise_peak(device, live_[device] + op.workspace_bytes);
-  }
-  for (BufferId o : op.outputs) dropped_[o] = 0;
-  if (recompute) {
-    ++out_.recompute_ops;
-    if (!durations_.empty()) out_.recompute_s += durations_[op.id];
-  }
-}
-
-void Lowering::remake(BufferId b, const Op& reader) {
-  // As Simulation::remake: the producer and the in-place updates the reader saw, after any
-  // dropped buffer they need.
-  std::vector<std::pair<BufferId, OpId>> path{{b, reader.id}};
-  std::vector<OpId> ops;
-  while (!path.empty()) {
-    const auto [cur, before] = path.back();
-    if (!dropped_[cur]) {
-      path.pop_back();
-      continue;
-    }
-    ops.assign(1, t_.buffers[cur].producer);
-    for (OpId u : updaters_[cur])
-      if (u < before) ops.push_back(u);
-    std::optional<std::pair<BufferId, OpId>> missing;
-    for (OpId p : ops) {
-      for (const auto* list : {&t_.ops[p].inputs, &t_.ops[p].updates})
-        for (BufferId in : *list)
-          if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
-      if (missing) break;
-    }
-    if (missing) {
-      path.push_back(*missing);
-      continue;
-    }
-    for (OpId p : ops) run_op(t_.ops[p], reader.device, true);
-    path.pop_back();
-  }
-}
-
-void Lowering::release_touched(std::size_t at) {
+void Lowering::release_touched(std::size_t at, exec::Replayer& machine) {
   std::sort(touched_.begin(), touched_.end());
   touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
   for (BufferId b : touched_) {
     const Buffer& buf = t_.buffers[b];
-    if (!resident_[b] || buf.persistent) continue;
+    if (!machine.resident(b) || buf.persistent) continue;
     const std::size_t next = next_after(reads_[b], at);
     StepKind kind;
     if (next == kNone) {
       kind = StepKind::free;
     } else if (buf.producer != kNoOp && next_after(made_[b], at) < next) {
       kind = StepKind::drop;
-      dropped_[b] = 1;
     } else {
       continue;
     }
     out_.plan.steps.push_back({kind, b, 0});
-    resident_[b] = 0;
-    live_[where_[b]] -= buf.bytes;
+    machine.step(out_.plan.steps.back());
   }
   touched_.clear();
-}
-
-Lowered Lowering::replay(const Plan& plan) {
-  reads_.assign(t_.buffers.size(), {});
-  made_.assign(t_.buffers.size(), {});
-  start();
-  std::uint32_t device = 0;
-  for (const Step& s : plan.steps) {
-    switch (s.kind) {
-      case StepKind::compute:
-        device = t_.ops[s.id].device;
-        run_op(t_.ops[s.id], device, false);
-        break;
-      case StepKind::recompute: {
-        const Op& op = t_.ops[s.id];
-        bool needed = false;
-        for (BufferId o : op.outputs) needed |= dropped_[o] != 0;
-        if (needed) run_op(op, device, true);
-        break;
-      }
-      case StepKind::drop:
-        dropped_[s.id] = 1;
-        [[fallthrough]];
-      case StepKind::free:
-        if (resident_[s.id]) {
-          resident_[s.id] = 0;
-          live_[where_[s.id]] -= t_.buffers[s.id].bytes;
-        }
-        break;
-      case StepKind::swap_out:
-      case StepKind::swap_in:
-      case StepKind::evict:
-        throw std::logic_error("replay of a plan with swaps");
-    }
-    touched_.clear();
-  }
-  out_.plan = plan;
-  return std::move(out_);
-}
-
-void Lowering::start() {
-  const std::size_t nb = t_.buffers.size();
-  resident_.assign(nb, 0);
-  dropped_.assign(nb, 0);
-  where_.assign(nb, 0);
-  const std::uint32_t devices = device_count(t_);
-  live_.assign(devices, 0);
-  out_.peak_bytes.assign(devices, 0);
-  // Resident at the start, in the compute tier of their first user's device.
-  std::vector<std::uint32_t> home(nb, kNoOp);
-  for (const Op& op : t_.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (home[b] == kNoOp) home[b] = op.device;
-  for (const Buffer& b : t_.buffers)
-    if (b.producer == kNoOp) allocate(b.id, home[b.id] != kNoOp ? home[b.id] : b.device);
 }
 
 Lowered Lowering::run(const Schedule& schedule) {
   build_entries(schedule);
   index_reads();
-  start();
-  const std::size_t nb = t_.buffers.size();
+  exec::Replayer machine(t_, durations_, "(planned schedule)");
+  machine.start();
+  machine.record_touched(&touched_);
   // Never read: the engine's `none` frees it after the first op; so do we.
   std::vector<BufferId> unread;
   for (const Buffer& b : t_.buffers)
     if (b.producer == kNoOp && !b.persistent && reads_[b.id].empty()) unread.push_back(b.id);
 
-  out_.plan.steps.reserve(entries_.size() + 2 * nb);
-  std::uint32_t device = 0;
+  out_.plan.steps.reserve(entries_.size() + 2 * t_.buffers.size());
   bool first = true;
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Entry& e = entries_[i];
     if (e.kind == EntryKind::lazy) continue;
-    entry_ = i;
+    machine.set_mark(i);
     const Op& op = t_.ops[e.op];
     if (e.kind == EntryKind::recompute) {
-      bool needed = false;
-      for (BufferId o : op.outputs) needed |= dropped_[o] != 0;
-      if (!needed) continue;
+      if (!machine.residency().needs_recompute(op)) continue;
       out_.plan.steps.push_back({StepKind::recompute, op.id, 0});
-      run_op(op, device, true);
     } else {
-      device = op.device;
       out_.plan.steps.push_back({StepKind::compute, op.id, 0});
-      run_op(op, device, false);
-      if (first) {
-        touched_.insert(touched_.end(), unread.begin(), unread.end());
-        first = false;
-      }
     }
-    release_touched(i);
+    machine.step(out_.plan.steps.back());
+    if (e.kind == EntryKind::original && first) {
+      touched_.insert(touched_.end(), unread.begin(), unread.end());
+      first = false;
+    }
+    release_touched(i, machine);
   }
+  const exec::Replayed r = machine.result();
+  out_.peak_bytes = r.peak_bytes;
+  out_.recompute_ops = r.recompute_ops;
+  out_.recompute_s = r.recompute_s;
   // The peak's op: the first op run for the first time from the peak's entry on.
+  const auto& marks = machine.peak_marks();
   out_.peak_op.assign(out_.peak_bytes.size(), kNoOp);
-  for (std::size_t d = 0; d < peak_entry_.size() && d < out_.peak_op.size(); ++d)
-    for (std::size_t i = peak_entry_[d]; i < entries_.size(); ++i)
+  for (std::size_t d = 0; d < marks.size() && d < out_.peak_op.size(); ++d)
+    for (std::size_t i = marks[d]; i < entries_.size(); ++i)
       if (entries_[i].kind == EntryKind::original) {
         out_.peak_op[d] = entries_[i].op;
         break;
@@ -361,14 +219,13 @@ Lowered lower(const Trace& trace, const Schedule& schedule, const std::vector<do
 }
 
 Lowered replay(const Trace& trace, const Plan& plan, const std::vector<double>& durations) {
-  return Lowering(trace, durations).replay(plan);
-}
-
-std::vector<std::uint64_t> device_caps(const PlatformSpec& platform) {
-  std::vector<std::uint64_t> caps;
-  for (std::size_t d : platform.op_devices())
-    caps.push_back(platform.tiers[*platform.devices[d].operand_tier()].capacity_bytes);
-  return caps;
+  const exec::Replayed r = exec::replay(trace, plan, durations);
+  Lowered out;
+  out.plan = plan;
+  out.peak_bytes = r.peak_bytes;
+  out.recompute_ops = r.recompute_ops;
+  out.recompute_s = r.recompute_s;
+  return out;
 }
 
 std::uint32_t device_count(const Trace& trace) {
@@ -461,9 +318,6 @@ Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi, std::ui
   return std::move(*good);
 }
 
-void note(const std::string& policy, const std::string& message) {
-  std::cerr << "memsim: " << policy << ": " << message << "\n";
-}
 
 // ---------------------------------------------------------------------------------------
 // Stages of a chain-shaped forward

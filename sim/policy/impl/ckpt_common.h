@@ -7,13 +7,14 @@
 // a budget before anything runs.
 //
 // A schedule is the trace's ops in issue order, each once, with recomputations of forward
-// ops inserted before some of them (Schedule::before). lower() mirrors the engine exactly:
-// a buffer is released after its last read before the next time it is remade (a `drop`,
-// so a reader would remake it) or after its last read of all (a `free`); a recomputation
-// whose outputs are all present or dead is skipped, as the engine skips it. A forward op
-// whose output is later updated in place (BN then an in-place ReLU) is not re-run as a step:
-// the engine remakes such a buffer when its reader needs it, replaying the in-place updates
-// the reader saw, and lower() places that remaking at the reader.
+// ops inserted before some of them (Schedule::before). lower() runs the schedule on the
+// residency machine in zero time (sim/exec/replay.h), so it sees what the engine will, and
+// decides where buffers are released: after its last read before the next time it is
+// remade (a `drop`, so a reader would remake it) or after its last read of all (a `free`);
+// a recomputation whose outputs are all present or dead is skipped, as the engine skips it.
+// A forward op whose output is later updated in place (BN then an in-place ReLU) is not
+// re-run as a step: the engine remakes such a buffer when its reader needs it, replaying the
+// in-place updates the reader saw, and lower() places that remaking at the reader.
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -52,12 +53,9 @@ struct Lowered {
 Lowered lower(const Trace& trace, const Schedule& schedule, const std::vector<double>& durations);
 
 /// What the engine will see running any plan (peaks under the ideal allocator, recomputed
-/// ops and their time): the same mirror, for plans from anywhere. Throws std::logic_error on a
-/// plan that reads a freed buffer.
+/// ops and their time): exec::replay, as a Lowered. Throws PolicyError on a plan that reads a
+/// freed buffer.
 Lowered replay(const Trace& trace, const Plan& plan, const std::vector<double>& durations);
-
-/// Capacity of each compute device's tier (indexed like Op::device), after any budget.
-std::vector<std::uint64_t> device_caps(const PlatformSpec& platform);
 
 /// Compute devices the trace's ops run on (0 .. max Op::device).
 std::uint32_t device_count(const Trace& trace);
@@ -109,9 +107,5 @@ Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi, std::ui
                  const std::function<Schedule(std::uint32_t)>& make,
                  const std::vector<std::uint64_t>& caps, const std::vector<double>& durations);
 bool fits(const Lowered& l, const std::vector<std::uint64_t>& caps);
-
-/// One line on stderr for the user, prefixed by the policy's name (planning notes: what a
-/// policy chose, and why a budget cannot be met).
-void note(const std::string& policy, const std::string& message);
 
 }  // namespace memsim::ckpt

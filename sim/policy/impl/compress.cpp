@@ -38,17 +38,17 @@ class CompressPolicy final : public Policy {
   CompressPolicy(unsigned modes, std::string mode_text, double sparsity)
       : modes_(modes), mode_text_(std::move(mode_text)), sparsity_(sparsity) {}
 
-  std::optional<Trace> rewrite(const Trace& in, const PlatformSpec&) const override;
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec&) const override {
-    return plan_free_at_last_use(trace, liveness);
+  std::optional<Rewritten> rewrite(const Trace& in, const PlatformSpec&) const override;
+  PlanResult plan(const PlanningContext& ctx) const override {
+    return {plan_free_at_last_use(ctx.trace, ctx.liveness), label(nullptr), {}, {}};
   }
-  std::string label() const override {
+  std::string label(const Stats* stats) const {
     std::string s = fmt::format("compress(mode={}, sparsity={}", mode_text_, sparsity_);
-    if (stats_)
-      s += fmt::format(": {} binarized, {} sparse, {} reduced; {} stashed as {}", stats_->binarized,
-                       stats_->sparse, stats_->reduced,
-                       format_bytes(static_cast<double>(stats_->stashed_bytes)),
-                       format_bytes(static_cast<double>(stats_->encoded_bytes)));
+    if (stats)
+      s += fmt::format(": {} binarized, {} sparse, {} reduced; {} stashed as {}", stats->binarized,
+                       stats->sparse, stats->reduced,
+                       format_bytes(static_cast<double>(stats->stashed_bytes)),
+                       format_bytes(static_cast<double>(stats->encoded_bytes)));
     return s + ")";
   }
 
@@ -56,12 +56,11 @@ class CompressPolicy final : public Policy {
   unsigned modes_;
   std::string mode_text_;
   double sparsity_;
-  mutable std::optional<Stats> stats_;  // filled by rewrite(), for the label
 };
 
 bool is_relu_kind(const std::string& kind) { return kind == "relu" || kind == "relu6"; }
 
-std::optional<Trace> CompressPolicy::rewrite(const Trace& in, const PlatformSpec&) const {
+std::optional<Rewritten> CompressPolicy::rewrite(const Trace& in, const PlatformSpec&) const {
   const std::size_t n = in.buffers.size();
   // Per buffer: its last use before the first backward use, and that first backward use.
   std::vector<OpId> last_fwd(n, kNoOp), first_bwd(n, kNoOp);
@@ -120,8 +119,8 @@ std::optional<Trace> CompressPolicy::rewrite(const Trace& in, const PlatformSpec
     else if (kind[0] == 's') ++stats.sparse;
     else ++stats.reduced;
   }
-  stats_ = stats;
-  if (stats.stashed_bytes == 0) return std::nullopt;
+  // Nothing to stash: the trace as it is, under a label that says so.
+  if (stats.stashed_bytes == 0) return Rewritten{in, label(&stats), {}};
 
   Trace out;
   out.name = in.name;
@@ -162,7 +161,7 @@ std::optional<Trace> CompressPolicy::rewrite(const Trace& in, const PlatformSpec
     out.add_op(std::move(copy));
     for (BufferId b : encode_after[op.id]) codec(op, b, true);
   }
-  return out;
+  return Rewritten{std::move(out), label(&stats), {}};
 }
 
 }  // namespace

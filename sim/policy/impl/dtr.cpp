@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "sim/core/units.h"
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/dtr_core.h"
 #include "sim/policy/policy.h"
 
@@ -21,90 +20,90 @@ class DtrPolicy final : public Policy {
 
   // Frees at last use, except that a buffer a candidate may need later is dropped instead
   // (see dtr_core.h): the engine can then remake it.
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec&) const override {
-    const DtrRemakeRules rules = dtr_remake_rules(trace, liveness);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    const Trace& trace = ctx.trace;
+    const DtrRemakeRules rules = dtr_remake_rules(trace, ctx.liveness);
     Plan plan;
     plan.steps.reserve(trace.ops.size() + trace.buffers.size());
     for (const Op& op : trace.ops) {
       plan.steps.push_back({StepKind::compute, op.id, 0});
-      for (BufferId b : liveness.dies_after[op.id])
+      for (BufferId b : ctx.liveness.dies_after[op.id])
         plan.steps.push_back({rules.drop_at_death[b] ? StepKind::drop : StepKind::free, b, 0});
     }
-    return plan;
-  }
-
-  bool has_op_hooks() const override { return true; }
-
-  void before_op(const RuntimeView& view, OpId op, std::vector<Action>&) override {
-    init(view);
-    recomputes_ = 0;
-    core_->op_begins(op);
-  }
-
-  void after_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
-    core_->op_ends(op, view.now_s(), false);
-    for (BufferId b : core_->outer_op_done()) {
-      actions.push_back({Action::Kind::drop, b, 0});
-      core_->evicted(b);
-    }
-  }
-
-  void before_recompute(const RuntimeView&, OpId op) override {
-    ++recomputes_;
-    core_->op_begins(op);
-  }
-
-  void after_recompute(const RuntimeView& view, OpId op) override {
-    core_->op_ends(op, view.now_s(), true);
-  }
-
-  void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
-                        std::vector<Action>& actions) override {
-    init(view);
-    const std::size_t tier = f.tier;
-    auto resident = [&](BufferId b) { return view.memory().resident(b, tier); };
-    // An op whose inputs keep evicting each other would never finish: give up instead.
-    if (recomputes_ > thrash_limit_) {
-      reason_ = fmt::format("dtr: thrashing: {} recomputations for one op; the budget is too small "
-                            "for this workload",
-                            recomputes_);
-      return;
-    }
-    const auto victim = core_->choose(view.now_s(), resident);
-    if (!victim) {
-      reason_ = fmt::format(
-          "dtr: nothing left to evict: the buffers the running op (and the recomputations "
-          "under it) hold take {} of {}",
-          format_bytes(static_cast<double>(core_->locked_bytes(resident))),
-          format_bytes(static_cast<double>(view.memory().usage(tier).capacity_bytes)));
-      return;
-    }
-    actions.push_back({Action::Kind::drop, *victim, 0});
-    core_->evicted(*victim);
+    return {std::move(plan), fmt::format("dtr(h={}, budget={})", to_string(heuristic_), budget_text_),
+            {}, {}, std::make_shared<Hooks>(ctx, heuristic_)};
   }
 
   std::optional<Budget> budget() const override { return budget_; }
-  std::string oom_reason() const override { return reason_; }
-  std::string label() const override {
-    return fmt::format("dtr(h={}, budget={})", to_string(heuristic_), budget_text_);
-  }
 
  private:
-  void init(const RuntimeView& view) {
-    if (core_) return;
-    const Trace& trace = view.trace();
-    core_ = std::make_unique<DtrCore>(trace, view.liveness(), op_durations(trace, view.platform()),
-                                      heuristic_);
-    thrash_limit_ = 4 * trace.ops.size() + 1000;
-  }
+  // The runtime: DTR's state of every buffer, its evictions and its remakes.
+  class Hooks final : public RuntimeHooks {
+   public:
+    Hooks(const PlanningContext& ctx, DtrHeuristic heuristic)
+        : core_(ctx.trace, ctx.liveness, ctx.durations, heuristic),
+          thrash_limit_(4 * ctx.trace.ops.size() + 1000) {}
+
+    bool has_op_hooks() const override { return true; }
+
+    void before_op(const RuntimeView&, OpId op, std::vector<Action>&) override {
+      recomputes_ = 0;
+      core_.op_begins(op);
+    }
+
+    void after_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
+      core_.op_ends(op, view.now_s(), false);
+      for (BufferId b : core_.outer_op_done()) {
+        actions.push_back({Action::Kind::drop, b, 0});
+        core_.evicted(b);
+      }
+    }
+
+    void before_recompute(const RuntimeView&, OpId op) override {
+      ++recomputes_;
+      core_.op_begins(op);
+    }
+
+    void after_recompute(const RuntimeView& view, OpId op) override {
+      core_.op_ends(op, view.now_s(), true);
+    }
+
+    void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
+                          std::vector<Action>& actions) override {
+      const std::size_t tier = f.tier;
+      auto resident = [&](BufferId b) { return view.memory().resident(b, tier); };
+      // An op whose inputs keep evicting each other would never finish: give up instead.
+      if (recomputes_ > thrash_limit_) {
+        reason_ = fmt::format("dtr: thrashing: {} recomputations for one op; the budget is too "
+                              "small for this workload",
+                              recomputes_);
+        return;
+      }
+      const auto victim = core_.choose(view.now_s(), resident);
+      if (!victim) {
+        reason_ = fmt::format(
+            "dtr: nothing left to evict: the buffers the running op (and the recomputations "
+            "under it) hold take {} of {}",
+            format_bytes(static_cast<double>(core_.locked_bytes(resident))),
+            format_bytes(static_cast<double>(view.memory().usage(tier).limit_bytes())));
+        return;
+      }
+      actions.push_back({Action::Kind::drop, *victim, 0});
+      core_.evicted(*victim);
+    }
+
+    std::string oom_reason() const override { return reason_; }
+
+   private:
+    DtrCore core_;
+    std::size_t recomputes_ = 0;
+    std::size_t thrash_limit_ = 0;
+    std::string reason_;
+  };
 
   Budget budget_;
   std::string budget_text_;
   DtrHeuristic heuristic_;
-  std::unique_ptr<DtrCore> core_;
-  std::size_t recomputes_ = 0;
-  std::size_t thrash_limit_ = 0;
-  std::string reason_;
 };
 
 }  // namespace

@@ -140,7 +140,7 @@ double DtrCore::cost(BufferId b) const {
   return c;
 }
 
-std::uint32_t DtrCore::find(std::uint32_t x) const {
+std::uint32_t DtrCore::find(std::uint32_t x) {
   std::uint32_t root = x;
   while (parent_[root] != root) root = parent_[root];
   while (parent_[x] != root) {  // path compression
@@ -252,7 +252,7 @@ void DtrCore::evicted(BufferId b) {
   }
 }
 
-double DtrCore::neighbourhood_cost(BufferId b) const {
+double DtrCore::neighbourhood_cost(BufferId b) {
   double e = 0;
   if (heuristic_ == DtrHeuristic::local) {
     for (std::uint32_t i = nbr_begin_[b]; i < nbr_begin_[b + 1]; ++i)
@@ -275,7 +275,7 @@ double DtrCore::neighbourhood_cost(BufferId b) const {
   return e;
 }
 
-double DtrCore::score(BufferId b, double now_s) const {
+double DtrCore::score(BufferId b, double now_s) {
   // A buffer touched this very instant has the smallest staleness, not none.
   const double staleness = std::max(now_s - last_access_[b], 1e-12);
   const double bytes = std::max<double>(1.0, static_cast<double>(trace_.buffers[b].bytes));

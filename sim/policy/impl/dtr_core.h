@@ -67,7 +67,7 @@ class DtrCore {
   /// read them yet come last.
   std::optional<BufferId> choose(double now_s, const std::function<bool(BufferId)>& resident);
   /// The score h of a resident candidate (smaller: evicted first). For tests and reports.
-  double score(BufferId b, double now_s) const;
+  double score(BufferId b, double now_s);
 
   bool is_candidate(BufferId b) const { return candidate_[b] != 0; }
   bool is_evicted(BufferId b) const { return evicted_[b] != 0; }
@@ -82,8 +82,8 @@ class DtrCore {
   void add_resident(BufferId b);
   void remove_resident(BufferId b);
   double cost(BufferId b) const;  // c(t): producer + in-place updaters
-  double neighbourhood_cost(BufferId b) const;
-  std::uint32_t find(std::uint32_t node) const;
+  double neighbourhood_cost(BufferId b);
+  std::uint32_t find(std::uint32_t node);  // with path compression
 
   const Trace& trace_;
   const Liveness& liveness_;
@@ -105,7 +105,7 @@ class DtrCore {
   // Union-find over eviction events: node_[b] is b's node while it is evicted.
   static constexpr std::uint32_t kNoNode = UINT32_MAX;
   std::vector<std::uint32_t> node_;
-  mutable std::vector<std::uint32_t> parent_;
+  std::vector<std::uint32_t> parent_;
   std::vector<double> class_cost_;
   std::vector<std::uint32_t> class_size_;
 };

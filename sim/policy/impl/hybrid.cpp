@@ -21,7 +21,6 @@
 // inputs (the engine remakes them, but their time is not in the decision). An allocation
 // that needs the space of a swap-out still on its way waits for it (a stall).
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -29,7 +28,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/units.h"
-#include "sim/engine/cost_model.h"
+#include "sim/exec/replay.h"
 #include "sim/platform/routes.h"
 #include "sim/policy/policy.h"
 
@@ -93,68 +92,73 @@ class HybridPolicy final : public Policy {
   HybridPolicy(Budget budget, std::string budget_text, bool verbose)
       : budget_(budget), budget_text_(std::move(budget_text)), verbose_(verbose) {}
 
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override;
-
-  void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
-                        std::vector<Action>&) override {
-    // Nothing to add at run time: the engine waits for the planned swap-outs still on their
-    // way before it calls this an OOM.
-    reason_ = fmt::format("hybrid: its {} swaps and {} recomputations do not bring the step under "
-                          "{} here{}",
-                          swaps_, recomputes_,
-                          format_bytes(static_cast<double>(view.memory().usage(f.tier).capacity_bytes)),
-                          over_);
-  }
-
+  PlanResult plan(const PlanningContext& ctx) const override;
   std::optional<Budget> budget() const override { return budget_; }
-  std::string oom_reason() const override { return reason_; }
-  std::string label() const override {
-    std::string s = "hybrid(budget=" + budget_text_;
-    if (planned_)
-      s += fmt::format(": swap {} ({}), recompute {} ({})", swaps_,
-                       format_bytes(static_cast<double>(swap_bytes_)), recomputes_,
-                       format_bytes(static_cast<double>(recompute_bytes_)));
-    return s + ")";
-  }
 
  private:
+  // What plan() chose, for the label and the failure hook.
+  struct Chosen {
+    std::vector<Choice> choices;
+    std::size_t swaps = 0, recomputes = 0;
+    std::uint64_t swap_bytes = 0, recompute_bytes = 0;
+    std::string over;
+  };
+
+  // Nothing to add at run time: the engine waits for the planned swap-outs still on their
+  // way before it calls this an OOM. The hook says why.
+  class Hooks final : public RuntimeHooks {
+   public:
+    Hooks(std::size_t swaps, std::size_t recomputes, std::string over)
+        : swaps_(swaps), recomputes_(recomputes), over_(std::move(over)) {}
+    void on_alloc_failure(const RuntimeView& view, const AllocationFailure& f,
+                          std::vector<Action>&) override {
+      reason_ = fmt::format("hybrid: its {} swaps and {} recomputations do not bring the step "
+                            "under {} here{}",
+                            swaps_, recomputes_,
+                            format_bytes(static_cast<double>(view.memory().usage(f.tier).limit_bytes())),
+                            over_);
+    }
+    std::string oom_reason() const override { return reason_; }
+
+   private:
+    std::size_t swaps_, recomputes_;
+    std::string over_;
+    std::string reason_;
+  };
+
+  std::string label(const Chosen& ch) const {
+    return "hybrid(budget=" + budget_text_ +
+           fmt::format(": swap {} ({}), recompute {} ({})", ch.swaps,
+                       format_bytes(static_cast<double>(ch.swap_bytes)), ch.recomputes,
+                       format_bytes(static_cast<double>(ch.recompute_bytes))) +
+           ")";
+  }
+
   Budget budget_;
   std::string budget_text_;
   bool verbose_;
-  // What plan() chose, for the label and the failure hook.
-  mutable std::vector<Choice> choices_;
-  mutable bool planned_ = false;
-  mutable std::size_t swaps_ = 0, recomputes_ = 0;
-  mutable std::uint64_t swap_bytes_ = 0, recompute_bytes_ = 0;
-  mutable std::string over_;
-  std::string reason_;
 };
 
-Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
-                        const PlatformSpec& platform) const {
+PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
+  const Trace& trace = ctx.trace;
+  const Liveness& liveness = ctx.liveness;
+  const PlatformSpec& platform = ctx.platform;
+  PlanResult out;
+  Chosen ch;
   const std::size_t n_ops = trace.ops.size(), n_buf = trace.buffers.size();
-  const std::vector<double> dur = op_durations(trace, platform);
+  const std::vector<double>& dur = ctx.durations;
   std::vector<double> ends(n_ops + 1, 0);  // ends[i]: the time op i starts, run back to back
   for (std::size_t i = 0; i < n_ops; ++i) ends[i + 1] = ends[i] + dur[i];
   const auto devices = platform.op_devices();
 
-  // Live bytes during each op, per compute device (what baseline_peak_bytes walks).
+  // Live bytes during each op, per compute device: the step under `none`, replayed.
   std::vector<std::vector<double>> live(devices.size(), std::vector<double>(n_ops, 0));
-  {
-    std::vector<double> now(devices.size(), 0);
-    for (const Buffer& b : trace.buffers)
-      if (b.producer == kNoOp && b.device < devices.size()) now[b.device] += static_cast<double>(b.bytes);
-    for (const Op& op : trace.ops) {
-      for (BufferId b : op.outputs) now[op.device] += static_cast<double>(trace.buffers[b].bytes);
-      for (std::size_t d = 0; d < devices.size(); ++d) live[d][op.id] = now[d];
-      live[op.device][op.id] += static_cast<double>(op.workspace_bytes);
-      for (BufferId b : liveness.dies_after[op.id]) {
-        const Buffer& buf = trace.buffers[b];
-        const std::uint32_t d = buf.producer == kNoOp ? buf.device : trace.ops[buf.producer].device;
-        if (d < devices.size()) now[d] -= static_cast<double>(buf.bytes);
-      }
-    }
-  }
+  exec::replay(trace, plan_free_at_last_use(trace, liveness), {},
+               [&](const Op& op, const std::vector<std::uint64_t>& now) {
+                 for (std::size_t d = 0; d < devices.size() && d < now.size(); ++d)
+                   live[d][op.id] = static_cast<double>(now[d]);
+                 live[op.device][op.id] += static_cast<double>(op.workspace_bytes);
+               });
 
   // L and F per buffer; in-place updaters.
   std::vector<OpId> last_fwd(n_buf, kNoOp), first_bwd(n_buf, kNoOp);
@@ -236,13 +240,14 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
       candidates.push_back(c);
     }
     if (verbose_)
-      std::fprintf(stderr, "hybrid: %s (%s): swap %s, recompute %s -> %s\n", b.name.c_str(),
-                   format_bytes(static_cast<double>(b.bytes)).c_str(),
-                   swap ? format_seconds(swap->cost_s).c_str() : "no route or no gap",
-                   can_recompute ? format_seconds(recompute_s).c_str() : "inputs dead by then",
-                   candidates.empty() || candidates.back().choice.buffer != b.id ? "keep"
-                   : candidates.back().choice.swap                                ? "swap"
-                                                                                  : "recompute");
+      out.notes.push_back(fmt::format(
+          "hybrid: {} ({}): swap {}, recompute {} -> {}", b.name,
+          format_bytes(static_cast<double>(b.bytes)),
+          swap ? format_seconds(swap->cost_s) : "no route or no gap",
+          can_recompute ? format_seconds(recompute_s) : "inputs dead by then",
+          candidates.empty() || candidates.back().choice.buffer != b.id ? "keep"
+          : candidates.back().choice.swap                                ? "swap"
+                                                                         : "recompute"));
   }
   // Most bytes freed per second of cost first (ties: the longer span, then the id).
   std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
@@ -256,11 +261,8 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
   std::vector<double> cap;
   for (std::size_t d = 0; d < devices.size(); ++d) {
     trees.emplace_back(live[d]);
-    cap.push_back(static_cast<double>(platform.tiers[*platform.devices[devices[d]].operand_tier()].capacity_bytes));
+    cap.push_back(static_cast<double>(ctx.tier_caps[*platform.devices[devices[d]].operand_tier()]));
   }
-  choices_.clear();
-  swaps_ = recomputes_ = 0;
-  swap_bytes_ = recompute_bytes_ = 0;
   // A recomputation at F re-runs the producer, which reads its inputs and remakes its other
   // dropped outputs: those come back at F if they are away then (a dropped one remade, its
   // own inputs in turn; a swapped one swapped in on demand) and stay. So a choice "pins"
@@ -344,29 +346,27 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
     }
     away[b] = {c.from, to};
     chosen[b] = c.choice.swap ? 1 : 0;
-    choices_.push_back(c.choice);
-    (c.choice.swap ? swaps_ : recomputes_) += 1;
-    (c.choice.swap ? swap_bytes_ : recompute_bytes_) += c.bytes;
+    ch.choices.push_back(c.choice);
+    (c.choice.swap ? ch.swaps : ch.recomputes) += 1;
+    (c.choice.swap ? ch.swap_bytes : ch.recompute_bytes) += c.bytes;
   }
-  planned_ = true;
   // Where the planned profile still exceeds a cap, for the OOM reason.
-  over_.clear();
   for (std::size_t d = 0; d < devices.size(); ++d)
     if (n_ops > 0 && trees[d].max(0, n_ops - 1) > cap[d])
       for (std::size_t i = 0; i < n_ops; ++i)
         if (const double v = trees[d].max(i, i); v > cap[d]) {
-          over_ = fmt::format("; its plan still needs {} at op '{}'", format_bytes(v), trace.ops[i].name);
+          ch.over = fmt::format("; its plan still needs {} at op '{}'", format_bytes(v), trace.ops[i].name);
           break;
         }
-  std::sort(choices_.begin(), choices_.end(),
+  std::sort(ch.choices.begin(), ch.choices.end(),
             [](const Choice& a, const Choice& b) { return a.last_forward < b.last_forward; });
   if (verbose_)
-    std::fprintf(stderr, "hybrid: %zu swapped (%s), %zu recomputed (%s)\n", swaps_,
-                 format_bytes(static_cast<double>(swap_bytes_)).c_str(), recomputes_,
-                 format_bytes(static_cast<double>(recompute_bytes_)).c_str());
+    out.notes.push_back(fmt::format("hybrid: {} swapped ({}), {} recomputed ({})", ch.swaps,
+                                    format_bytes(static_cast<double>(ch.swap_bytes)), ch.recomputes,
+                                    format_bytes(static_cast<double>(ch.recompute_bytes))));
 
   std::vector<std::vector<Step>> after(n_ops), before(n_ops);
-  for (const Choice& c : choices_) {
+  for (const Choice& c : ch.choices) {
     if (c.swap) {
       after[c.last_forward].push_back({StepKind::swap_out, c.buffer, static_cast<std::uint32_t>(c.offload_tier)});
       const auto device = trace.ops[trace.buffers[c.buffer].producer].device;
@@ -378,14 +378,17 @@ Plan HybridPolicy::plan(const Trace& trace, const Liveness& liveness,
     }
   }
   Plan plan;
-  plan.steps.reserve(n_ops + n_buf + 2 * choices_.size());
+  plan.steps.reserve(n_ops + n_buf + 2 * ch.choices.size());
   for (const Op& op : trace.ops) {
     for (const Step& s : before[op.id]) plan.steps.push_back(s);
     plan.steps.push_back({StepKind::compute, op.id, 0});
     for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
     for (const Step& s : after[op.id]) plan.steps.push_back(s);
   }
-  return plan;
+  out.plan = std::move(plan);
+  out.label = label(ch);
+  out.hooks = std::make_shared<Hooks>(ch.swaps, ch.recomputes, ch.over);
+  return out;
 }
 
 }  // namespace

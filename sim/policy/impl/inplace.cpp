@@ -11,9 +11,8 @@
 
 #include <fmt/format.h>
 
-#include "sim/policy/impl/ckpt_common.h"
+#include "sim/exec/replay.h"
 #include "sim/policy/policy.h"
-#include "sim/workload/models/builder.h"
 
 namespace memsim {
 namespace {
@@ -26,32 +25,20 @@ const std::set<std::string, std::less<>> kElementwise{
     "gelu_backward", "silu_backward",  "tanh_backward",  "sigmoid_backward",
     "softmax_backward", "log_softmax_backward"};
 
-std::uint64_t keep_all_peak(const Trace& t) {
-  std::uint64_t live = 0;
-  for (const Buffer& b : t.buffers)
-    if (b.producer == kNoOp) live += b.bytes;
-  std::uint64_t peak = live;
-  for (const Op& op : t.ops) {
-    for (BufferId b : op.outputs) live += t.buffers[b].bytes;
-    peak = std::max(peak, live + op.workspace_bytes);
-  }
-  return peak;
-}
-
-struct Rewritten {
+struct InPlace {
   Trace trace;
   std::size_t ops_in_place = 0;
   std::uint64_t bytes_merged = 0;
 };
 
-Rewritten rewrite_in_place(const Trace& in) {
+InPlace rewrite_in_place(const Trace& in) {
   const Liveness l = compute_liveness(in);
   std::vector<OpId> last(l.last_use);
   std::vector<BufferId> alias(in.buffers.size());  // buffer -> the buffer holding it now
   for (BufferId b = 0; b < alias.size(); ++b) alias[b] = b;
   std::vector<std::uint8_t> gone(in.buffers.size(), 0);
   std::vector<Op> ops = in.ops;
-  Rewritten out;
+  InPlace out;
   for (Op& op : ops) {
     for (auto* list : {&op.inputs, &op.updates})
       for (BufferId& b : *list) b = alias[b];
@@ -101,37 +88,27 @@ Rewritten rewrite_in_place(const Trace& in) {
 
 class InplacePolicy final : public Policy {
  public:
-  std::optional<Trace> rewrite(const Trace& trace, const PlatformSpec&) const override {
-    Rewritten r = rewrite_in_place(trace);
-    ops_ = r.ops_in_place;
-    none_ = baseline_peak_bytes(trace);
-    keep_all_ = keep_all_peak(trace);
-    peak_ = baseline_peak_bytes(r.trace);
-    rewritten_ = true;
+  std::optional<Rewritten> rewrite(const Trace& trace, const PlatformSpec&) const override {
+    InPlace r = rewrite_in_place(trace);
+    const std::uint64_t none = exec::baseline_peak_bytes(trace);
+    const std::uint64_t keep_all = exec::keep_all_peak_bytes(trace);
+    const std::uint64_t peak = exec::baseline_peak_bytes(r.trace);
     auto saved = [&](std::uint64_t ref) {
-      return fmt::format("{} less than {} ({:.1f}%)", format_bytes(static_cast<double>(ref - std::min(ref, peak_))),
+      return fmt::format("{} less than {} ({:.1f}%)", format_bytes(static_cast<double>(ref - std::min(ref, peak))),
                          format_bytes(static_cast<double>(ref)),
-                         ref ? 100.0 * static_cast<double>(ref - std::min(ref, peak_)) / static_cast<double>(ref) : 0.0);
+                         ref ? 100.0 * static_cast<double>(ref - std::min(ref, peak)) / static_cast<double>(ref) : 0.0);
     };
-    ckpt::note("inplace", fmt::format("{} ops write over a dying input ({} of buffers gone); planned peak "
-                                      "{}: {} under none, {} under keep-all",
-                                      ops_, format_bytes(static_cast<double>(r.bytes_merged)),
-                                      format_bytes(static_cast<double>(peak_)), saved(none_), saved(keep_all_)));
-    return std::move(r.trace);
+    std::string note = fmt::format("inplace: {} ops write over a dying input ({} of buffers gone); "
+                                   "planned peak {}: {} under none, {} under keep-all",
+                                   r.ops_in_place, format_bytes(static_cast<double>(r.bytes_merged)),
+                                   format_bytes(static_cast<double>(peak)), saved(none), saved(keep_all));
+    return Rewritten{std::move(r.trace), fmt::format("inplace({} ops in place)", r.ops_in_place),
+                     {std::move(note)}};
   }
 
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec&) const override {
-    return plan_free_at_last_use(trace, liveness);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    return {plan_free_at_last_use(ctx.trace, ctx.liveness), "inplace", {}, {}};
   }
-
-  std::string label() const override {
-    return rewritten_ ? fmt::format("inplace({} ops in place)", ops_) : "inplace";
-  }
-
- private:
-  mutable std::size_t ops_ = 0;
-  mutable std::uint64_t none_ = 0, keep_all_ = 0, peak_ = 0;
-  mutable bool rewritten_ = false;
 };
 
 }  // namespace

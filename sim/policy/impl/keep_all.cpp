@@ -7,15 +7,15 @@ namespace {
 // iteration ends, then the non-persistent ones are released together.
 class KeepAllPolicy final : public Policy {
  public:
-  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec&) const override {
+  PlanResult plan(const PlanningContext& ctx) const override {
+    const Trace& trace = ctx.trace;
     Plan plan;
     plan.steps.reserve(trace.ops.size() + trace.buffers.size());
     for (const Op& op : trace.ops) plan.steps.push_back({StepKind::compute, op.id, 0});
     for (const Buffer& b : trace.buffers)
       if (!b.persistent) plan.steps.push_back({StepKind::free, b.id, 0});
-    return plan;
+    return {std::move(plan), "keep-all", {}, {}};
   }
-  std::string label() const override { return "keep-all"; }
 };
 
 }  // namespace

@@ -8,10 +8,9 @@ namespace {
 // an OOM.
 class NonePolicy final : public Policy {
  public:
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec&) const override {
-    return plan_free_at_last_use(trace, liveness);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    return {plan_free_at_last_use(ctx.trace, ctx.liveness), "none", {}, {}};
   }
-  std::string label() const override { return "none"; }
 };
 
 }  // namespace

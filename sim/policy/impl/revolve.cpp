@@ -25,7 +25,6 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine/cost_model.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 
@@ -84,6 +83,12 @@ std::uint64_t revolve_recomputes(const ckpt::Stages& st, std::uint32_t slots, La
 }
 
 class RevolvePolicy final : public Policy {
+  // What planning chose, for the label.
+  struct Choices {
+    std::uint32_t chosen = 0, stages = 0;
+    bool whole = false;
+  };
+
  public:
   explicit RevolvePolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode s = params.get("slots");
@@ -92,15 +97,24 @@ class RevolvePolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  Plan plan(const Trace& trace, const Liveness&, const PlatformSpec& platform) const override {
-    const std::vector<double> durations = op_durations(trace, platform);
-    const std::vector<std::uint64_t> caps = ckpt::device_caps(platform);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    PlanResult out;
+    Choices c;
+    out.plan = plan_steps(ctx, c, out);
+    out.label = label(c);
+    return out;
+  }
+
+  Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
+    const Trace& trace = ctx.trace;
+    const std::vector<double>& durations = ctx.durations;
+    const std::vector<std::uint64_t> caps = ctx.device_caps();
     std::vector<ckpt::Stages> stages;
     for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d)
       stages.push_back(ckpt::find_stages(trace, d, "revolve"));
     std::uint32_t n = 0;
     for (const auto& st : stages) n = std::max(n, static_cast<std::uint32_t>(st.count()));
-    stages_ = n;
+    c.stages = n;
     auto make_with = [&](Laying laying) {
       return [&, laying](std::uint32_t slots) {
         ckpt::Schedule s(trace);
@@ -129,19 +143,19 @@ class RevolvePolicy final : public Policy {
         f.fits = ckpt::fits(f.lowered, caps);
         if (!best || better(f, *best)) best = std::move(f);
       }
-      chosen_ = best->slots;
+      c.chosen = best->slots;
       if (!best->fits)
-        explain(fmt::format("{} slots over {} stages need {} at the peak, more than the {} the "
+        out.explain("revolve", fmt::format("{} slots over {} stages need {} at the peak, more than the {} the "
                             "device holds",
-                            chosen_, n, format_bytes(static_cast<double>(best->lowered.max_peak())),
+                            c.chosen, n, format_bytes(static_cast<double>(best->lowered.max_peak())),
                             format_bytes(static_cast<double>(caps[0]))));
       return std::move(best->lowered.plan);
     }
     // Enough memory for everything: nothing to recompute.
     ckpt::Lowered keep = ckpt::lower(trace, ckpt::Schedule(trace), durations);
     if (ckpt::fits(keep, caps)) {
-      chosen_ = n;
-      whole_ = true;
+      c.chosen = n;
+      c.whole = true;
       return std::move(keep.plan);
     }
     // Start near what the memory left beside the states could hold, in states (at least
@@ -164,35 +178,24 @@ class RevolvePolicy final : public Policy {
       guess = f.slots;  // the next laying's answer is near: few plans to bracket it
       if (!best || better(f, *best)) best = std::move(f);
     }
-    chosen_ = best->slots;
+    c.chosen = best->slots;
     if (!best->fits)
-      explain(fmt::format("no schedule fits: even {} slot(s) over {} stages peak at {}, more "
+      out.explain("revolve", fmt::format("no schedule fits: even {} slot(s) over {} stages peak at {}, more "
                           "than the {} the device holds",
                           best->slots, n, format_bytes(static_cast<double>(best->lowered.max_peak())),
                           format_bytes(static_cast<double>(caps[0]))));
     return std::move(best->lowered.plan);
   }
 
-  std::string oom_reason() const override { return reason_; }
-
-  std::string label() const override {
-    if (whole_) return fmt::format("revolve(stages={}, nothing recomputed)", stages_);
-    if (stages_ == 0) return slots_ ? fmt::format("revolve(slots={})", *slots_) : "revolve";
-    return fmt::format("revolve(slots={}, stages={})", chosen_, stages_);
+  std::string label(const Choices& c) const {
+    if (c.whole) return fmt::format("revolve(stages={}, nothing recomputed)", c.stages);
+    if (c.stages == 0) return slots_ ? fmt::format("revolve(slots={})", *slots_) : "revolve";
+    return fmt::format("revolve(slots={}, stages={})", c.chosen, c.stages);
   }
 
  private:
-  // Why the budget cannot be met, on stderr now and in the OOM report later.
-  void explain(const std::string& why) const {
-    reason_ = "revolve: " + why;
-    ckpt::note("revolve", why);
-  }
-
   Budget budget_;
-  mutable std::string reason_;
   std::optional<std::uint32_t> slots_;
-  mutable std::uint32_t chosen_ = 0, stages_ = 0;
-  mutable bool whole_ = false;
 };
 
 }  // namespace

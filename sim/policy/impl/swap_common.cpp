@@ -4,6 +4,8 @@
 #include <map>
 #include <optional>
 
+#include "sim/exec/replay.h"
+
 namespace memsim {
 
 std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
@@ -46,8 +48,9 @@ std::vector<std::uint32_t> buffer_devices(const Trace& trace) {
   return device;
 }
 
-std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec& platform,
-                                                  const std::vector<SwapTiers>& tiers) {
+std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec&,
+                                                  const std::vector<SwapTiers>& tiers,
+                                                  const std::vector<std::uint64_t>& tier_caps) {
   const auto device = buffer_devices(trace);
   std::vector<OpId> first_use(trace.buffers.size(), kNoOp);
   for (const Op& op : trace.ops)
@@ -63,7 +66,7 @@ std::vector<InitialPlacement> overflow_placements(const Trace& trace, const Plat
     }
   std::vector<InitialPlacement> out;
   for (std::size_t d = 0; d < tiers.size(); ++d) {
-    const std::uint64_t cap = platform.tiers[tiers[d].compute].capacity_bytes;
+    const std::uint64_t cap = tier_caps[tiers[d].compute];
     if (bytes[d] <= cap || !tiers[d].offload) continue;
     // Latest first use first (never used: kNoOp, the largest id, goes first), then the larger.
     auto& list = resident[d];
@@ -142,60 +145,18 @@ void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failu
   if (free_now + freed < failure.bytes) actions.resize(first);
 }
 
-namespace {
-
-// Walks the plan keeping the live bytes per device; calls at(op, bytes) at each op.
-template <typename At>
-std::vector<std::uint64_t> walk_plan(const Trace& trace, const Plan& plan, std::size_t devices,
-                                     At at) {
-  const auto device = buffer_devices(trace);
-  std::vector<std::uint64_t> live(devices, 0), peak(devices, 0);
-  std::vector<std::uint8_t> here(trace.buffers.size(), 0);
-  auto take = [&](BufferId b) {
-    if (here[b]) return;
-    here[b] = 1;
-    live[device[b]] += trace.buffers[b].bytes;
-    peak[device[b]] = std::max(peak[device[b]], live[device[b]]);
-  };
-  auto leave = [&](BufferId b) {
-    if (!here[b]) return;
-    here[b] = 0;
-    live[device[b]] -= trace.buffers[b].bytes;
-  };
-  for (const Buffer& b : trace.buffers)
-    if (b.producer == kNoOp) take(b.id);
-  for (const Step& s : plan.steps) {
-    switch (s.kind) {
-      case StepKind::compute:
-      case StepKind::recompute: {
-        const Op& op = trace.ops[s.id];
-        for (const auto* list : {&op.inputs, &op.updates})
-          for (BufferId b : *list) take(b);
-        for (BufferId b : op.outputs) take(b);
-        const std::uint32_t d = op.device;
-        peak[d] = std::max(peak[d], live[d] + op.workspace_bytes);
-        at(op.id, live[d] + op.workspace_bytes);
-        break;
-      }
-      case StepKind::free:
-      case StepKind::drop:
-      case StepKind::swap_out:
-      case StepKind::evict: leave(s.id); break;
-      case StepKind::swap_in: take(s.id); break;
-    }
-  }
-  return peak;
-}
-
-}  // namespace
-
 std::vector<std::uint64_t> plan_peaks(const Trace& trace, const Plan& plan, std::size_t devices) {
-  return walk_plan(trace, plan, devices, [](OpId, std::uint64_t) {});
+  std::vector<std::uint64_t> peaks = exec::replay(trace, plan).peak_bytes;
+  peaks.resize(devices, 0);
+  return peaks;
 }
 
 std::vector<std::uint64_t> bytes_at_ops(const Trace& trace, const Plan& plan, std::size_t devices) {
+  (void)devices;
   std::vector<std::uint64_t> bytes(trace.ops.size(), 0);
-  walk_plan(trace, plan, devices, [&](OpId op, std::uint64_t b) { bytes[op] = std::max(bytes[op], b); });
+  exec::replay(trace, plan, {}, [&](const Op& op, const std::vector<std::uint64_t>& live) {
+    bytes[op.id] = std::max(bytes[op.id], live[op.device] + op.workspace_bytes);
+  });
   return bytes;
 }
 

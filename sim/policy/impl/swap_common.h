@@ -33,11 +33,13 @@ std::vector<BufferUses> buffer_uses(const Trace& trace);
 std::vector<std::uint32_t> buffer_devices(const Trace& trace);
 
 /// Where the buffers resident at the start (made by no op) go when together they do not fit
-/// in their device's compute tier: those first used latest move to its offload tier until
-/// the rest fit, as a swapping runtime leaves them after the previous iteration. Empty when
-/// everything fits; a device with nowhere to swap to keeps all (the run then ends oom).
+/// in their device's compute tier (under `tier_caps`, indexed like platform.tiers): those
+/// first used latest move to its offload tier until the rest fit, as a swapping runtime
+/// leaves them after the previous iteration. Empty when everything fits; a device with
+/// nowhere to swap to keeps all (the run then ends oom).
 std::vector<InitialPlacement> overflow_placements(const Trace& trace, const PlatformSpec& platform,
-                                                  const std::vector<SwapTiers>& tiers);
+                                                  const std::vector<SwapTiers>& tiers,
+                                                  const std::vector<std::uint64_t>& tier_caps);
 
 /// For an allocation that failed: swap-outs of `order`'s buffers (resident in the failing
 /// tier) to `offload`, in that order, until the request fits; none when even all of them

@@ -24,15 +24,30 @@ class SwapLruPolicy final : public Policy {
   SwapLruPolicy(std::string name, std::int64_t lookahead, Budget budget)
       : name_(std::move(name)), lookahead_(lookahead), budget_(budget) {}
 
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
-    tiers_ = swap_tiers(platform);
-    last_use_.assign(trace.buffers.size(), -1);
-    Plan plan = plan_free_at_last_use(trace, liveness);
-    plan.placements = overflow_placements(trace, platform, tiers_);
-    return plan;
+  PlanResult plan(const PlanningContext& ctx) const override {
+    Plan plan = plan_free_at_last_use(ctx.trace, ctx.liveness);
+    auto tiers = swap_tiers(ctx.platform);
+    plan.placements = overflow_placements(ctx.trace, ctx.platform, tiers, ctx.tier_caps);
+    return {std::move(plan), label(), {}, {},
+            std::make_shared<Hooks>(std::move(tiers), ctx.trace.buffers.size(), lookahead_)};
   }
 
-  bool has_op_hooks() const override { return true; }
+  std::optional<Budget> budget() const override { return budget_; }
+
+ private:
+  std::string label() const {
+    std::string b = budget_.is_fraction ? fmt::format("{}", budget_.value)
+                                        : fmt::format("{}B", budget_.value);
+    return fmt::format("{}(lookahead={}, budget={})", name_, lookahead_, b);
+  }
+
+  // Each buffer's last use, to evict the least recently used first.
+  class Hooks final : public RuntimeHooks {
+   public:
+    Hooks(std::vector<SwapTiers> tiers, std::size_t buffers, std::int64_t lookahead)
+        : tiers_(std::move(tiers)), last_use_(buffers, -1), lookahead_(lookahead) {}
+
+    bool has_op_hooks() const override { return true; }
 
   void before_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
     const Trace& trace = view.trace();
@@ -84,19 +99,15 @@ class SwapLruPolicy final : public Policy {
     swap_out_in_order(m, f, *st->offload, candidates, actions);
   }
 
-  std::optional<Budget> budget() const override { return budget_; }
-  std::string label() const override {
-    std::string b = budget_.is_fraction ? fmt::format("{}", budget_.value)
-                                        : fmt::format("{}B", budget_.value);
-    return fmt::format("{}(lookahead={}, budget={})", name_, lookahead_, b);
-  }
+   private:
+    std::vector<SwapTiers> tiers_;
+    std::vector<std::int64_t> last_use_;
+    std::int64_t lookahead_;
+  };
 
- private:
   std::string name_;
   std::int64_t lookahead_;
   Budget budget_;
-  mutable std::vector<SwapTiers> tiers_;
-  mutable std::vector<std::int64_t> last_use_;
 };
 
 std::vector<ParamSpec> lru_params(const std::string& budget_default) {

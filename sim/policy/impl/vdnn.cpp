@@ -100,39 +100,38 @@ class VdnnPolicy final : public Policy {
  public:
   VdnnPolicy(std::string mode, Budget budget) : mode_(std::move(mode)), budget_(budget) {}
 
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
-    const auto tiers = swap_tiers(platform);
+  PlanResult plan(const PlanningContext& ctx) const override {
+    const Trace& trace = ctx.trace;
+    const auto tiers = swap_tiers(ctx.platform);
     std::vector<std::uint64_t> caps;
-    for (const SwapTiers& t : tiers) caps.push_back(platform.tiers[t.compute].capacity_bytes);
+    for (const SwapTiers& t : tiers) caps.push_back(ctx.tier_caps[t.compute]);
+    std::size_t on_demand = 0;
     if (mode_ != "dyn") {
-      chosen_ = mode_ == "all" ? Mode::all : Mode::conv;
-      return vdnn_plan(trace, liveness, tiers, chosen_, caps, &on_demand_);
+      const Mode chosen = mode_ == "all" ? Mode::all : Mode::conv;
+      Plan p = vdnn_plan(trace, ctx.liveness, tiers, chosen, caps, &on_demand);
+      return {std::move(p), label(chosen, on_demand), {}, {}};
     }
     // vDNN-dyn: the least offloading whose estimated peak fits every device.
     for (Mode m : {Mode::none, Mode::conv, Mode::all}) {
-      chosen_ = m;
-      Plan p = vdnn_plan(trace, liveness, tiers, m, caps, &on_demand_);
+      Plan p = vdnn_plan(trace, ctx.liveness, tiers, m, caps, &on_demand);
       const auto peaks = plan_peaks(trace, p, tiers.size());
       bool fits = true;
-      for (std::size_t d = 0; d < tiers.size(); ++d)
-        fits &= peaks[d] <= platform.tiers[tiers[d].compute].capacity_bytes;
-      if (fits || m == Mode::all) return p;
+      for (std::size_t d = 0; d < tiers.size(); ++d) fits &= peaks[d] <= caps[d];
+      if (fits || m == Mode::all) return {std::move(p), label(m, on_demand), {}, {}};
     }
     return {};
   }
   std::optional<Budget> budget() const override { return budget_; }
-  std::string label() const override {
+  std::string label(Mode chosen, std::size_t on_demand) const {
     const std::string waits =
-        on_demand_ ? fmt::format(", {} prefetches wait for their reader", on_demand_) : "";
-    if (mode_ == "dyn") return fmt::format("vdnn(dyn: {}{})", name_of(chosen_), waits);
+        on_demand ? fmt::format(", {} prefetches wait for their reader", on_demand) : "";
+    if (mode_ == "dyn") return fmt::format("vdnn(dyn: {}{})", name_of(chosen), waits);
     return fmt::format("vdnn({}{})", mode_, waits);
   }
 
  private:
   std::string mode_;
   Budget budget_;
-  mutable Mode chosen_ = Mode::all;
-  mutable std::size_t on_demand_ = 0;
 };
 
 }  // namespace

@@ -61,7 +61,7 @@ class ZeroPolicy final : public Policy {
         prefetch_(prefetch),
         params_(params) {}
 
-  std::optional<Trace> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
+  std::optional<Rewritten> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
     const std::uint32_t host = host_slot(platform, host_, name());
     Trace t = trace;
     // The accelerators' copies: buffers that ops outside the optimizer step touch.
@@ -95,10 +95,16 @@ class ZeroPolicy final : public Policy {
       op.updates = std::move(kept);
     }
     validate(t, trace.name + " (" + label() + ")");
-    return t;
+    return Rewritten{std::move(t), {}, {}};
   }
 
-  Plan plan(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const override {
+  PlanResult plan(const PlanningContext& ctx) const override {
+    return {plan_steps(ctx.trace, ctx.liveness, ctx.platform), label(), {}, {},
+            std::make_shared<Hooks>(*this)};
+  }
+
+ private:
+  Plan plan_steps(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const {
     const std::uint32_t host = host_slot(platform, host_, name());
     const auto devices = platform.op_devices();
     auto tier_of = [&](std::uint32_t slot) {
@@ -186,30 +192,40 @@ class ZeroPolicy final : public Policy {
     return plan;
   }
 
-  void on_alloc_failure(const RuntimeView& view, const AllocationFailure& failure,
-                        std::vector<Action>&) override {
-    failed_ = view.platform().tiers[failure.tier].role == TierRole::compute ? Failed::accelerator
-                                                                           : Failed::host;
-  }
-  std::string oom_reason() const override {
-    if (failed_ == Failed::none)  // the resident buffers at the start did not fit
-      return fmt::format("{} keeps the half weights on the accelerator and the master weights "
-                         "and optimizer state in {}; they do not fit",
-                         name(), nvme_ ? "NVMe" : "host memory");
-    if (failed_ == Failed::accelerator)
-      return fmt::format("{} keeps only the half weights, activations and gradients not yet "
-                         "copied out on the accelerator; they do not fit",
-                         name());
-    return fmt::format("{} stages the master weights, optimizer state{}, gradients and new "
-                       "half weights in host memory; they do not fit",
-                       name(), nvme_ ? fmt::format(" (of {} step(s) ahead)", prefetch_) : "");
-  }
-  std::string label() const override {
+  // Where the last allocation failed, for the OOM report.
+  class Hooks final : public RuntimeHooks {
+   public:
+    explicit Hooks(const ZeroPolicy& policy) : policy_(policy) {}
+    void on_alloc_failure(const RuntimeView& view, const AllocationFailure& failure,
+                          std::vector<Action>&) override {
+      failed_ = view.platform().tiers[failure.tier].role == TierRole::compute ? Failed::accelerator
+                                                                             : Failed::host;
+    }
+    std::string oom_reason() const override {
+      const std::string name = policy_.name();
+      if (failed_ == Failed::none)  // the resident buffers at the start did not fit
+        return fmt::format("{} keeps the half weights on the accelerator and the master weights "
+                           "and optimizer state in {}; they do not fit",
+                           name, policy_.nvme_ ? "NVMe" : "host memory");
+      if (failed_ == Failed::accelerator)
+        return fmt::format("{} keeps only the half weights, activations and gradients not yet "
+                           "copied out on the accelerator; they do not fit",
+                           name);
+      return fmt::format("{} stages the master weights, optimizer state{}, gradients and new "
+                         "half weights in host memory; they do not fit",
+                         name, policy_.nvme_ ? fmt::format(" (of {} step(s) ahead)", policy_.prefetch_) : "");
+    }
+
+   private:
+    enum class Failed { none, accelerator, host };
+    const ZeroPolicy& policy_;
+    Failed failed_ = Failed::none;
+  };
+
+  std::string label() const {
     if (!nvme_) return "zero-offload";
     return fmt::format("zero-infinity(prefetch {}{})", prefetch_, params_ ? ", params on NVMe" : "");
   }
-
- private:
   std::string name() const { return nvme_ ? "zero-infinity" : "zero-offload"; }
 
   // ZeRO-Infinity's parameter offload: the fp16 weights the steps replace (the old copies,
@@ -291,8 +307,6 @@ class ZeroPolicy final : public Policy {
   std::string nvme_tier_;
   int prefetch_;
   bool params_;  // zero-infinity: the fp16 weights on NVMe too
-  enum class Failed { none, accelerator, host };
-  Failed failed_ = Failed::none;  // where the last allocation failed
 };
 
 ParamSpec host_param() {

@@ -136,20 +136,6 @@ std::uint64_t parameter_count(const Trace& trace, DType weight_dtype) {
          static_cast<std::uint64_t>(dtype_bytes(weight_dtype));
 }
 
-std::uint64_t baseline_peak_bytes(const Trace& trace) {
-  const Liveness l = compute_liveness(trace);
-  std::uint64_t live = 0;
-  for (const Buffer& b : trace.buffers)
-    if (b.producer == kNoOp) live += b.bytes;
-  std::uint64_t peak = live;
-  for (const Op& op : trace.ops) {
-    for (BufferId b : op.outputs) live += trace.buffers[b].bytes;
-    peak = std::max(peak, live + op.workspace_bytes);
-    for (BufferId b : l.dies_after[op.id]) live -= trace.buffers[b].bytes;
-  }
-  return peak;
-}
-
 // ---------------------------------------------------------------------------------------
 // Bookkeeping
 

@@ -94,12 +94,6 @@ double bytes_moved(const Trace& trace, const Op& op);
 /// the fp32 master copies are weights too: Trace::parameters counts the model's parameters.
 std::uint64_t parameter_count(const Trace& trace, DType weight_dtype);
 
-/// The peak of the compute tier with enough memory and liveness-based freeing (what policy
-/// `none` does with the `ideal` allocator): the buffers resident at the start are allocated
-/// first; then for each op in issue order its outputs, then its workspace; the peak is taken;
-/// the workspace is freed, then the buffers whose last use it was (compute_liveness).
-std::uint64_t baseline_peak_bytes(const Trace& trace);
-
 /// A tensor value in the forward graph. An in-place op (relu with inplace, add_) makes a new
 /// Value on the same buffer, as autograd bumps a tensor's version.
 struct Value {

@@ -1,0 +1,114 @@
+#include "sim/run/run.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+#include "sim/engine/cost_model.h"
+#include "sim/engine/engine.h"
+#include "sim/exec/replay.h"
+#include "sim/memory/allocator.h"
+
+namespace memsim {
+
+std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget* budget,
+                                     const std::vector<std::uint64_t>& baseline_peaks) {
+  std::vector<std::uint64_t> caps;
+  caps.reserve(platform.tiers.size());
+  for (const TierSpec& t : platform.tiers) caps.push_back(t.capacity_bytes);
+  if (!budget) return caps;
+  const auto devices = platform.compute_devices();
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const std::uint64_t peak = k < baseline_peaks.size() ? baseline_peaks[k] : 0;
+    if (budget->is_fraction && peak == 0) continue;
+    const double cap = budget->is_fraction ? std::floor(budget->value * static_cast<double>(peak))
+                                           : budget->value;
+    const std::size_t tier = *platform.devices[devices[k]].compute_tier;
+    const TierSpec& t = platform.tiers[tier];
+    const std::uint64_t limit = std::min<std::uint64_t>(t.capacity_bytes, static_cast<std::uint64_t>(cap));
+    caps[tier] = capped(AllocatorConfig{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes,
+                                        t.grain_bytes},
+                        limit)
+                     .capacity_bytes;
+  }
+  return caps;
+}
+
+RunResult run(const RunInputs& in) {
+  if (!in.policy) throw PolicyError("run(): no policy given");
+  const PlatformSpec& platform = in.platform;
+  const Policy& policy = *in.policy;
+  const auto compute = platform.compute_devices();
+  std::vector<std::uint32_t> slots = in.slots;
+  if (slots.empty())
+    for (std::uint32_t k = 0; k < compute.size(); ++k) slots.push_back(k);
+  std::vector<std::string> names;
+  for (std::uint32_t s : slots) {
+    if (s >= compute.size())
+      throw InputError(fmt::format("platform {} has {} compute device(s): no device {}",
+                                   platform.name, compute.size(), s));
+    names.push_back(platform.devices[compute[s]].name);
+  }
+  if (in.workloads.size() != 1 && in.workloads.size() != slots.size())
+    throw InputError(fmt::format("platform {} runs {} device(s): give one workload (run on each) "
+                                 "or {}, got {}",
+                                 platform.name, slots.size(), slots.size(), in.workloads.size()));
+  std::vector<Trace> traces;
+  if (in.workloads.size() == 1)
+    traces.assign(slots.size(), in.workloads[0]);
+  else
+    traces = in.workloads;
+
+  RunResult out;
+  out.trace = combine_per_device(traces, names, in.slots);
+  const std::optional<Budget> budget = policy.budget();
+  std::vector<std::uint64_t> baselines(compute.size(), 0);
+  if (budget) {
+    // A fraction is of each device's own step (one workload per device may differ).
+    const std::uint64_t first = exec::baseline_peak_bytes(traces[0]);
+    for (std::size_t k = 0; k < traces.size(); ++k)
+      baselines[slots[k]] = k == 0 || in.workloads.size() == 1 ? first : exec::baseline_peak_bytes(traces[k]);
+  }
+  const std::vector<std::uint64_t> caps = tier_caps(platform, budget ? &*budget : nullptr, baselines);
+
+  std::string label;
+  if (auto rewritten = policy.rewrite(out.trace, platform)) {
+    out.trace = std::move(rewritten->trace);
+    label = std::move(rewritten->label);
+    out.notes = std::move(rewritten->notes);
+  }
+  const Liveness liveness = compute_liveness(out.trace);
+  const std::vector<double> durations = op_durations(out.trace, platform);
+  const PlanningContext ctx{out.trace, liveness, platform, durations, caps};
+  PlanResult planned = policy.plan(ctx);
+  if (!label.empty()) planned.label = std::move(label);
+  out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
+  out.recorder.keep_allocations(in.keep_allocations);
+  out.summary = simulate(ctx, planned, out.recorder);
+  out.plan = std::move(planned.plan);
+  return out;
+}
+
+Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy& policy,
+                 Recorder& recorder) {
+  const Liveness liveness = compute_liveness(trace);
+  const std::vector<double> durations = op_durations(trace, platform);
+  const PlanningContext ctx{trace, liveness, platform, durations, tier_caps(platform, nullptr, {})};
+  const PlanResult planned = policy.plan(ctx);
+  return simulate(ctx, planned, recorder);
+}
+
+PlanResult plan_for(const Policy& policy, const Trace& trace, const PlatformSpec& platform) {
+  const Liveness liveness = compute_liveness(trace);
+  const std::vector<double> durations = op_durations(trace, platform);
+  PlanResult planned =
+      policy.plan(PlanningContext{trace, liveness, platform, durations, tier_caps(platform, nullptr, {})});
+  planned.hooks.reset();
+  return planned;
+}
+
+}  // namespace memsim

@@ -1,0 +1,70 @@
+#pragma once
+// The pipeline, written once: a platform, the step of each device and a policy in, a
+// summary out. Every caller — `memsim run`, fit, sweeps, benches and tests — goes through
+// run():
+//
+//   workloads (one per device) -> Trace (combined) -> the policy's rewrite
+//   -> PlanningContext{trace, liveness, durations, caps from the budget}
+//   -> policy.plan(ctx) const -> PlanResult{Plan, label, notes, hooks}
+//   -> simulate(ctx, planned) -> Summary
+//
+// A budget never rewrites the platform: it becomes the caps the policy plans under and the
+// engine's allocators run under, and the summary reports each tier's capacity and its
+// budget side by side.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/platform/platform.h"
+#include "sim/policy/policy.h"
+#include "sim/report/recorder.h"
+#include "sim/report/summary.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+struct RunInputs {
+  PlatformSpec platform;
+  /// The step of each device that runs (in `slots` order), or one step that runs on each
+  /// of them (data-parallel replicas).
+  std::vector<Trace> workloads;
+  /// The compute devices (indices into platform.compute_devices()) that run, in order;
+  /// empty: all of them. The others stay idle.
+  std::vector<std::uint32_t> slots;
+  const Policy* policy = nullptr;
+  /// Keep every allocation and release in the recorder (events.csv).
+  bool keep_allocations = false;
+};
+
+struct RunResult {
+  Summary summary;
+  Trace trace;        // the step as it ran: the devices' steps combined, then rewritten
+  Plan plan;          // the policy's plan for it
+  Recorder recorder;  // its events and memory samples
+  /// The policy's notes, from its rewrite and its plan, in order ("revolve: ...").
+  std::vector<std::string> notes;
+};
+
+/// Runs one step. Throws InputError for inputs that do not fit together, PolicyError for a
+/// policy that breaks the rules of memory. SimGrid's engine is a process singleton: once per
+/// process.
+RunResult run(const RunInputs& inputs);
+
+/// The engine stage alone, for a step already laid out on the platform's devices: `policy`
+/// plans it under the tiers' own capacities (no budget, no rewrite) and the engine runs the
+/// plan; events go to `recorder`. For tests and benches of the engine and of a policy's plan.
+Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy& policy,
+                 Recorder& recorder);
+
+/// What `policy` plans for `trace` on `platform` under the tiers' own capacities, for tests
+/// and benches of a plan (its runtime hooks dropped: they would outlive their context).
+PlanResult plan_for(const Policy& policy, const Trace& trace, const PlatformSpec& platform);
+
+/// The caps a budget puts on each tier (indexed like platform.tiers): a compute device's
+/// compute tier gets the budget (a fraction of `baseline_peaks[k]`, its own step's peak under
+/// `none`, or a size) where it is below the capacity, as the tier's allocator rounds it; every
+/// other tier, and a device without a baseline under a fraction, keeps its capacity.
+std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget* budget,
+                                     const std::vector<std::uint64_t>& baseline_peaks);
+
+}  // namespace memsim
