@@ -7,8 +7,8 @@ namespace memsim {
 MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace)
     : trace_(trace), placement_(trace.buffers.size()) {
   for (const auto& t : platform.tiers) {
-    allocators_.push_back(make_allocator(
-        AllocatorConfig{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes, t.grain_bytes}));
+    allocators_.push_back(
+        make_allocator(t.allocator, t.allocator_params, t.capacity_bytes, t.capacity_bytes));
     TierUsage u;
     u.capacity_bytes = t.capacity_bytes;
     usage_.push_back(u);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "sim/core/units.h"
+#include "sim/memory/allocator.h"
 #include "sim/policy/policy.h"
 
 namespace memsim {
@@ -43,12 +44,11 @@ void apply_budget(PlatformSpec& platform, const Budget& budget,
     const double cap = budget.is_fraction ? std::floor(budget.value * static_cast<double>(peak))
                                           : budget.value;
     TierSpec& tier = platform.tiers[*platform.devices[devices[k]].compute_tier];
-    tier.capacity_bytes = std::min<std::uint64_t>(tier.capacity_bytes, static_cast<std::uint64_t>(cap));
-    if (tier.allocator == "tiled") {
-      // A tiled tier keeps its tile count; each tile shrinks in proportion.
-      tier.tile_bytes = std::max<std::uint64_t>(1, tier.capacity_bytes / tier.tiles);
-      tier.capacity_bytes = tier.tile_bytes * tier.tiles;
-    }
+    // The allocator applies the cap and says what it then holds (a tiled tier keeps its tile
+    // count, each tile shrinking in proportion).
+    tier.capacity_bytes = make_allocator(tier.allocator, tier.allocator_params, tier.capacity_bytes,
+                                         static_cast<std::uint64_t>(cap))
+                              ->capacity_bytes();
   }
 }
 
