@@ -7,7 +7,7 @@
 
 #include "sim/core/config.h"
 #include "sim/core/params.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/engine/engine.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/units.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/policy/impl/dtr_core.h"
 #include "sim/policy/policy.h"
 

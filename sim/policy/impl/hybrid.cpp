@@ -29,7 +29,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/units.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/platform/routes.h"
 #include "sim/policy/policy.h"
 

@@ -25,7 +25,7 @@
 
 #include <fmt/format.h>
 
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
 
