@@ -12,8 +12,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/app/inputs.h"
-#include "sim/app/policy_args.h"
+#include "sim/inputs/inputs.h"
+#include "sim/inputs/policy_args.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
