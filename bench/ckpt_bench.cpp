@@ -25,7 +25,7 @@
 #include <sys/wait.h>
 
 #include "sim/core/config.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/engine/engine.h"
 #include "sim/run/run.h"
 #include "sim/policy/impl/dtr_chain.h"

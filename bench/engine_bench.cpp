@@ -21,7 +21,7 @@
 #include <simgrid/s4u.hpp>
 #include <xbt/log.h>
 
-#include "sim/app/inputs.h"
+#include "sim/inputs/inputs.h"
 #include "sim/core/config.h"
 #include "sim/run/run.h"
 #include "sim/policy/policy.h"

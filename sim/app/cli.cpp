@@ -12,8 +12,8 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/app/inputs.h"
-#include "sim/app/policy_args.h"
+#include "sim/inputs/inputs.h"
+#include "sim/inputs/policy_args.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
@@ -359,8 +359,11 @@ int cmd_list() {
     std::cout << fmt::format("  {:<18} {}\n", p.name, p.description);
     print_params(p.params);
   }
-  std::cout << "\nallocators (a tier's allocator:):\n";
-  for (const auto& a : builtin_allocators()) std::cout << fmt::format("  {:<18} {}\n", a.name, a.description);
+  std::cout << "\nallocators (a tier's allocator:, parameters as keys of the tier):\n";
+  for (const auto& a : builtin_allocators()) {
+    std::cout << fmt::format("  {:<18} {}\n", a.name, a.description);
+    print_params(a.params);
+  }
   std::cout << "\nmodels (a workload spec's model:, parameters with --set workload.KEY=VALUE):\n";
   for (const auto& m : builtin_models()) {
     std::cout << fmt::format("  {:<18} {}\n", m.name, m.description);

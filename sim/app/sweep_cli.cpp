@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/app/inputs.h"
+#include "sim/inputs/inputs.h"
 #include "sim/core/error.h"
 #include "sim/policy/policy.h"
 #include "sim/sweep/fit.h"

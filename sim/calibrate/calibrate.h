@@ -1,6 +1,6 @@
 #pragma once
 // Calibration: fitting a device's per-op-kind efficiencies to measured op durations, so the
-// roofline of the cost model (sim/engine/cost_model.h) reproduces them:
+// roofline of the cost model (sim/cost/cost_model.h) reproduces them:
 //
 //   t = max(FLOPs / (peak x e_compute(kind)), bytes / (bandwidth x e_memory(kind)))
 //       + launch_overhead

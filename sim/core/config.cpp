@@ -227,6 +227,14 @@ std::uint64_t ConfigNode::as_bytes() const {
   fail_expected(unit_example(UnitKind::size));
 }
 
+std::uint64_t ConfigNode::as_positive_bytes() const {
+  if (is_scalar() && !as_string().empty() && as_string()[0] == '-')
+    fail_expected("a positive size like '80GiB'");
+  const std::uint64_t v = as_bytes();
+  if (v == 0) fail_expected("a positive size like '80GiB'");
+  return v;
+}
+
 double ConfigNode::as_unit(UnitKind kind) const {
   if (node_.IsScalar())
     if (auto v = parse_unit(node_.Scalar(), kind)) return *v;

@@ -70,6 +70,8 @@ class ConfigNode {
   double as_fraction() const;
   bool as_bool() const;
   std::uint64_t as_bytes() const;
+  /// A size above zero: "0" and "-1GiB" are "expected a positive size like '80GiB'".
+  std::uint64_t as_positive_bytes() const;
   double as_unit(UnitKind kind) const;
   /// One of `choices`; the message lists them.
   std::string as_choice(const std::vector<std::string>& choices) const;

@@ -11,7 +11,7 @@
 #include <xbt/log.h>
 
 #include "sim/core/error.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/exec/residency.h"
 #include "sim/platform/routes.h"
 

@@ -12,21 +12,21 @@
 //
 // "Allocated" is what live allocations hold (with the allocator's rounding); "reserved" is
 // what the allocator has taken from the tier (allocated plus cached segments).
+//
+// An allocator is a component like a policy: created by name (memory/builtin.cpp registers
+// them), its parameters declared in its own file and read from the tier's entry in the
+// platform YAML (`sram: {allocator: tiled, tiles: 1472, tile_capacity: 624KiB, ...}`).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-namespace memsim {
+#include "sim/core/params.h"
 
-struct AllocatorConfig {
-  std::string name = "ideal";
-  std::uint64_t capacity_bytes = 0;
-  std::uint64_t tiles = 0;        // tiled: number of tiles
-  std::uint64_t tile_bytes = 0;   // tiled: capacity of each tile
-  std::uint64_t grain_bytes = 0;  // tiled: least a buffer puts on one tile (0: 64 B)
-};
+namespace memsim {
 
 /// What an allocation took: where, and how many bytes (the request after rounding).
 struct Allocation {
@@ -56,14 +56,39 @@ class Allocator {
 struct AllocatorInfo {
   std::string name;
   std::string description;
+  /// Keys of the tier's entry that this allocator reads, beside the tier's own.
+  std::vector<ParamSpec> params;
+  /// An allocator for a tier of `capacity_bytes` that may use at most `cap_bytes` of it (a
+  /// budget; the capacity itself when there is none). It applies the cap itself, so its
+  /// capacity_bytes() is what the tier offers under it. Throws std::invalid_argument for an
+  /// impossible configuration (the platform loader checks first, so users see located errors).
+  std::function<std::unique_ptr<Allocator>(const Params&, std::uint64_t capacity_bytes,
+                                           std::uint64_t cap_bytes)>
+      create;
+  /// The tier's capacity, for an allocator whose parameters fix it (tiled: tiles x
+  /// tile_capacity): checks a `capacity` given in the tier's entry against them. Empty: the
+  /// entry's `capacity` is required and taken as it is.
+  std::function<std::uint64_t(const Params&, const ConfigNode& tier)> tier_capacity;
 };
+
+/// Every built-in allocator, in the order `memsim list` shows them.
 const std::vector<AllocatorInfo>& builtin_allocators();
-bool is_allocator(const std::string& name);
-/// Throws std::invalid_argument for an unknown name or an impossible configuration (the
-/// platform loader checks first, so users see located errors).
-std::unique_ptr<Allocator> make_allocator(const AllocatorConfig& config);
-/// The configuration under a cap (a budget) of at most `cap_bytes`: the capacity lowered
-/// to it, and for tiles, each tile shrunk in proportion (the tile count kept).
-AllocatorConfig capped(AllocatorConfig config, std::uint64_t cap_bytes);
+const AllocatorInfo* find_allocator(std::string_view name);
+/// Reads `tier` (a tier's entry) through the allocator's declared parameters; `tier_keys` are
+/// the keys the tier reads itself. Unknown keys and missing required ones are located errors.
+Params allocator_params(const AllocatorInfo& info, const ConfigNode& tier,
+                        const std::vector<std::string>& tier_keys);
+/// The allocator `name` for a tier of `capacity_bytes` under a cap of `cap_bytes`; `params`
+/// are the tier's (nullopt: a tier built in code, every parameter at its default). Throws
+/// std::invalid_argument for an unknown name or an impossible configuration.
+std::unique_ptr<Allocator> make_allocator(const std::string& name,
+                                          const std::optional<Params>& params,
+                                          std::uint64_t capacity_bytes, std::uint64_t cap_bytes);
+
+// One per file.
+AllocatorInfo ideal_allocator();
+AllocatorInfo best_fit_allocator();
+AllocatorInfo caching_allocator();
+AllocatorInfo tiled_allocator();
 
 }  // namespace memsim

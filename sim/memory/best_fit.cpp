@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <set>
@@ -85,8 +86,14 @@ class BestFitAllocator final : public Allocator {
 
 }  // namespace
 
-std::unique_ptr<Allocator> make_best_fit_allocator(const AllocatorConfig& c) {
-  return std::make_unique<BestFitAllocator>(c.capacity_bytes);
+AllocatorInfo best_fit_allocator() {
+  return {"best_fit",
+          "address-ordered free list, smallest hole that fits, coalescing (fragmentation)",
+          {},
+          [](const Params&, std::uint64_t capacity_bytes, std::uint64_t cap_bytes) {
+            return std::make_unique<BestFitAllocator>(std::min(capacity_bytes, cap_bytes));
+          },
+          {}};
 }
 
 }  // namespace memsim

@@ -196,8 +196,15 @@ class CachingAllocator final : public Allocator {
 
 }  // namespace
 
-std::unique_ptr<Allocator> make_caching_allocator(const AllocatorConfig& c) {
-  return std::make_unique<CachingAllocator>(c.capacity_bytes);
+AllocatorInfo caching_allocator() {
+  return {"caching",
+          "PyTorch's CUDA caching allocator: 512 B rounding, 2 MiB / 20 MiB segments, "
+          "splitting, cached segments released before an OOM",
+          {},
+          [](const Params&, std::uint64_t capacity_bytes, std::uint64_t cap_bytes) {
+            return std::make_unique<CachingAllocator>(std::min(capacity_bytes, cap_bytes));
+          },
+          {}};
 }
 
 }  // namespace memsim

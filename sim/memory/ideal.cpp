@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "sim/memory/allocator.h"
 
 namespace memsim {
@@ -30,8 +32,12 @@ class IdealAllocator final : public Allocator {
 
 }  // namespace
 
-std::unique_ptr<Allocator> make_ideal_allocator(const AllocatorConfig& c) {
-  return std::make_unique<IdealAllocator>(c.capacity_bytes);
+AllocatorInfo ideal_allocator() {
+  return {"ideal", "a counter: fits while live bytes stay within capacity (no fragmentation)", {},
+          [](const Params&, std::uint64_t capacity_bytes, std::uint64_t cap_bytes) {
+            return std::make_unique<IdealAllocator>(std::min(capacity_bytes, cap_bytes));
+          },
+          {}};
 }
 
 }  // namespace memsim

@@ -10,8 +10,7 @@ MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace,
   for (std::size_t i = 0; i < platform.tiers.size(); ++i) {
     const TierSpec& t = platform.tiers[i];
     const std::uint64_t cap = i < caps.size() ? std::min(caps[i], t.capacity_bytes) : t.capacity_bytes;
-    AllocatorConfig config{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes, t.grain_bytes};
-    allocators_.push_back(make_allocator(capped(config, cap)));
+    allocators_.push_back(make_allocator(t.allocator, t.allocator_params, t.capacity_bytes, cap));
     TierUsage u;
     u.capacity_bytes = t.capacity_bytes;
     if (allocators_.back()->capacity_bytes() < t.capacity_bytes)

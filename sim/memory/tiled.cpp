@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include <fmt/format.h>
+
 #include "sim/core/units.h"
 #include "sim/memory/allocator.h"
 
@@ -20,7 +22,7 @@ class TiledAllocator final : public Allocator {
   TiledAllocator(std::uint64_t tiles, std::uint64_t tile_bytes, std::uint64_t grain_bytes)
       : tiles_(tiles),
         tile_bytes_(tile_bytes),
-        grain_bytes_(grain_bytes == 0 ? 64 : grain_bytes),
+        grain_bytes_(grain_bytes),
         used_(tiles, 0),
         peaks_(tiles, 0) {}
 
@@ -117,17 +119,61 @@ class TiledAllocator final : public Allocator {
   std::unordered_map<std::uint64_t, Mapping> live_;  // by address
 };
 
+// The tier's parameters, each read (and checked, at its line) the same way on load and on
+// creation.
+struct TileParams {
+  std::uint64_t tiles;
+  std::uint64_t tile_bytes;
+  std::uint64_t grain_bytes;
+};
+
+TileParams read_tile_params(const Params& p) {
+  return {static_cast<std::uint64_t>(p.get("tiles").as_int_in(1, 1 << 24)),
+          p.get("tile_capacity").as_positive_bytes(), p.get("grain").as_positive_bytes()};
+}
+
+// The tiles fix the capacity; a `capacity` given beside them must say the same.
+std::uint64_t tiled_tier_capacity(const Params& p, const ConfigNode& tier) {
+  const TileParams t = read_tile_params(p);
+  const std::uint64_t total = t.tiles * t.tile_bytes;
+  auto cap = tier.find("capacity");
+  if (!cap) return total;
+  const std::uint64_t capacity = cap->as_positive_bytes();
+  if (capacity != total)
+    cap->fail(fmt::format("capacity {} ({} B) is {} than the tiles hold: {} tiles x {} = {} ({} B)",
+                          format_bytes(static_cast<double>(capacity)), capacity,
+                          capacity > total ? "more" : "less", t.tiles,
+                          format_bytes(static_cast<double>(t.tile_bytes)),
+                          format_bytes(static_cast<double>(total)), total));
+  return capacity;
+}
+
+// Under a cap the tier keeps its tile count and each tile shrinks in proportion (to 1 B at
+// least). The capacity may be below what the tiles hold where a budget already lowered it.
+std::unique_ptr<Allocator> make_tiled(const Params& p, std::uint64_t capacity_bytes,
+                                      std::uint64_t cap_bytes) {
+  const TileParams t = read_tile_params(p);
+  if (t.tile_bytes > std::numeric_limits<std::uint64_t>::max() / t.tiles ||
+      capacity_bytes > t.tiles * t.tile_bytes)
+    throw std::invalid_argument("tiled allocator: capacity " + std::to_string(capacity_bytes) +
+                                " B is more than the tiles hold: " + std::to_string(t.tiles) +
+                                " tiles x " + std::to_string(t.tile_bytes) + " B");
+  const std::uint64_t tile_bytes =
+      std::max<std::uint64_t>(1, std::min(capacity_bytes, cap_bytes) / t.tiles);
+  return std::make_unique<TiledAllocator>(t.tiles, tile_bytes, t.grain_bytes);
+}
+
 }  // namespace
 
-std::unique_ptr<Allocator> make_tiled_allocator(const AllocatorConfig& c) {
-  if (c.tiles == 0 || c.tile_bytes == 0)
-    throw std::invalid_argument("tiled allocator needs tiles and tile_bytes above 0");
-  if (c.tile_bytes > std::numeric_limits<std::uint64_t>::max() / c.tiles ||
-      c.tiles * c.tile_bytes != c.capacity_bytes)
-    throw std::invalid_argument("tiled allocator: capacity " + std::to_string(c.capacity_bytes) +
-                                " B is not what the tiles hold: " + std::to_string(c.tiles) +
-                                " tiles x " + std::to_string(c.tile_bytes) + " B");
-  return std::make_unique<TiledAllocator>(c.tiles, c.tile_bytes, c.grain_bytes);
+AllocatorInfo tiled_allocator() {
+  return {"tiled",
+          "IPU-like tiles: a buffer spread evenly over consecutive tiles from where the last one "
+          "ended; every tile it touches must have room",
+          {{"tiles", "number of tiles; the tier holds tiles x tile_capacity", std::nullopt},
+           {"tile_capacity", "what each tile holds, a size like '624KiB'", std::nullopt},
+           {"grain", "least a buffer puts on one tile (S bytes take up to ceil(S / grain) tiles)",
+            "64B"}},
+          make_tiled, tiled_tier_capacity};
 }
 
 }  // namespace memsim

@@ -19,9 +19,14 @@ double positive(const ConfigNode& n, UnitKind kind) {
   return v;
 }
 
+// A tier's entry holds its own keys and its allocator's parameters.
 TierSpec load_tier(const std::string& device, const std::string& name, const ConfigNode& n) {
-  n.allow_only({"role", "capacity", "bandwidth", "latency", "allocator", "tiles",
-                "tile_capacity", "grain"});
+  const std::vector<std::string> tier_keys{"role", "capacity", "bandwidth", "latency", "allocator"};
+  std::vector<std::string> keys = tier_keys;
+  for (const auto& info : builtin_allocators())
+    for (const auto& p : info.params)
+      if (std::find(keys.begin(), keys.end(), p.name) == keys.end()) keys.push_back(p.name);
+  n.allow_only(keys);
   TierSpec t;
   t.name = device + "." + name;
   t.device = device;
@@ -29,39 +34,21 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
   t.role = role == "compute" ? TierRole::compute
            : role == "offload" ? TierRole::offload
                                : TierRole::scratch;
-  auto read_positive_size = [](const ConfigNode& c) {
-    if (c.is_scalar() && !c.as_string().empty() && c.as_string()[0] == '-')
-      c.fail_expected("a positive size like '80GiB'");
-    std::uint64_t v = c.as_bytes();
-    if (v == 0) c.fail_expected("a positive size like '80GiB'");
-    return v;
-  };
   if (auto a = n.find("allocator")) {
     std::vector<std::string> names;
     for (const auto& info : builtin_allocators()) names.push_back(info.name);
     t.allocator = a->as_choice(names);
   }
-  if (t.allocator == "tiled") {
-    auto tiles = n.at("tiles");
-    t.tiles = static_cast<std::uint64_t>(tiles.as_int_in(1, 1 << 24));
-    t.tile_bytes = read_positive_size(n.at("tile_capacity"));
-    if (auto g = n.find("grain")) t.grain_bytes = read_positive_size(*g);
-    const std::uint64_t total = t.tiles * t.tile_bytes;
-    if (auto cap = n.find("capacity")) {
-      t.capacity_bytes = read_positive_size(*cap);
-      if (t.capacity_bytes != total)
-        cap->fail(fmt::format("capacity {} ({} B) is {} than the tiles hold: {} tiles x {} = {} ({} B)",
-                              format_bytes(t.capacity_bytes), t.capacity_bytes,
-                              t.capacity_bytes > total ? "more" : "less", t.tiles,
-                              format_bytes(t.tile_bytes), format_bytes(total), total));
-    } else {
-      t.capacity_bytes = total;
-    }
-  } else {
-    for (const char* key : {"tiles", "tile_capacity", "grain"})
-      if (n.has(key)) n.key_node(key).fail(fmt::format("'{}' needs allocator: tiled", key));
-    t.capacity_bytes = read_positive_size(n.at("capacity"));
-  }
+  const AllocatorInfo& allocator = *find_allocator(t.allocator);
+  // Another allocator's parameter is a misplaced key, not a typo: say whose it is.
+  for (const auto& info : builtin_allocators())
+    for (const auto& p : info.params)
+      if (n.has(p.name) && std::none_of(allocator.params.begin(), allocator.params.end(),
+                                        [&](const ParamSpec& s) { return s.name == p.name; }))
+        n.key_node(p.name).fail(fmt::format("'{}' needs allocator: {}", p.name, info.name));
+  t.allocator_params = allocator_params(allocator, n, tier_keys);
+  t.capacity_bytes = allocator.tier_capacity ? allocator.tier_capacity(*t.allocator_params, n)
+                                             : n.at("capacity").as_positive_bytes();
   t.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
   if (auto l = n.find("latency")) t.latency_s = l->as_unit(UnitKind::time);
   return t;

@@ -23,9 +23,10 @@
 //
 // Tier roles: `compute` (an op's operands must be here; one per device that runs ops),
 // `offload` (a place to swap to), `scratch` (on-chip memory that takes an op's workspace
-// when it fits). A tiled tier (allocator: tiled) gives `tiles` and `tile_capacity` instead of
-// (or as well as) `capacity`. A device with `exchange` runs its ops bulk-synchronously:
-// compute, sync, then an exchange of the op's input bytes at the exchange bandwidth.
+// when it fits). A tier's entry also holds its allocator's parameters (`memsim list`); a
+// tiled tier gives `tiles` and `tile_capacity` instead of (or as well as) `capacity`. A
+// device with `exchange` runs its ops bulk-synchronously: compute, sync, then an exchange of
+// the op's input bytes at the exchange bandwidth.
 #include <array>
 #include <cstdint>
 #include <map>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "sim/core/config.h"
+#include "sim/core/params.h"
 #include "sim/workload/trace.h"
 
 namespace memsim {
@@ -51,9 +53,9 @@ struct TierSpec {
   double bandwidth_Bps = 0;  // the tier's own bandwidth, for the memory-bound roofline term
   double latency_s = 0;
   std::string allocator = "ideal";
-  std::uint64_t tiles = 0;        // a tiled tier: number of tiles (capacity = tiles x tile_bytes)
-  std::uint64_t tile_bytes = 0;
-  std::uint64_t grain_bytes = 0;  // least a buffer puts on one tile
+  /// The allocator's parameters from the tier's entry (nullopt: a tier built in code, every
+  /// parameter at its default).
+  std::optional<Params> allocator_params;
 };
 
 struct DeviceSpec {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/engine/engine.h"
 #include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
@@ -30,10 +30,8 @@ std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget*
     const std::size_t tier = *platform.devices[devices[k]].compute_tier;
     const TierSpec& t = platform.tiers[tier];
     const std::uint64_t limit = std::min<std::uint64_t>(t.capacity_bytes, static_cast<std::uint64_t>(cap));
-    caps[tier] = capped(AllocatorConfig{t.allocator, t.capacity_bytes, t.tiles, t.tile_bytes,
-                                        t.grain_bytes},
-                        limit)
-                     .capacity_bytes;
+    // As the tier's allocator rounds it (a tiled tier's tiles shrink in proportion).
+    caps[tier] = make_allocator(t.allocator, t.allocator_params, t.capacity_bytes, limit)->capacity_bytes();
   }
   return caps;
 }

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "sim/app/policy_args.h"
+#include "sim/inputs/policy_args.h"
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
 #include "sim/platform/platform.h"

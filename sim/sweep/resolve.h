@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/app/inputs.h"
+#include "sim/inputs/inputs.h"
 
 namespace memsim {
 

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/app/inputs.h"
+#include "sim/inputs/inputs.h"
 #include "sim/sweep/resolve.h"
 
 namespace memsim {

@@ -8,7 +8,7 @@
 #include "sim/core/config.h"
 #include "sim/exec/replay.h"
 #include "sim/core/params.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 #include "sim/run/run.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"

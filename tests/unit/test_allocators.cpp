@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
 #include "sim/memory/allocator.h"
 
 using namespace memsim;
@@ -14,21 +17,19 @@ constexpr std::uint64_t MiB = 1024 * 1024;
 constexpr std::uint64_t GiB = 1024 * MiB;
 
 std::unique_ptr<Allocator> make(const std::string& name, std::uint64_t capacity) {
-  AllocatorConfig c;
-  c.name = name;
-  c.capacity_bytes = capacity;
-  return make_allocator(c);
+  return make_allocator(name, std::nullopt, capacity, capacity);
+}
+
+// A tiled tier's parameters as its YAML entry gives them.
+Params tile_params(const std::string& entry) {
+  return allocator_params(*find_allocator("tiled"), ConfigNode::parse_text(entry, "test"), {});
 }
 
 std::unique_ptr<Allocator> make_tiled(std::uint64_t tiles, std::uint64_t tile_bytes,
-                                      std::uint64_t grain = 0) {
-  AllocatorConfig c;
-  c.name = "tiled";
-  c.capacity_bytes = tiles * tile_bytes;
-  c.tiles = tiles;
-  c.tile_bytes = tile_bytes;
-  c.grain_bytes = grain;
-  return make_allocator(c);
+                                      std::uint64_t grain = 64, std::uint64_t cap = UINT64_MAX) {
+  const Params p = tile_params(
+      fmt::format("{{tiles: {}, tile_capacity: {}B, grain: {}B}}", tiles, tile_bytes, grain));
+  return make_allocator("tiled", p, tiles * tile_bytes, cap);
 }
 
 // allocated, reserved, largest free block
@@ -42,9 +43,30 @@ void expect_state(const Allocator& a, std::uint64_t allocated, std::uint64_t res
 }  // namespace
 
 TEST(AllocRegistry, KnowsAllFourAndRejectsOthers) {
-  for (const char* n : {"ideal", "best_fit", "caching", "tiled"}) EXPECT_TRUE(is_allocator(n)) << n;
-  EXPECT_FALSE(is_allocator("buddy"));
+  for (const char* n : {"ideal", "best_fit", "caching", "tiled"}) EXPECT_TRUE(find_allocator(n)) << n;
+  EXPECT_FALSE(find_allocator("buddy"));
   EXPECT_THROW(make("buddy", 100), std::invalid_argument);
+}
+
+TEST(AllocRegistry, EachAllocatorAppliesACap) {
+  for (const char* n : {"ideal", "best_fit", "caching"}) {
+    EXPECT_EQ(make_allocator(n, std::nullopt, 100, 40)->capacity_bytes(), 40u) << n;
+    EXPECT_EQ(make_allocator(n, std::nullopt, 100, 400)->capacity_bytes(), 100u) << n;
+  }
+}
+
+TEST(AllocRegistry, TiledParametersAreDeclaredAndChecked) {
+  const AllocatorInfo* tiled = find_allocator("tiled");
+  ASSERT_TRUE(tiled);
+  std::vector<std::string> names;
+  for (const auto& p : tiled->params) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"tiles", "tile_capacity", "grain"}));
+  EXPECT_THROW(tile_params("{tile_capacity: 1KiB}"), InputError);  // tiles is required
+  EXPECT_THROW(tile_params("{tiles: 4, tile_capacity: 1KiB, colour: red}"), InputError);
+  EXPECT_THROW(make_allocator("tiled", tile_params("{tiles: 0, tile_capacity: 1KiB}"), 0, 0),
+               InputError);
+  // Without the tier's parameters a tiled allocator has no tiles to make.
+  EXPECT_THROW(make("tiled", 100), InputError);
 }
 
 // ---------------------------------------------------------------- best_fit
@@ -330,18 +352,22 @@ TEST(AllocTiled, GrainAndTileCountBoundTheSpread) {
   EXPECT_EQ(a->tile_peaks(), (std::vector<std::uint64_t>{334, 334, 334, 250, 250, 250, 250, 250}));
 }
 
-TEST(AllocTiled, CapacityMustBeTheTilesTotal) {
-  AllocatorConfig c;
-  c.name = "tiled";
-  c.tiles = 4;
-  c.tile_bytes = 100;
-  c.capacity_bytes = 300;
-  EXPECT_THROW(make_allocator(c), std::invalid_argument);
-  c.capacity_bytes = 400;
-  EXPECT_NO_THROW(make_allocator(c));
-  c.tiles = 0;
-  c.capacity_bytes = 0;
-  EXPECT_THROW(make_allocator(c), std::invalid_argument);
+TEST(AllocTiled, CapacityIsAtMostWhatTheTilesHold) {
+  const Params p = tile_params("{tiles: 4, tile_capacity: 100B}");
+  EXPECT_THROW(make_allocator("tiled", p, 500, 500), std::invalid_argument);
+  EXPECT_EQ(make_allocator("tiled", p, 400, 400)->capacity_bytes(), 400u);
+  // A capacity a budget lowered: each tile holds a quarter of it.
+  EXPECT_EQ(make_allocator("tiled", p, 300, 300)->capacity_bytes(), 300u);
+}
+
+TEST(AllocTiled, ACapShrinksEachTileInProportion) {
+  auto a = make_tiled(4, 100, 100, 250);  // 250 / 4 tiles: 62 B each
+  EXPECT_EQ(a->capacity_bytes(), 248u);
+  EXPECT_TRUE(a->allocate(62));
+  EXPECT_FALSE(a->allocate(63));  // the next tile has 62 B
+  EXPECT_EQ(a->tile_peaks(), (std::vector<std::uint64_t>{62, 0, 0, 0}));
+  EXPECT_EQ(make_tiled(4, 100, 100, 3)->capacity_bytes(), 4u);  // 1 B per tile at least
+  EXPECT_EQ(make_tiled(4, 100, 100, 1000)->capacity_bytes(), 400u);  // a cap above: no change
 }
 
 // ---------------------------------------------------------------- one scenario, each allocator

@@ -6,7 +6,7 @@
 
 #include "sim/core/config.h"
 #include "sim/core/error.h"
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 
 using namespace memsim;
 

@@ -1,4 +1,4 @@
-#include "sim/app/policy_args.h"
+#include "sim/inputs/policy_args.h"
 
 #include <filesystem>
 

@@ -1,4 +1,4 @@
-#include "sim/app/inputs.h"
+#include "sim/inputs/inputs.h"
 
 #include <filesystem>
 

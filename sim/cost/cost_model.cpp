@@ -1,4 +1,4 @@
-#include "sim/engine/cost_model.h"
+#include "sim/cost/cost_model.h"
 
 #include <algorithm>
 

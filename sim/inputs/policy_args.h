@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/app/inputs.h"
+#include "sim/inputs/inputs.h"
 #include "sim/policy/policy.h"
 
 namespace memsim {
