@@ -1,0 +1,105 @@
+// The examples of docs/extending.md, compiled from the page itself (CMakeLists.txt cuts them
+// out): the budgeted recompute policy runs through run() and meets its budget; the
+// power-of-two allocator rounds as the page says.
+#include <gtest/gtest.h>
+
+#include "sim/core/config.h"
+#include "sim/exec/replay.h"
+#include "sim/memory/allocator.h"
+#include "sim/platform/platform.h"
+#include "sim/run/run.h"
+#include "sim/workload/models/models.h"
+#include "tests/model_helpers.h"
+
+namespace memsim {
+PolicyInfo cheap_recompute_policy();
+AllocatorInfo power_of_two_allocator();
+}  // namespace memsim
+
+using namespace memsim;
+using namespace memsim::test;
+
+namespace {
+
+std::unique_ptr<Policy> cheap_recompute(const std::string& yaml) {
+  const PolicyInfo info = cheap_recompute_policy();
+  return info.create(Params(ConfigNode::parse_text(yaml, "p.yaml"), info.params, info.name));
+}
+
+PlatformSpec gpu() {
+  return load_platform(ConfigNode::parse_text(R"(
+name: gpu
+devices:
+  gpu0:
+    kind: gpu
+    compute: {fp32: 10TFLOPS}
+    tiers:
+      hbm: {role: compute, capacity: 16GiB, bandwidth: 1TB/s}
+)", "gpu.yaml"));
+}
+
+RunResult run_with(const std::string& yaml, const Trace& trace) {
+  static std::unique_ptr<Policy> policy;  // outlives the run
+  policy = cheap_recompute(yaml);
+  RunInputs in;
+  in.platform = gpu();
+  in.workloads = {trace};
+  in.policy = policy.get();
+  return run(in);
+}
+
+const Trace& resnet() {
+  static const Trace t = generate("{model: resnet, depth: 18, batch: 8}");
+  return t;
+}
+
+}  // namespace
+
+TEST(Extending, TheRecomputePolicyMeetsItsBudgetByRecomputing) {
+  const std::uint64_t baseline = exec::baseline_peak_bytes(resnet());
+  RunResult r = run_with("{budget: 0.9}", resnet());
+  ASSERT_EQ(r.summary.status, "ok") << (r.summary.oom ? r.summary.oom->reason : "");
+  const TierUsage& hbm = r.summary.tiers[0].usage;
+  EXPECT_EQ(hbm.budget_bytes, static_cast<std::uint64_t>(0.9 * static_cast<double>(baseline)));
+  EXPECT_LE(hbm.peak_allocated_bytes, hbm.budget_bytes);
+  EXPECT_GT(r.summary.recompute_time_s, 0);
+  EXPECT_NE(r.summary.policy.find("cheap-recompute("), std::string::npos);
+  EXPECT_TRUE(r.notes.empty());
+}
+
+TEST(Extending, TheRecomputePolicyRecomputesNothingWithoutABudget) {
+  RunResult r = run_with("{}", resnet());
+  ASSERT_EQ(r.summary.status, "ok");
+  EXPECT_EQ(r.summary.policy, "cheap-recompute(0 ops)");
+  EXPECT_EQ(r.summary.recompute_time_s, 0);
+  EXPECT_EQ(r.summary.tiers[0].usage.peak_allocated_bytes, exec::baseline_peak_bytes(resnet()));
+}
+
+TEST(Extending, TheRecomputePolicySaysWhyABudgetCannotBeMet) {
+  RunResult r = run_with("{budget: 0.2}", resnet());
+  EXPECT_EQ(r.summary.status, "oom");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0].rfind("cheap-recompute: recomputing all ", 0), 0u) << r.notes[0];
+  ASSERT_TRUE(r.summary.oom.has_value());
+  EXPECT_NE(r.summary.oom->reason.find(r.notes[0]), std::string::npos) << r.summary.oom->reason;
+}
+
+TEST(Extending, ThePowerOfTwoAllocatorRoundsUp) {
+  const AllocatorInfo info = power_of_two_allocator();
+  const Params params(ConfigNode::parse_text("{}", "tier.yaml"), info.params, info.name);
+  // A 4000-byte tier under a 2000-byte budget: blocks of 512 B at least, powers of two.
+  auto a = info.create(params, 4000, 2000);
+  EXPECT_EQ(a->capacity_bytes(), 2000u);
+  const auto small = a->allocate(100);
+  ASSERT_TRUE(small.has_value());
+  EXPECT_EQ(small->bytes, 512u);
+  const auto big = a->allocate(600);
+  ASSERT_TRUE(big.has_value());
+  EXPECT_EQ(big->bytes, 1024u);
+  EXPECT_EQ(a->allocated_bytes(), 1536u);
+  EXPECT_EQ(a->largest_free_block(), 256u);  // 464 B left: the largest power of two in it
+  EXPECT_FALSE(a->allocate(300).has_value());
+  a->release(*big);
+  EXPECT_EQ(a->allocated_bytes(), 512u);
+  EXPECT_TRUE(a->allocate(1000).has_value());
+}
