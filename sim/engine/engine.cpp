@@ -5,6 +5,7 @@
 #include <exception>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 #include <simgrid/s4u.hpp>
@@ -12,17 +13,15 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/cost_model.h"
+#include "sim/engine/sg_platform.h"
+#include "sim/engine/tally.h"
 #include "sim/exec/residency.h"
-#include "sim/platform/routes.h"
 
 namespace sg4 = simgrid::s4u;
 
 namespace memsim {
 namespace {
 
-// Device hosts run 1e9 "flops" per simulated second: an op of duration d executes d x 1e9,
-// which SimGrid resolves to within a few ULPs of d.
-constexpr double kHostSpeed = 1e9;
 constexpr std::size_t kOomLiveBuffers = 10;
 
 // Who asks for memory, for the wait it may stall and the OOM report: an op (its outputs and
@@ -98,7 +97,6 @@ class Simulation final : public RuntimeView, private exec::Memory {
     std::vector<Step> steps;
   };
 
-  void build_platform();
   void split_plan();
   void place_initial_buffers();
   void run_stream(const Stream& s);
@@ -143,14 +141,11 @@ class Simulation final : public RuntimeView, private exec::Memory {
   void report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
   void guarded(const std::function<void()>& body);
-  struct Busy {
-    double compute_s = 0;
-    double stall_s = 0;
-    double recompute_s = 0;
-  };
-  /// Time accounting of the stream an op runs on.
-  Busy& busy(std::uint32_t device, std::uint32_t stream) { return busy_[device * max_streams_ + stream]; }
-  Busy& busy(const Op& op) { return busy(op.device, op.stream); }
+  /// Every event goes to the recorder and to the tally (the summary's time accounting).
+  void emit(const Event& e) {
+    recorder_.record(e);
+    tally_->on_event(e);
+  }
   void record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes, std::size_t tier);
   bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
   void flush();
@@ -171,10 +166,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   exec::Residency residency_;
   std::vector<Stream> streams_;
 
-  std::vector<sg4::Host*> device_hosts_;  // by platform device index
-  std::vector<sg4::Host*> tier_hosts_;    // by tier index
-  std::vector<std::vector<bool>> routed_;  // tier x tier
-  std::vector<sg4::SemaphorePtr> copy_slots_;  // device x {out, in}
+  SgPlatform sg_;  // hosts, routes and copy engines in SimGrid
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr changed_;
   int waiters_ = 0;
@@ -191,10 +183,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::vector<int> arriving_;  // per tier: copies into it under way
   bool stopped_ = false;
   std::exception_ptr error_;
-  std::vector<Busy> busy_;  // per (compute device, stream)
+  std::optional<Tally> tally_;
   std::vector<Action> hook_actions_;
-  std::map<std::pair<std::size_t, std::size_t>, std::pair<std::uint64_t, std::uint64_t>>
-      traffic_;  // (from, to) tier -> (bytes, copies)
   std::uint32_t max_streams_ = 1;
   Summary summary_;
 };
@@ -207,55 +197,6 @@ void Simulation::guarded(const std::function<void()>& body) {
     stopped_ = true;
     notify();
   }
-}
-
-void Simulation::build_platform() {
-  auto* zone = sg4::create_full_zone(platform_.name.empty() ? "platform" : platform_.name);
-  for (const auto& d : platform_.devices) device_hosts_.push_back(zone->create_host(d.name, kHostSpeed));
-  for (const auto& t : platform_.tiers) tier_hosts_.push_back(zone->create_host(t.name, 1.0));
-
-  // Links, and each tier's own memory as a shared resource: a copy reads its source and
-  // writes its destination at no more than their bandwidths, and copies into one host memory
-  // share it. Routes (platform/routes.h) say which of them each copy crosses.
-  std::vector<sg4::Link*> links;
-  for (const auto& l : platform_.links) {
-    sg4::Link* link = l.full_duplex ? zone->create_split_duplex_link(l.name, l.bandwidth_Bps)
-                                    : zone->create_link(l.name, l.bandwidth_Bps);
-    link->set_latency(l.latency_s);
-    links.push_back(link);
-  }
-  std::vector<sg4::Link*> memory_port;
-  for (const auto& t : platform_.tiers) {
-    auto* port = zone->create_link(t.name + ".memory", t.bandwidth_Bps);
-    port->set_latency(t.latency_s);
-    memory_port.push_back(port);
-  }
-  const std::size_t n_tiers = platform_.tiers.size();
-  routed_.assign(n_tiers, std::vector<bool>(n_tiers, false));
-  const RouteTable routes = compute_routes(platform_);
-  for (std::size_t src = 0; src < n_tiers; ++src)
-    for (std::size_t dst = 0; dst < n_tiers; ++dst) {
-      if (!routes[src][dst]) continue;
-      std::vector<sg4::LinkInRoute> route;
-      for (const RouteElement& e : routes[src][dst]->elements) {
-        if (e.kind == RouteElement::Kind::tier) {
-          route.emplace_back(memory_port[e.index]);
-        } else if (platform_.links[e.index].full_duplex) {
-          route.emplace_back(links[e.index], e.forward ? sg4::LinkInRoute::Direction::UP
-                                                       : sg4::LinkInRoute::Direction::DOWN);
-        } else {
-          route.emplace_back(links[e.index]);
-        }
-      }
-      zone->add_route(tier_hosts_[src]->get_netpoint(), tier_hosts_[dst]->get_netpoint(), nullptr,
-                      nullptr, route, false);
-      routed_[src][dst] = true;
-    }
-  zone->seal();
-  for (const auto& d : platform_.devices)
-    for (int dir = 0; dir < 2; ++dir) copy_slots_.push_back(sg4::Semaphore::create(d.copy_engines));
-  mutex_ = sg4::Mutex::create();
-  changed_ = sg4::ConditionVariable::create();
 }
 
 void Simulation::split_plan() {
@@ -311,9 +252,8 @@ void Simulation::place_initial_buffers() {
 
 void Simulation::record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes,
                               std::size_t tier) {
-  busy(site.device, site.stream).stall_s += now_s() - t0;
-  recorder_.record({EventKind::stall, t0, now_s(), site.device, site.stream, site.op, b, bytes,
-                    kNoId, static_cast<std::uint32_t>(tier)});
+  emit({EventKind::stall, t0, now_s(), site.device, site.stream, site.op, b, bytes, kNoId,
+        static_cast<std::uint32_t>(tier)});
 }
 
 void Simulation::flush() {
@@ -412,7 +352,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   if (from == Placement::kNowhere)
     throw PolicyError(fmt::format("policy {} moves buffer '{}', which is in no tier",
                                  planned_.label, buf.name));
-  if (!routed_[from][to])
+  if (!sg_.routed[from][to])
     throw InputError(fmt::format("platform '{}' has no link from {} to {} (needed to move '{}')",
                                  platform_.name, platform_.tiers[from].name,
                                  platform_.tiers[to].name, buf.name));
@@ -436,31 +376,23 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   const bool to_compute =
       dst.role == TierRole::compute ||
       (src.role != TierRole::compute && dst.bandwidth_Bps > src.bandwidth_Bps);
-  sg4::Actor::create("copy", device_hosts_[owner], [this, b, from, to, address, owner, direction,
+  sg4::Actor::create("copy", sg_.device_hosts[owner], [this, b, from, to, address, owner, direction,
                                                     to_compute] {
     guarded([&] {
-      auto slot = copy_slots_[2 * owner + direction];
+      auto slot = sg_.copy_slots[2 * owner + direction];
       slot->acquire();
       const double t0 = now_s();
       const std::uint64_t bytes = trace_.buffers[b].bytes;
-      sg4::Comm::sendto(tier_hosts_[from], tier_hosts_[to], bytes);
+      sg4::Comm::sendto(sg_.tier_hosts[from], sg_.tier_hosts[to], bytes);
       const double t1 = now_s();
       slot->release();
       memory_.finish_move(b, to, address, t1);
       --copies_in_flight_;
       --leaving_[from];
       --arriving_[to];
-      if (to_compute)
-        summary_.swap_in_bytes += bytes;
-      else
-        summary_.swap_out_bytes += bytes;
-      summary_.transfer_time_s += t1 - t0;
-      auto& pair = traffic_[{from, to}];
-      pair.first += bytes;
-      ++pair.second;
-      recorder_.record({to_compute ? EventKind::swap_in : EventKind::swap_out, t0, t1, owner,
-                        static_cast<std::uint32_t>(direction), kNoOp, b, bytes,
-                        static_cast<std::uint32_t>(from), static_cast<std::uint32_t>(to)});
+      emit({to_compute ? EventKind::swap_in : EventKind::swap_out, t0, t1, owner,
+            static_cast<std::uint32_t>(direction), kNoOp, b, bytes, static_cast<std::uint32_t>(from),
+            static_cast<std::uint32_t>(to)});
       residency_.copy_landed(b);  // released now if it was freed on the way
       notify();
     });
@@ -521,15 +453,8 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   else
     sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
   const double t1 = now_s();
-  if (recompute) {
-    busy(op).recompute_s += t1 - t0;
-    summary_.recompute_flops += op.flops;
-  } else {
-    busy(op).compute_s += t1 - t0;
-    ++summary_.ops_run;
-  }
-  recorder_.record({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device,
-                    site.stream, op.id, kNoId, 0, kNoId, kNoId});
+  emit({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device, site.stream,
+        op.id, kNoId, 0, kNoId, kNoId});
 }
 
 void Simulation::evict(BufferId b, std::size_t to) {
@@ -599,17 +524,19 @@ Summary Simulation::run() {
   // share (two GPUs copying in through different PCIe switches: one ran at host-memory
   // speed). Recomputing the sharing in full keeps every flow within its links.
   engine.set_config("network/optim:Full");
-  build_platform();
+  sg_ = build_sg_platform(platform_);
+  mutex_ = sg4::Mutex::create();
+  changed_ = sg4::ConditionVariable::create();
   for (std::size_t d : compute_devices_)
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
-  busy_.assign(compute_devices_.size() * max_streams_, Busy{});
+  tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
   split_plan();
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
   for (const Stream& s : streams_) {
     const std::size_t device = compute_devices_[s.device];
     sg4::Actor::create(fmt::format("{}.stream{}", platform_.devices[device].name, s.stream),
-                       device_hosts_[device], [this, &s] { guarded([&] { run_stream(s); }); });
+                       sg_.device_hosts[device], [this, &s] { guarded([&] { run_stream(s); }); });
   }
   engine.run();
   if (error_) std::rethrow_exception(error_);
@@ -617,18 +544,7 @@ Summary Simulation::run() {
   summary_.iteration_time_s = sg4::Engine::get_clock();
   // The accelerator stream that computed longest speaks for the step (with one stream: that
   // stream); a host's offloaded work shows in the iteration time, not here.
-  for (std::size_t i = 0; i < accelerators_ * max_streams_; ++i)
-    if (const Busy& b = busy_[i]; b.compute_s > summary_.compute_time_s ||
-        (b.compute_s == summary_.compute_time_s && b.stall_s > summary_.stall_time_s)) {
-      summary_.compute_time_s = b.compute_s;
-      summary_.stall_time_s = b.stall_s;
-      summary_.recompute_time_s = b.recompute_s;
-    }
-  for (const auto& [tiers, moved] : traffic_)
-    summary_.traffic.push_back({platform_.tiers[tiers.first].name, platform_.tiers[tiers.second].name,
-                                moved.first, moved.second});
-  for (std::size_t i = accelerators_ * max_streams_; i < busy_.size(); ++i)
-    summary_.host_compute_time_s += busy_[i].compute_s;
+  tally_->fill(summary_, platform_);
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;

@@ -1,0 +1,29 @@
+#pragma once
+// The platform as SimGrid sees it, built once per run: every device and every tier is a
+// host, every link a link (split-duplex where the YAML says full duplex), and each tier's
+// own memory a link of its bandwidth that every copy into or out of it crosses, so copies
+// into one host memory share it. Routes between tiers follow platform/routes.h. Part of the
+// engine: the only other file that includes SimGrid.
+#include <vector>
+
+#include <simgrid/s4u.hpp>
+
+#include "sim/platform/platform.h"
+
+namespace memsim {
+
+// Device hosts run 1e9 "flops" per simulated second: an op of duration d executes d x 1e9,
+// which SimGrid resolves to within a few ULPs of d.
+inline constexpr double kHostSpeed = 1e9;
+
+struct SgPlatform {
+  std::vector<simgrid::s4u::Host*> device_hosts;  // by platform device index
+  std::vector<simgrid::s4u::Host*> tier_hosts;    // by tier index
+  std::vector<std::vector<bool>> routed;          // tier x tier: a route exists
+  std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines
+};
+
+/// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist).
+SgPlatform build_sg_platform(const PlatformSpec& platform);
+
+}  // namespace memsim

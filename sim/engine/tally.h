@@ -1,0 +1,49 @@
+#pragma once
+// The step's time accounting, kept by listening to the engine's events as a SimGrid plugin
+// listens to signals: busy time per stream (compute, recompute, stall), the copies (bytes
+// each way, busy time, traffic per pair of tiers), the ops run and the FLOPs recomputed.
+// The engine hands every event to the recorder and to the tally; at the end the tally fills
+// the summary's totals. No SimGrid here.
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "sim/platform/platform.h"
+#include "sim/report/recorder.h"
+#include "sim/report/summary.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+class Tally {
+ public:
+  /// `devices` compute devices that run ops (the accelerators first, `accelerators` of
+  /// them, then hosts), each with up to `streams` streams.
+  Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams);
+
+  void on_event(const Event& e);
+
+  /// The totals into `summary`: the accelerator stream that computed longest speaks for the
+  /// step (compute, stall and recompute time); hosts' compute is host_compute_time_s.
+  void fill(Summary& summary, const PlatformSpec& platform) const;
+
+ private:
+  struct Busy {
+    double compute_s = 0;
+    double stall_s = 0;
+    double recompute_s = 0;
+  };
+  Busy& busy(std::uint32_t device, std::uint32_t stream) { return busy_[device * streams_ + stream]; }
+
+  const Trace& trace_;
+  std::size_t accelerators_;
+  std::uint32_t streams_;
+  std::vector<Busy> busy_;  // per (compute device, stream)
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<std::uint64_t, std::uint64_t>>
+      traffic_;  // (from, to) tier -> (bytes, copies)
+  std::uint64_t swap_in_bytes_ = 0, swap_out_bytes_ = 0, ops_run_ = 0;
+  double transfer_time_s_ = 0, recompute_flops_ = 0;
+};
+
+}  // namespace memsim
