@@ -113,14 +113,16 @@ def normalize(name, data):
         return (json.dumps(j, indent=2) + "\n").encode()
     if name == "<stdout>":
         return re.sub(rb" of [0-9.]+ [KMGT]?i?B \(budget ([0-9.]+ [KMGT]?i?B)\)", rb" of \1", data)
+    if name.endswith("trace.json"):  # a tier's track: "gpu0.hbm (compute, 40 GiB, budget 2 GiB, ideal)"
+        return re.sub(rb"(\(\w+, )[0-9.]+ [KMGT]?i?B, budget ([0-9.]+ [KMGT]?i?B)", rb"\1\2", data)
     return data
 
 
 def digest(path):
     with open(path, "rb") as f:
         data = f.read()
-    if path.endswith("summary.json"):
-        data = normalize("summary.json", data)
+    if path.endswith("summary.json") or path.endswith("trace.json"):
+        data = normalize(os.path.basename(path), data)
     return hashlib.sha256(data).hexdigest()
 
 

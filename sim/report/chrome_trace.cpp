@@ -321,9 +321,12 @@ void Writer::put_metadata() {
   }
   for (std::size_t t = 0; t < platform_.tiers.size(); ++t) {
     const TierSpec& tier = platform_.tiers[t];
+    const std::uint64_t budget = t < summary_.tiers.size() ? summary_.tiers[t].usage.budget_bytes : 0;
     meta("process_name", tier_pid(t), 0, "name",
-         fmt::format("{} ({}, {}, {})", tier.name, to_string(tier.role),
-                     format_bytes(static_cast<double>(tier.capacity_bytes)), tier.allocator));
+         fmt::format("{} ({}, {}{}, {})", tier.name, to_string(tier.role),
+                     format_bytes(static_cast<double>(tier.capacity_bytes)),
+                     budget ? ", budget " + format_bytes(static_cast<double>(budget)) : std::string(),
+                     tier.allocator));
     meta("process_sort_index", tier_pid(t), 0, "sort_index", tier_pid(t));
   }
   // Threads: every stream of a compute device, and each copy engine that carried a copy.

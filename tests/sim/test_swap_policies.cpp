@@ -133,6 +133,37 @@ TEST(SwapVdnn, ConvModeOffloadsOnlyConvolutionInputs) {
   EXPECT_EQ(s.policy, "vdnn(conv)");
 }
 
+TEST(SwapVdnn, APrefetchNeverGoesBeforeItsSwapOut) {
+  // Phases interleave as in an imported trace: a backward-phase op (w.grad) runs before f1.
+  // vDNN prefetches a one later-phase op ahead of its reader g: that op is w.grad, before a
+  // exists. The prefetch goes to g itself instead (an on-demand copy), after a's swap-out.
+  Trace t;
+  t.name = "interleaved";
+  const BufferId x = t.add_buffer("x", 1000, Category::input);
+  const BufferId w = t.add_buffer("w", 1000, Category::activation_grad);
+  const BufferId a = t.add_buffer("a", 2'000'000, Category::activation);
+  const BufferId b = t.add_buffer("b", 1000, Category::activation);
+  const BufferId gw = t.add_buffer("gw", 1000, Category::gradient);
+  const BufferId gx = t.add_buffer("gx", 1000, Category::activation_grad);
+  t.add_op(op("w.grad", Phase::backward, {w}, {gw}, 1));
+  t.add_op(op("f1", Phase::forward, {x}, {a}, 1));
+  t.add_op(op("f2", Phase::forward, {a}, {b}, 1));
+  t.add_op(op("g", Phase::backward, {a, b}, {gx}, 1));
+  validate(t, "interleaved");
+  auto p = make("vdnn");
+  Recorder rec;
+  Summary s = simulate(box("1GiB", "10GB/s"), t, *p, rec);
+  ASSERT_EQ(s.status, "ok");
+  EXPECT_EQ(s.swap_out_bytes, 2'000'000u);
+  EXPECT_EQ(s.swap_in_bytes, 2'000'000u);
+  double out_end = -1, in_start = -1;
+  for (const Event& e : rec.events()) {
+    if (e.kind == EventKind::swap_out && e.buffer == a) out_end = e.end_s;
+    if (e.kind == EventKind::swap_in && e.buffer == a) in_start = e.start_s;
+  }
+  EXPECT_GE(in_start, out_end);
+}
+
 TEST(SwapLru, EvictsTheLeastRecentlyUsedBufferTheOpDoesNotNeed) {
   // 6 MB of HBM, c is 2.5 MB. At f3, x (last used by f1) and a (by f2) are resident with b:
   // 5,001,000 B; c does not fit. f3 needs b and c; of x and a, x was used longest ago: it is

@@ -55,7 +55,10 @@ Plan vdnn_plan(const Trace& trace, const Liveness& liveness, const std::vector<S
       const SwapTiers& st = tiers[device[b.id]];
       if (!st.offload) continue;
       out_after[u.last_forward].push_back(b.id);
-      const OpId ahead = previous_later[u.first_later];
+      // One later-phase op ahead, but never before the swap-out: where the phases
+      // interleave (an imported trace), that op may come before the buffer's forward use.
+      OpId ahead = previous_later[u.first_later];
+      if (ahead != kNoOp && ahead <= u.last_forward) ahead = kNoOp;
       in_before[ahead == kNoOp ? u.first_later : ahead].push_back(b.id);
       consumer[b.id] = u.first_later;
     }
