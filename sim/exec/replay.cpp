@@ -58,9 +58,6 @@ class Replayer::ZeroTime final : public Memory {
     }
     where_[b] = kNowhere;
   }
-  void used(BufferId b) override {
-    if (touched_) touched_->push_back(b);
-  }
 
   /// b into device d's compute tier (from nowhere, or from elsewhere).
   void take(BufferId b, std::uint32_t d) {
@@ -167,7 +164,10 @@ bool Replayer::resident(BufferId b) const {
   return w != kNowhere && w != kAway;
 }
 
-void Replayer::record_touched(std::vector<BufferId>* touched) { memory_->touched_ = touched; }
+void Replayer::record_touched(std::vector<BufferId>* touched) {
+  memory_->touched_ = touched;
+  residency_->record_reads(touched);
+}
 void Replayer::set_mark(std::size_t mark) { memory_->mark_ = mark; }
 const std::vector<std::size_t>& Replayer::peak_marks() const { return memory_->marks_; }
 void Replayer::observe(OpObserver observer) { memory_->observer_ = std::move(observer); }

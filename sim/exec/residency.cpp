@@ -73,7 +73,7 @@ bool Residency::run(const Op& op, const Site& site, bool recompute) {
   for (const auto* list : {&op.inputs, &op.updates})
     for (BufferId b : *list) {
       if (!make_resident(b, site, op)) return false;
-      memory_.used(b);
+      if (reads_) reads_->push_back(b);
     }
   for (BufferId b : op.outputs) {
     // A re-run remakes only what was dropped; the op's other outputs are alive or dead.

@@ -67,8 +67,6 @@ class Memory {
   virtual void execute(const Op& op, const Site& site, bool recompute) = 0;
   /// Gives back b's space where it is (never called while b is being copied).
   virtual void release(BufferId b) = 0;
-  /// b was read by the op being prepared, and is resident.
-  virtual void used(BufferId b) { (void)b; }
   /// Around each run of an op: before its reads are checked, and after its outputs are
   /// present (not reached when the run stops). enter() returns what leave() is given back:
   /// the op that was in progress, for a re-run nested in it.
@@ -86,6 +84,8 @@ class Residency {
   /// With several streams, a read also waits for the in-place updates issued before it on
   /// other streams.
   void set_several_streams(bool several) { several_ = several; }
+  /// Every buffer an op reads (once resident) is appended here from now on (null: none).
+  void record_reads(std::vector<BufferId>* reads) { reads_ = reads; }
 
   /// Buffers resident when the step starts are present from the start.
   void present_at_start(BufferId b) { ready_[b] = 1; }
@@ -121,6 +121,7 @@ class Residency {
   Memory& memory_;
   std::string who_;
   bool several_ = false;
+  std::vector<BufferId>* reads_ = nullptr;
   std::vector<std::uint8_t> ready_;             // produced, or resident at the start
   std::vector<std::uint8_t> in_flight_;         // a copy of it is under way
   std::vector<std::uint8_t> free_on_arrival_;   // freed while in flight

@@ -55,11 +55,10 @@ RunResult run(const RunInputs& in) {
     throw InputError(fmt::format("platform {} runs {} device(s): give one workload (run on each) "
                                  "or {}, got {}",
                                  platform.name, slots.size(), slots.size(), in.workloads.size()));
-  std::vector<Trace> traces;
-  if (in.workloads.size() == 1)
-    traces.assign(slots.size(), in.workloads[0]);
-  else
-    traces = in.workloads;
+  // One step on every device: a replica each (a single device takes it as it is).
+  std::vector<Trace> replicas;
+  if (in.workloads.size() == 1 && slots.size() > 1) replicas.assign(slots.size(), in.workloads[0]);
+  const std::vector<Trace>& traces = replicas.empty() ? in.workloads : replicas;
 
   RunResult out;
   out.trace = combine_per_device(traces, names, in.slots);
