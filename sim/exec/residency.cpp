@@ -70,11 +70,10 @@ bool Residency::make_resident(BufferId b, const Site& site, const Op& op) {
 
 bool Residency::run(const Op& op, const Site& site, bool recompute) {
   const OpId previous = memory_.enter(op, recompute);
-  for (const auto* list : {&op.inputs, &op.updates})
-    for (BufferId b : *list) {
-      if (!make_resident(b, site, op)) return false;
-      memory_.used(b);
-    }
+  for (BufferId b : op.reads()) {
+    if (!make_resident(b, site, op)) return false;
+    memory_.used(b);
+  }
   for (BufferId b : op.outputs) {
     // A re-run remakes only what was dropped; the op's other outputs are alive or dead.
     if (recompute && !dropped_[b]) continue;
@@ -118,9 +117,8 @@ void Residency::remake(BufferId b, const Op& reader, const Site& site) {
     const auto ops = remake_ops(trace_, *this, cur, before);
     std::optional<std::pair<BufferId, OpId>> missing;
     for (OpId p : ops) {
-      for (const auto* list : {&trace_.ops[p].inputs, &trace_.ops[p].updates})
-        for (BufferId in : *list)
-          if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
+      for (BufferId in : trace_.ops[p].reads())
+        if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
       if (missing) break;
     }
     if (missing) {
@@ -170,9 +168,8 @@ void Residency::copy_landed(BufferId b) {
 std::vector<std::uint32_t> start_slots(const Trace& trace) {
   std::vector<std::uint32_t> slot(trace.buffers.size(), kNoSlot);
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (slot[b] == kNoSlot) slot[b] = op.device;
+    for (BufferId b : op.reads())
+      if (slot[b] == kNoSlot) slot[b] = op.device;
   for (const Buffer& b : trace.buffers)
     if (b.producer != kNoOp)
       slot[b.id] = kNoSlot;

@@ -209,9 +209,8 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
       if (u < f) replay.push_back(u);
     for (OpId o : replay) {
       if (o != producer.id) recompute_s += dur[o];
-      for (const auto* list : {&trace.ops[o].inputs, &trace.ops[o].updates})
-        for (BufferId p : *list)
-          if (p != b.id && !alive_at(p, f)) can_recompute = false;
+      for (BufferId p : trace.ops[o].reads())
+        if (p != b.id && !alive_at(p, f)) can_recompute = false;
     }
     // Swap: out after L, in so that it arrives as F starts; frees memory in between.
     std::optional<Candidate> swap;
@@ -275,14 +274,12 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
     const Op& producer = trace.ops[trace.buffers[b].producer];
     for (BufferId o : producer.outputs)
       if (o != b) visit(o);
-    for (const auto* list : {&producer.inputs, &producer.updates})
-      for (BufferId p : *list)
-        if (p != b) visit(p);
+    for (BufferId p : producer.reads())
+      if (p != b) visit(p);
     for (OpId u : updaters[b])
       if (u < f)
-        for (const auto* list : {&trace.ops[u].inputs, &trace.ops[u].updates})
-          for (BufferId p : *list)
-            if (p != b) visit(p);
+        for (BufferId p : trace.ops[u].reads())
+          if (p != b) visit(p);
   };
   // Taking a buffer is tentative: its pins may bring back buffers already away, and if that
   // lifts the profile over the cap anywhere, the choice is undone (a log of what changed).
