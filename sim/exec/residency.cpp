@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/analysis.h"
 
 namespace memsim::exec {
 
@@ -18,10 +19,7 @@ Residency::Residency(const Trace& trace, Memory& memory, std::string who)
       free_on_arrival_(trace.buffers.size(), 0),
       dropped_(trace.buffers.size(), 0),
       op_done_(trace.ops.size(), 0),
-      updaters_(trace.buffers.size()) {
-  for (const Op& op : trace.ops)
-    for (BufferId b : op.updates) updaters_[b].push_back(op.id);
-}
+      updaters_(memsim::updaters(trace)) {}
 
 // An op reads what the in-place updates issued before it wrote: with several streams, one
 // may still be under way elsewhere (a gradient accumulated on the GPU, read by a step on the

@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/exec/replay.h"
+#include "sim/workload/analysis.h"
 
 namespace memsim::ckpt {
 namespace {
@@ -33,10 +34,7 @@ struct Entry {
 class Lowering {
  public:
   Lowering(const Trace& trace, const std::vector<double>& durations)
-      : t_(trace), durations_(durations), updaters_(trace.buffers.size()) {
-    for (const Op& op : trace.ops)
-      for (BufferId b : op.updates) updaters_[b].push_back(op.id);
-  }
+      : t_(trace), durations_(durations), updaters_(updaters(trace)) {}
 
   Lowered run(const Schedule& schedule);
 

@@ -31,6 +31,7 @@
 #include "sim/exec/replay.h"
 #include "sim/platform/routes.h"
 #include "sim/policy/policy.h"
+#include "sim/workload/analysis.h"
 
 namespace memsim {
 namespace {
@@ -162,16 +163,14 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
 
   // L and F per buffer; in-place updaters.
   std::vector<OpId> last_fwd(n_buf, kNoOp), first_bwd(n_buf, kNoOp);
-  std::vector<std::vector<OpId>> updaters(n_buf);
+  const auto updaters = memsim::updaters(trace);
   for (const Buffer& b : trace.buffers) last_fwd[b.id] = b.producer;
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) {
-        if (list == &op.updates) updaters[b].push_back(op.id);
-        if (first_bwd[b] != kNoOp) continue;
-        if (op.phase == Phase::backward) first_bwd[b] = op.id;
-        else last_fwd[b] = op.id;
-      }
+    for (BufferId b : op.reads()) {
+      if (first_bwd[b] != kNoOp) continue;
+      if (op.phase == Phase::backward) first_bwd[b] = op.id;
+      else last_fwd[b] = op.id;
+    }
   auto alive_at = [&](BufferId p, OpId f) {
     return trace.buffers[p].persistent || (liveness.last_use[p] != kNoOp && liveness.last_use[p] >= f);
   };
