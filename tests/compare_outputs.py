@@ -154,8 +154,11 @@ def run_all(binary, commands, scratch, timeout):
             status, out, err = "timeout", b"", b""
         out = normalize("<stdout>", out)
         if argv[1] in ("sweep", "fit"):  # their progress lines give the wall time
-            out = re.sub(rb"in [0-9.]+ (ms|s|min)\b", b"in (time)", out)
-            err = re.sub(rb"in [0-9.]+ (ms|s|min)\b", b"in (time)", err)
+            for pattern in (rb"in [0-9.]+ (ms|s|min)\b", rb"\([0-9.]+ (ms|s|min)\)"):
+                out = re.sub(pattern, b"(time)", out)
+                err = re.sub(pattern, b"(time)", err)
+            # Points run in parallel finish in any order.
+            err = b"\n".join(sorted(re.sub(rb"^\[[0-9]+/", b"[", l) for l in err.split(b"\n")))
         after = snapshot(scratch)
         # A sweep's timing.json holds wall-clock times.
         written = {k: v for k, v in after.items()

@@ -26,6 +26,7 @@
 #include "sim/report/events_csv.h"
 #include "sim/report/writers.h"
 #include "sim/run/run.h"
+#include "sim/workload/analysis.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
@@ -133,19 +134,6 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   else
     std::cout << terminal_summary(summary, out_dir, events);
   return 0;
-}
-
-// The trace's own count when it has one; otherwise the weight bytes over the element size
-// of the first forward op's dtype (right for single-precision-kind traces).
-std::uint64_t parameter_count(const Trace& t) {
-  if (t.parameters) return t.parameters;
-  int element = 4;
-  for (const Op& op : t.ops)
-    if (op.phase == Phase::forward) {
-      element = dtype_bytes(op.dtype);
-      break;
-    }
-  return t.total_bytes(Category::weight) / element;
 }
 
 int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool json) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/analysis.h"
 
 namespace memsim::exec {
 
@@ -18,10 +19,7 @@ Residency::Residency(const Trace& trace, Memory& memory, std::string who)
       free_on_arrival_(trace.buffers.size(), 0),
       dropped_(trace.buffers.size(), 0),
       op_done_(trace.ops.size(), 0),
-      updaters_(trace.buffers.size()) {
-  for (const Op& op : trace.ops)
-    for (BufferId b : op.updates) updaters_[b].push_back(op.id);
-}
+      updaters_(memsim::updaters(trace)) {}
 
 // An op reads what the in-place updates issued before it wrote: with several streams, one
 // may still be under way elsewhere (a gradient accumulated on the GPU, read by a step on the
@@ -70,11 +68,10 @@ bool Residency::make_resident(BufferId b, const Site& site, const Op& op) {
 
 bool Residency::run(const Op& op, const Site& site, bool recompute) {
   const OpId previous = memory_.enter(op, recompute);
-  for (const auto* list : {&op.inputs, &op.updates})
-    for (BufferId b : *list) {
-      if (!make_resident(b, site, op)) return false;
-      if (reads_) reads_->push_back(b);
-    }
+  for (BufferId b : op.reads()) {
+    if (!make_resident(b, site, op)) return false;
+    if (reads_) reads_->push_back(b);
+  }
   for (BufferId b : op.outputs) {
     // A re-run remakes only what was dropped; the op's other outputs are alive or dead.
     if (recompute && !dropped_[b]) continue;
@@ -118,9 +115,8 @@ void Residency::remake(BufferId b, const Op& reader, const Site& site) {
     const auto ops = remake_ops(trace_, *this, cur, before);
     std::optional<std::pair<BufferId, OpId>> missing;
     for (OpId p : ops) {
-      for (const auto* list : {&trace_.ops[p].inputs, &trace_.ops[p].updates})
-        for (BufferId in : *list)
-          if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
+      for (BufferId in : trace_.ops[p].reads())
+        if (in != cur && dropped_[in] && !missing) missing = {{in, p}};
       if (missing) break;
     }
     if (missing) {
@@ -170,9 +166,8 @@ void Residency::copy_landed(BufferId b) {
 std::vector<std::uint32_t> start_slots(const Trace& trace) {
   std::vector<std::uint32_t> slot(trace.buffers.size(), kNoSlot);
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (slot[b] == kNoSlot) slot[b] = op.device;
+    for (BufferId b : op.reads())
+      if (slot[b] == kNoSlot) slot[b] = op.device;
   for (const Buffer& b : trace.buffers)
     if (b.producer != kNoOp)
       slot[b.id] = kNoSlot;

@@ -117,9 +117,8 @@ void validate(const Trace& trace, const std::string& source,
   std::vector<OpId> parent(n_ops, kNoOp);
   auto deps = [&](OpId o) {
     std::vector<OpId> d;
-    for (const auto* list : {&trace.ops[o].inputs, &trace.ops[o].updates})
-      for (BufferId b : *list)
-        if (made_by[b] != kNoOp) d.push_back(made_by[b]);
+    for (BufferId b : trace.ops[o].reads())
+      if (made_by[b] != kNoOp) d.push_back(made_by[b]);
     return d;
   };
   for (OpId start = 0; start < n_ops; ++start) {
@@ -213,8 +212,7 @@ Liveness compute_liveness(const Trace& trace) {
   l.dies_after.assign(trace.ops.size(), {});
   for (const Buffer& b : trace.buffers) l.first[b.id] = b.producer;
   for (const Op& op : trace.ops) {
-    for (BufferId b : op.inputs) l.last_use[b] = op.id;
-    for (BufferId b : op.updates) l.last_use[b] = op.id;
+    for (BufferId b : op.reads()) l.last_use[b] = op.id;
   }
   for (const Buffer& b : trace.buffers) {
     if (b.persistent || trace.ops.empty()) continue;

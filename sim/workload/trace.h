@@ -6,10 +6,12 @@
 // counted per buffer. An Op reads `inputs`, creates `outputs` (allocated just before it runs)
 // and may overwrite some existing buffers in place (`updates`: an in-place ReLU, an
 // optimizer step writing the weights). Data dependencies form a DAG; validate() proves it.
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +58,47 @@ struct Buffer {
   std::uint32_t device = 0; // compute device whose memory holds it when the iteration starts
 };
 
+/// The buffers an op reads, walked in place: its inputs, then its updates (see Op::reads()).
+class OpReads {
+ public:
+  class iterator {
+   public:
+    using value_type = BufferId;
+    using difference_type = std::ptrdiff_t;
+    iterator() = default;
+    BufferId operator*() const {
+      return at_ < inputs_.size() ? inputs_[at_] : updates_[at_ - inputs_.size()];
+    }
+    iterator& operator++() {
+      ++at_;
+      return *this;
+    }
+    iterator operator++(int) {
+      iterator before = *this;
+      ++at_;
+      return before;
+    }
+    bool operator==(const iterator& other) const { return at_ == other.at_; }
+
+   private:
+    friend class OpReads;
+    iterator(std::span<const BufferId> inputs, std::span<const BufferId> updates, std::size_t at)
+        : inputs_(inputs), updates_(updates), at_(at) {}
+    std::span<const BufferId> inputs_, updates_;
+    std::size_t at_ = 0;
+  };
+
+  OpReads(std::span<const BufferId> inputs, std::span<const BufferId> updates)
+      : inputs_(inputs), updates_(updates) {}
+  iterator begin() const { return {inputs_, updates_, 0}; }
+  iterator end() const { return {inputs_, updates_, size()}; }
+  std::size_t size() const { return inputs_.size() + updates_.size(); }
+  bool empty() const { return size() == 0; }
+
+ private:
+  std::span<const BufferId> inputs_, updates_;
+};
+
 struct Op {
   OpId id = 0;
   std::string name;
@@ -71,6 +114,9 @@ struct Op {
   DType dtype = DType::fp32;
   std::uint64_t workspace_bytes = 0;     // transient, freed right after the op
   std::optional<double> measured_s;      // a duration measured on real hardware
+
+  /// What the op reads: `inputs`, then `updates` (an in-place target is read too).
+  OpReads reads() const { return {inputs, updates}; }
 };
 
 struct Trace {

@@ -14,7 +14,6 @@
 #include "sim/policy/policy.h"
 #include "sim/policy/schedule/chain.h"
 #include "sim/policy/schedule/remat_milp.h"
-#include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 #include "tests/model_helpers.h"
 

@@ -6,7 +6,6 @@
 #include "sim/core/error.h"
 #include "sim/run/run.h"
 #include "sim/policy/policy.h"
-#include "sim/workload/models/builder.h"
 
 using namespace memsim;
 

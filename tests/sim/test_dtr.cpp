@@ -13,7 +13,6 @@
 #include "sim/run/run.h"
 #include "sim/policy/impl/dtr_chain.h"
 #include "sim/policy/policy.h"
-#include "sim/workload/models/builder.h"
 
 using namespace memsim;
 

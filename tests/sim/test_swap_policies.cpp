@@ -5,7 +5,6 @@
 #include "sim/exec/replay.h"
 #include "sim/run/run.h"
 #include "sim/policy/policy.h"
-#include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 
 using namespace memsim;

@@ -11,7 +11,6 @@
 #include "sim/core/params.h"
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
-#include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 #include "tests/model_helpers.h"
 

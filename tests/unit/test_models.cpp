@@ -8,7 +8,7 @@
 #include "sim/core/config.h"
 #include "sim/core/error.h"
 #include "sim/core/params.h"
-#include "sim/workload/models/builder.h"
+#include "sim/workload/analysis.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace.h"
 #include "tests/model_helpers.h"

@@ -10,6 +10,7 @@
 #include "sim/exec/replay.h"
 #include "sim/core/error.h"
 #include "sim/core/params.h"
+#include "sim/workload/analysis.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/op_kinds.h"

@@ -103,17 +103,16 @@ class CapuchinPolicy final : public Policy {
     for (OpId next = op; next < end; ++next) {
       const Op& n = trace.ops[next];
       if (n.device != device) continue;
-      for (const auto* list : {&n.inputs, &n.updates})
-        for (BufferId b : *list) {
-          if (!evicted_[b] || view.in_flight(b)) continue;
-          const std::size_t at = view.memory().placement(b).tier;
-          if (at == compute) {
-            evicted_[b] = 0;
-          } else if (at != Placement::kNowhere) {
-            evicted_[b] = 0;
-            actions.push_back({Action::Kind::swap_in, b, compute});
-          }
+      for (BufferId b : n.reads()) {
+        if (!evicted_[b] || view.in_flight(b)) continue;
+        const std::size_t at = view.memory().placement(b).tier;
+        if (at == compute) {
+          evicted_[b] = 0;
+        } else if (at != Placement::kNowhere) {
+          evicted_[b] = 0;
+          actions.push_back({Action::Kind::swap_in, b, compute});
         }
+      }
     }
   }
 

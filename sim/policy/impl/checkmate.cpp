@@ -75,16 +75,15 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
     for (OpId o : g.ops[v]) {
       const Op& op = trace.ops[o];
       G.cost[v] += durations[o];
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list) {
-          if (writer[b] >= 0 && writer[b] != me) G.deps[v].push_back(writer[b]);
-          if (holder[b] >= 0 && holder[b] != me) {
-            G.deps[v].push_back(holder[b]);
-            read_outside[b] = 1;
-            last_reader[b] = me;
-            if (op.phase == Phase::forward) read_by_forward[b] = 1;
-          }
+      for (BufferId b : op.reads()) {
+        if (writer[b] >= 0 && writer[b] != me) G.deps[v].push_back(writer[b]);
+        if (holder[b] >= 0 && holder[b] != me) {
+          G.deps[v].push_back(holder[b]);
+          read_outside[b] = 1;
+          last_reader[b] = me;
+          if (op.phase == Phase::forward) read_by_forward[b] = 1;
         }
+      }
       for (BufferId b : op.outputs)
         if (!trace.buffers[b].persistent) writer[b] = holder[b] = me;
       for (BufferId b : op.updates)
@@ -121,8 +120,7 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
   // reader there) and what they make that is pinned.
   std::vector<OpId> last_op(trace.buffers.size(), kNoOp);
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) last_op[b] = op.id;
+    for (BufferId b : op.reads()) last_op[b] = op.id;
   for (std::size_t v = 0; v < n; ++v) {
     double live = 0, most = 0;
     std::vector<BufferId> inside;

@@ -71,18 +71,16 @@ class SelectivePolicy final : public Policy {
     for (const Op& op : trace.ops) {
       if (op.phase == Phase::forward) continue;
       group.clear();
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list)
-          if (from_chosen[b] && !remade[trace.buffers[b].producer]) todo.push_back(trace.buffers[b].producer);
+      for (BufferId b : op.reads())
+        if (from_chosen[b] && !remade[trace.buffers[b].producer]) todo.push_back(trace.buffers[b].producer);
       while (!todo.empty()) {
         const OpId p = todo.back();
         todo.pop_back();
         if (remade[p]) continue;
         remade[p] = 1;
         group.push_back(p);
-        for (const auto* list : {&trace.ops[p].inputs, &trace.ops[p].updates})
-          for (BufferId b : *list)
-            if (from_chosen[b] && !remade[trace.buffers[b].producer]) todo.push_back(trace.buffers[b].producer);
+        for (BufferId b : trace.ops[p].reads())
+          if (from_chosen[b] && !remade[trace.buffers[b].producer]) todo.push_back(trace.buffers[b].producer);
       }
       std::sort(group.begin(), group.end());
       s.before[op.id] = group;

@@ -46,9 +46,8 @@ void add_segments(const Trace& trace, std::uint32_t device, const std::vector<Op
   std::vector<std::uint8_t> kept(trace.buffers.size(), 0);
   for (OpId o : forward) {
     const Op& op = trace.ops[o];
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (seg_of[b] != kNoSegment && seg_of[b] < op_seg[o]) kept[b] = 1;
+    for (BufferId b : op.reads())
+      if (seg_of[b] != kNoSegment && seg_of[b] < op_seg[o]) kept[b] = 1;
   }
   // Per segment: the first backward op reading what it made and did not keep.
   const std::uint32_t segments = last + 1;
@@ -56,13 +55,12 @@ void add_segments(const Trace& trace, std::uint32_t device, const std::vector<Op
   std::vector<std::uint8_t> read_back(trace.buffers.size(), 0);
   for (const Op& op : trace.ops) {
     if (op.device != device || op.phase == Phase::forward) continue;
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) {
-        const std::uint32_t s = seg_of[b];
-        if (s == kNoSegment || s == last || kept[b]) continue;
-        read_back[b] = 1;
-        if (first_reader[s] == kNoOp) first_reader[s] = op.id;
-      }
+    for (BufferId b : op.reads()) {
+      const std::uint32_t s = seg_of[b];
+      if (s == kNoSegment || s == last || kept[b]) continue;
+      read_back[b] = 1;
+      if (first_reader[s] == kNoOp) first_reader[s] = op.id;
+    }
   }
   // Each segment's ops to re-run: those making what the backward reads, and, back to the
   // checkpoints, what those need (in-place updates of it included).
@@ -88,9 +86,8 @@ void add_segments(const Trace& trace, std::uint32_t device, const std::vector<Op
           if (!wanted) continue;
           rerun[o] = 1;
           changed = true;
-          for (const auto* list : {&op.inputs, &op.updates})
-            for (BufferId b : *list)
-              if (seg_of[b] == s && !kept[b]) need[b] = 1;
+          for (BufferId b : op.reads())
+            if (seg_of[b] == s && !kept[b]) need[b] = 1;
         }
       }
       auto& list = out.before[first_reader[s]];

@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/exec/replay.h"
+#include "sim/workload/analysis.h"
 
 namespace memsim::ckpt {
 namespace {
@@ -33,10 +34,7 @@ struct Entry {
 class Lowering {
  public:
   Lowering(const Trace& trace, const std::vector<double>& durations)
-      : t_(trace), durations_(durations), updaters_(trace.buffers.size()) {
-    for (const Op& op : trace.ops)
-      for (BufferId b : op.updates) updaters_[b].push_back(op.id);
-  }
+      : t_(trace), durations_(durations), updaters_(updaters(trace)) {}
 
   Lowered run(const Schedule& schedule);
 
@@ -84,8 +82,7 @@ void Lowering::build_entries(const Schedule& schedule) {
     const Op& op = t_.ops[seq[q].op];
     if (seq[q].kind != EntryKind::lazy) {
       target[q] = q;
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list) anchor[b] = q;
+      for (BufferId b : op.reads()) anchor[b] = q;
       continue;
     }
     std::size_t at = kNone;
@@ -94,8 +91,7 @@ void Lowering::build_entries(const Schedule& schedule) {
     target[q] = at;
     const OpId reader = t_.ops[seq[at].op].id;
     auto pull = [&](const Op& o) {
-      for (const auto* list : {&o.inputs, &o.updates})
-        for (BufferId b : *list) anchor[b] = std::min(anchor[b], at);
+      for (BufferId b : o.reads()) anchor[b] = std::min(anchor[b], at);
     };
     pull(op);
     for (BufferId o : op.outputs)
@@ -130,9 +126,8 @@ void Lowering::index_reads() {
   made_.assign(t_.buffers.size(), {});
   for (std::size_t i = 0; i < entries_.size(); ++i) {
     const Op& op = t_.ops[entries_[i].op];
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (reads_[b].empty() || reads_[b].back() != i) reads_[b].push_back(i);
+    for (BufferId b : op.reads())
+      if (reads_[b].empty() || reads_[b].back() != i) reads_[b].push_back(i);
     if (entries_[i].kind != EntryKind::original)
       for (BufferId o : op.outputs) made_[o].push_back(i);
   }
@@ -391,10 +386,9 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
       if (!trace.buffers[b].persistent) made_at[b] = q;
   for (std::size_t q = 0; q < f; ++q) {
     const Op& op = trace.ops[st.forward[q]];
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (made_at[b] != kNone && made_at[b] < q && (read_at[b].empty() || read_at[b].back() != q))
-          read_at[b].push_back(q);
+    for (BufferId b : op.reads())
+      if (made_at[b] != kNone && made_at[b] < q && (read_at[b].empty() || read_at[b].back() != q))
+        read_at[b].push_back(q);
   }
   // The tail: a few ops at the end (the loss, a stack of every step's output) that may read
   // anything. Take the one leaving the most stages; a later start wins a tie.
@@ -410,8 +404,7 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
   std::vector<std::uint8_t> read_back(trace.buffers.size(), 0);
   for (const Op& op : trace.ops)
     if (op.device == device && op.phase != Phase::forward)
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list) read_back[b] = 1;
+      for (BufferId b : op.reads()) read_back[b] = 1;
   while (st.count() > 1) {
     bool read = false;
     for (std::size_t q = st.begin[st.count() - 1]; q < st.begin.back() && !read; ++q)
@@ -478,8 +471,7 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
     for (const Op& op : trace.ops) {
       if (op.device != device || op.phase == Phase::forward) continue;
       std::uint32_t need = 0;
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list) need = std::max(need, stage_of[b]);
+      for (BufferId b : op.reads()) need = std::max(need, stage_of[b]);
       if (need == 0) continue;
       if (need > last_need) {
         violation = fmt::format("backward op '{}' needs what forward stage {} made after '{}' "
@@ -489,25 +481,24 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
         merge_hi = need;
         break;
       }
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list) {
-          const std::uint32_t s = stage_of[b];
-          if (s == 0 || !violation.empty()) continue;
-          if (s != need && !(s + 1 == need && in_state[b])) {
-            violation = fmt::format("backward op '{}' reads '{}' (made in forward stage {} by "
-                                    "'{}') together with what stage {} made; a chain's backward "
-                                    "reads only its own stage and the state before it",
-                                    op.name, trace.buffers[b].name, s,
-                                    trace.ops[trace.buffers[b].producer].name, need);
-            merge_lo = s;
-            merge_hi = need;
-            continue;
-          }
-          group_reads[need].push_back(b);
-          // The last stage's backward runs right after the forward, with all it made at hand.
-          if (need < stages && ((s == need && !in_state[b]) || s + 1 == need))
-            st.reads_state_only = false;
+      for (BufferId b : op.reads()) {
+        const std::uint32_t s = stage_of[b];
+        if (s == 0 || !violation.empty()) continue;
+        if (s != need && !(s + 1 == need && in_state[b])) {
+          violation = fmt::format("backward op '{}' reads '{}' (made in forward stage {} by "
+                                  "'{}') together with what stage {} made; a chain's backward "
+                                  "reads only its own stage and the state before it",
+                                  op.name, trace.buffers[b].name, s,
+                                  trace.ops[trace.buffers[b].producer].name, need);
+          merge_lo = s;
+          merge_hi = need;
+          continue;
         }
+        group_reads[need].push_back(b);
+        // The last stage's backward runs right after the forward, with all it made at hand.
+        if (need < stages && ((s == need && !in_state[b]) || s + 1 == need))
+          st.reads_state_only = false;
+      }
       if (!violation.empty()) break;
       if (st.group_first[need] == kNoOp) st.group_first[need] = op.id;
       last_need = need;

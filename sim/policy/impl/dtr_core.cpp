@@ -50,12 +50,11 @@ DtrRemakeRules dtr_remake_rules(const Trace& trace, const Liveness& liveness) {
     for (const Op& op : trace.ops) {
       auto bound = [&](BufferId c) {
         if (!own[c]) return;
-        for (const auto* list : {&op.inputs, &op.updates})
-          for (BufferId p : *list)
-            if (p != c && available(p) < horizon[c]) {
-              horizon[c] = available(p);
-              changed = true;
-            }
+        for (BufferId p : op.reads())
+          if (p != c && available(p) < horizon[c]) {
+            horizon[c] = available(p);
+            changed = true;
+          }
       };
       for (BufferId c : op.outputs) bound(c);
       for (BufferId c : op.updates) bound(c);
@@ -75,12 +74,11 @@ DtrRemakeRules dtr_remake_rules(const Trace& trace, const Liveness& liveness) {
       for (const auto* targets : {&op->outputs, &op->updates})
         for (BufferId c : *targets) {
           if (!rules.evictable[c]) continue;
-          for (const auto* sources : {&op->inputs, &op->updates})
-            for (BufferId p : *sources)
-              if (p != c && need[c] > need[p]) {
-                need[p] = need[c];
-                changed = true;
-              }
+          for (BufferId p : op->reads())
+            if (p != c && need[c] > need[p]) {
+              need[p] = need[c];
+              changed = true;
+            }
         }
   }
   for (const Buffer& b : trace.buffers)
@@ -113,16 +111,15 @@ DtrCore::DtrCore(const Trace& trace, const Liveness& liveness, std::vector<doubl
   // sorted and deduplicated per buffer, then packed (CSR).
   std::vector<std::vector<BufferId>> lists(n);
   for (const Op& op : trace.ops)
-    for (const auto* sources : {&op.inputs, &op.updates})
-      for (BufferId in : *sources) {
-        if (!candidate_[in]) continue;
-        for (const auto* targets : {&op.outputs, &op.updates})
-          for (BufferId out : *targets)
-            if (candidate_[out] && out != in) {
-              lists[in].push_back(out);
-              lists[out].push_back(in);
-            }
-      }
+    for (BufferId in : op.reads()) {
+      if (!candidate_[in]) continue;
+      for (const auto* targets : {&op.outputs, &op.updates})
+        for (BufferId out : *targets)
+          if (candidate_[out] && out != in) {
+            lists[in].push_back(out);
+            lists[out].push_back(in);
+          }
+    }
   nbr_begin_.assign(n + 1, 0);
   for (std::size_t b = 0; b < n; ++b) {
     auto& l = lists[b];
@@ -175,12 +172,10 @@ void DtrCore::op_begins(OpId id) {
 
 void DtrCore::op_ends(OpId id, double now_s, bool recompute) {
   const Op& op = trace_.ops[id];
-  for (const auto* list : {&op.inputs, &op.updates}) {
-    for (BufferId b : *list) {
-      --lock_[b];
-      last_access_[b] = now_s;
-      remade_lock_[b] = 0;  // its reader ran
-    }
+  for (BufferId b : op.reads()) {
+    --lock_[b];
+    last_access_[b] = now_s;
+    remade_lock_[b] = 0;  // its reader ran
   }
   for (BufferId b : op.outputs) {
     --lock_[b];

@@ -31,6 +31,7 @@
 #include "sim/exec/replay.h"
 #include "sim/platform/routes.h"
 #include "sim/policy/policy.h"
+#include "sim/workload/analysis.h"
 
 namespace memsim {
 namespace {
@@ -162,16 +163,14 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
 
   // L and F per buffer; in-place updaters.
   std::vector<OpId> last_fwd(n_buf, kNoOp), first_bwd(n_buf, kNoOp);
-  std::vector<std::vector<OpId>> updaters(n_buf);
+  const auto updaters = memsim::updaters(trace);
   for (const Buffer& b : trace.buffers) last_fwd[b.id] = b.producer;
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) {
-        if (list == &op.updates) updaters[b].push_back(op.id);
-        if (first_bwd[b] != kNoOp) continue;
-        if (op.phase == Phase::backward) first_bwd[b] = op.id;
-        else last_fwd[b] = op.id;
-      }
+    for (BufferId b : op.reads()) {
+      if (first_bwd[b] != kNoOp) continue;
+      if (op.phase == Phase::backward) first_bwd[b] = op.id;
+      else last_fwd[b] = op.id;
+    }
   auto alive_at = [&](BufferId p, OpId f) {
     return trace.buffers[p].persistent || (liveness.last_use[p] != kNoOp && liveness.last_use[p] >= f);
   };
@@ -209,9 +208,8 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
       if (u < f) replay.push_back(u);
     for (OpId o : replay) {
       if (o != producer.id) recompute_s += dur[o];
-      for (const auto* list : {&trace.ops[o].inputs, &trace.ops[o].updates})
-        for (BufferId p : *list)
-          if (p != b.id && !alive_at(p, f)) can_recompute = false;
+      for (BufferId p : trace.ops[o].reads())
+        if (p != b.id && !alive_at(p, f)) can_recompute = false;
     }
     // Swap: out after L, in so that it arrives as F starts; frees memory in between.
     std::optional<Candidate> swap;
@@ -275,14 +273,12 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
     const Op& producer = trace.ops[trace.buffers[b].producer];
     for (BufferId o : producer.outputs)
       if (o != b) visit(o);
-    for (const auto* list : {&producer.inputs, &producer.updates})
-      for (BufferId p : *list)
-        if (p != b) visit(p);
+    for (BufferId p : producer.reads())
+      if (p != b) visit(p);
     for (OpId u : updaters[b])
       if (u < f)
-        for (const auto* list : {&trace.ops[u].inputs, &trace.ops[u].updates})
-          for (BufferId p : *list)
-            if (p != b) visit(p);
+        for (BufferId p : trace.ops[u].reads())
+          if (p != b) visit(p);
   };
   // Taking a buffer is tentative: its pins may bring back buffers already away, and if that
   // lifts the profile over the cap anywhere, the choice is undone (a log of what changed).

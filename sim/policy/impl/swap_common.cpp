@@ -27,13 +27,12 @@ std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
 std::vector<BufferUses> buffer_uses(const Trace& trace) {
   std::vector<BufferUses> uses(trace.buffers.size());
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list) {
-        if (op.phase == Phase::forward)
-          uses[b].last_forward = op.id;
-        else if (uses[b].first_later == kNoOp)
-          uses[b].first_later = op.id;
-      }
+    for (BufferId b : op.reads()) {
+      if (op.phase == Phase::forward)
+        uses[b].last_forward = op.id;
+      else if (uses[b].first_later == kNoOp)
+        uses[b].first_later = op.id;
+    }
   return uses;
 }
 
@@ -54,9 +53,8 @@ std::vector<InitialPlacement> overflow_placements(const Trace& trace, const Plat
   const auto device = buffer_devices(trace);
   std::vector<OpId> first_use(trace.buffers.size(), kNoOp);
   for (const Op& op : trace.ops)
-    for (const auto* list : {&op.inputs, &op.updates})
-      for (BufferId b : *list)
-        if (first_use[b] == kNoOp) first_use[b] = op.id;
+    for (BufferId b : op.reads())
+      if (first_use[b] == kNoOp) first_use[b] = op.id;
   std::vector<std::vector<BufferId>> resident(tiers.size());
   std::vector<std::uint64_t> bytes(tiers.size(), 0);
   for (const Buffer& b : trace.buffers)

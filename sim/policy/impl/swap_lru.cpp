@@ -61,12 +61,11 @@ class SwapLruPolicy final : public Policy {
     for (OpId next = op + 1; next < end; ++next) {
       const Op& n = trace.ops[next];
       if (n.device != o.device) continue;
-      for (const auto* list : {&n.inputs, &n.updates})
-        for (BufferId b : *list) {
-          const std::size_t at = m.placement(b).tier;
-          if (at != Placement::kNowhere && at != st.compute && !view.in_flight(b))
-            actions.push_back({Action::Kind::swap_in, b, st.compute});
-        }
+      for (BufferId b : n.reads()) {
+        const std::size_t at = m.placement(b).tier;
+        if (at != Placement::kNowhere && at != st.compute && !view.in_flight(b))
+          actions.push_back({Action::Kind::swap_in, b, st.compute});
+      }
     }
   }
 

@@ -151,13 +151,12 @@ class ZeroPolicy final : public Policy {
       std::vector<std::uint8_t> placed(n, 0);
       for (std::size_t j = 0; j < host_ops.size(); ++j) {
         const Op& op = trace.ops[host_ops[j]];
-        for (const auto* list : {&op.inputs, &op.updates})
-          for (BufferId b : *list) {
-            if (device_use[b] || trace.buffers[b].producer != kNoOp || placed[b]) continue;
-            placed[b] = 1;
-            plan.placements.push_back({b, nvme});
-            state[op.id].push_back(b);
-          }
+        for (BufferId b : op.reads()) {
+          if (device_use[b] || trace.buffers[b].producer != kNoOp || placed[b]) continue;
+          placed[b] = 1;
+          plan.placements.push_back({b, nvme});
+          state[op.id].push_back(b);
+        }
         if (j >= static_cast<std::size_t>(prefetch_))
           for (BufferId b : state[op.id]) fetch_before[host_ops[j - prefetch_]].push_back(b);
         else
@@ -247,9 +246,8 @@ class ZeroPolicy final : public Policy {
       if (op.device == host) continue;
       position[op.id] = sequence[op.device].size();
       sequence[op.device].push_back(op.id);
-      for (const auto* list : {&op.inputs, &op.updates})
-        for (BufferId b : *list)
-          if (uses[b].empty() || uses[b].back() != op.id) uses[b].push_back(op.id);
+      for (BufferId b : op.reads())
+        if (uses[b].empty() || uses[b].back() != op.id) uses[b].push_back(op.id);
     }
     std::vector<Step> at_start;
     for (const Buffer& b : trace.buffers) {

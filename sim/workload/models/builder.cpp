@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "sim/workload/analysis.h"
+
 namespace memsim {
 namespace {
 
@@ -121,19 +123,6 @@ std::int64_t element_count(const Shape& shape) {
   std::int64_t n = 1;
   for (auto d : shape) n *= d;
   return n;
-}
-
-double bytes_moved(const Trace& trace, const Op& op) {
-  double sum = 0;
-  for (BufferId b : op.inputs) sum += static_cast<double>(trace.buffers[b].bytes);
-  for (BufferId b : op.outputs) sum += static_cast<double>(trace.buffers[b].bytes);
-  for (BufferId b : op.updates) sum += 2.0 * static_cast<double>(trace.buffers[b].bytes);
-  return sum + 2.0 * static_cast<double>(op.workspace_bytes);
-}
-
-std::uint64_t parameter_count(const Trace& trace, DType weight_dtype) {
-  return trace.total_bytes(Category::weight) /
-         static_cast<std::uint64_t>(dtype_bytes(weight_dtype));
 }
 
 // ---------------------------------------------------------------------------------------

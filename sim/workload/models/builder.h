@@ -85,15 +85,6 @@ TrainingSettings read_training_settings(const Params& params);
 using Shape = std::vector<std::int64_t>;
 std::int64_t element_count(const Shape& shape);
 
-/// Bytes an op reads and writes: inputs and outputs once, updates twice (read, then write),
-/// and its workspace twice (written, then read back: an im2col matrix).
-double bytes_moved(const Trace& trace, const Op& op);
-
-/// Number of parameters: the elements of the Category::weight buffers, stored as
-/// `weight_dtype` (the trace does not keep element sizes). Not for mixed precision, where
-/// the fp32 master copies are weights too: Trace::parameters counts the model's parameters.
-std::uint64_t parameter_count(const Trace& trace, DType weight_dtype);
-
 /// A tensor value in the forward graph. An in-place op (relu with inplace, add_) makes a new
 /// Value on the same buffer, as autograd bumps a tensor's version.
 struct Value {

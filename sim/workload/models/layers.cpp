@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/workload/analysis.h"
 #include "sim/workload/models/builder.h"
 
 namespace memsim {

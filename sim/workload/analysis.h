@@ -1,0 +1,29 @@
+#pragma once
+// What a trace says about itself, worked out from its ops and buffers: the bytes an op
+// moves, the model's parameter count, which ops update each buffer in place. When each
+// buffer is live is compute_liveness() in trace.h.
+#include <cstdint>
+#include <vector>
+
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+/// Bytes an op reads and writes: inputs and outputs once, updates twice (read, then write),
+/// and its workspace twice (written, then read back: an im2col matrix).
+double bytes_moved(const Trace& trace, const Op& op);
+
+/// Number of parameters: the elements of the Category::weight buffers, stored as
+/// `weight_dtype` (the trace does not keep element sizes). Not for mixed precision, where
+/// the fp32 master copies are weights too: Trace::parameters counts the model's parameters.
+std::uint64_t parameter_count(const Trace& trace, DType weight_dtype);
+
+/// The trace's own count (Trace::parameters) when it has one; otherwise the weight bytes
+/// over the element size of the first forward op's dtype (right for traces that run in one
+/// precision).
+std::uint64_t parameter_count(const Trace& trace);
+
+/// Per buffer, the ops that update it in place (Op::updates), in issue order.
+std::vector<std::vector<OpId>> updaters(const Trace& trace);
+
+}  // namespace memsim
