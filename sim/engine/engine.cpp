@@ -108,6 +108,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
               bool recompute = false);
 
   // exec::Memory: the machine's driver.
+  friend class exec::Residency<Simulation>;
   bool stopped() const override { return stopped_; }
   bool resident(BufferId b, std::size_t tier) const override { return memory_.resident(b, tier); }
   bool placed(BufferId b) const override {
@@ -163,7 +164,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::size_t accelerators_ = 0;              // how many of them are compute devices
   bool op_hooks_ = false;
   const Plan& plan_;
-  exec::Residency residency_;
+  exec::Residency<Simulation> residency_;
   std::vector<Stream> streams_;
 
   SgPlatform sg_;  // hosts, routes and copy engines in SimGrid

@@ -104,7 +104,7 @@ std::uint64_t Replayed::max_peak() const {
 
 Replayer::Replayer(const Trace& trace, const std::vector<double>& durations, std::string who)
     : memory_(std::make_unique<ZeroTime>(trace, durations)),
-      residency_(std::make_unique<Residency>(trace, *memory_, std::move(who))),
+      residency_(std::make_unique<Residency<ZeroTime>>(trace, *memory_, std::move(who))),
       trace_(trace) {}
 
 Replayer::~Replayer() = default;
@@ -158,6 +158,8 @@ void Replayer::step(const Step& s) {
     }
   }
 }
+
+bool Replayer::needs_recompute(const Op& op) const { return residency_->needs_recompute(op); }
 
 bool Replayer::resident(BufferId b) const {
   const std::uint32_t w = memory_->where_[b];

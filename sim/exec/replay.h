@@ -53,8 +53,8 @@ class Replayer {
   void step(const Step& s);
   /// Whether b is in its device's compute tier now.
   bool resident(BufferId b) const;
-  const Residency& residency() const { return *residency_; }
-  Residency& residency() { return *residency_; }
+  /// A plan's recompute step: whether any output of `op` is dropped (else it is skipped).
+  bool needs_recompute(const Op& op) const;
 
   /// Buffers read or allocated from now on are appended here (nullptr: not recorded).
   void record_touched(std::vector<BufferId>* touched);
@@ -68,7 +68,7 @@ class Replayer {
  private:
   class ZeroTime;
   std::unique_ptr<ZeroTime> memory_;
-  std::unique_ptr<Residency> residency_;
+  std::unique_ptr<Residency<ZeroTime>> residency_;
   const Trace& trace_;
   std::uint32_t device_ = 0;
   std::vector<std::uint32_t> home_;  // per buffer: the device a swap-in brings it to

@@ -173,7 +173,7 @@ Lowered Lowering::run(const Schedule& schedule) {
     machine.set_mark(i);
     const Op& op = t_.ops[e.op];
     if (e.kind == EntryKind::recompute) {
-      if (!machine.residency().needs_recompute(op)) continue;
+      if (!machine.needs_recompute(op)) continue;
       out_.plan.steps.push_back({StepKind::recompute, op.id, 0});
     } else {
       out_.plan.steps.push_back({StepKind::compute, op.id, 0});
