@@ -1,17 +1,21 @@
 #pragma once
 // A memory policy decides what lives where. The field has two kinds, so there are two hooks:
 //
-//  - plan(): a planning pass that reads the whole trace and returns a Plan — the trace with
-//    frees, swaps (and, later, drops and recomputes) inserted, as TensorFlow LMS rewrites a
-//    graph or Checkmate emits a schedule;
-//  - runtime hooks, called by the engine with a view of memory: before_op() and after_op()
-//    around every op (prefetch what is coming, offload what is done), and
-//    on_alloc_failure() when the compute tier cannot take an allocation — answered with
-//    actions, or with none, and then the run ends with status oom.
+//  - plan(ctx) const: a planning pass that reads the whole trace (and the caps it must stay
+//    under) and returns a PlanResult — the Plan, the trace with frees, swaps, drops and
+//    recomputes inserted, as TensorFlow LMS rewrites a graph or Checkmate emits a schedule —
+//    with the label reports give it and notes for the user;
+//  - runtime hooks, for a policy that acts while the step runs: a RuntimeHooks object that
+//    plan() makes for that run (so the policy stays const), called by the engine with a view
+//    of memory: before_op() and after_op() around every op (prefetch what is coming, offload
+//    what is done), and on_alloc_failure() when the compute tier cannot take an allocation —
+//    answered with actions, or with none, and then the run ends with status oom.
 //
-// Dropping: a dropped buffer's space is released at once; when an op reads it again, the
-// engine re-runs its producer (and the in-place updates it had before that reader),
-// recursively for inputs that were dropped too. That time is recompute time.
+// The rules of memory the engine applies to both are in sim/exec/residency.h. Dropping: a
+// dropped buffer's space is released at once; when an op reads it again, the engine re-runs
+// its producer (and the in-place updates it had before that reader), recursively for inputs
+// that were dropped too. That time is recompute time. exec::replay() shows a planner, in
+// zero time, the peak the engine will see for a plan.
 //
 // Moving data: every action is a copy between tiers on the copy engines of the device it
 // leaves (or enters, from the host). Space in the destination is held from the copy's start;
