@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,60 @@ std::string mark_text(const std::string& file, const YAML::Mark& m) {
   return fmt::format("{}:{}:{}", file, m.line + 1, m.column + 1);
 }
 
+// A key given twice in one map is an error: yaml-cpp keeps both, a lookup finds the first,
+// and the second would be ignored without a word. Iterative, so deep nesting cannot
+// overflow the stack; the key path is built only for the message.
+void check_unique_keys(const YAML::Node& root, const std::string& source) {
+  struct Item {
+    YAML::Node node;
+    std::size_t parent;  // index in `trail`, or SIZE_MAX
+    std::string step;    // "key" or "[3]"
+  };
+  std::vector<Item> trail;
+  std::vector<std::size_t> todo;
+  trail.push_back({root, SIZE_MAX, ""});
+  todo.push_back(0);
+  auto path_of = [&](std::size_t i, const std::string& last) {
+    std::vector<const std::string*> steps{&last};
+    for (; i != SIZE_MAX && trail[i].parent != SIZE_MAX; i = trail[i].parent) steps.push_back(&trail[i].step);
+    std::string path;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it)
+      path += (path.empty() || (*it)->front() == '[' ? "" : ".") + **it;
+    return path;
+  };
+  std::unordered_map<std::string, YAML::Mark> seen;
+  while (!todo.empty()) {
+    const std::size_t i = todo.back();
+    todo.pop_back();
+    const YAML::Node node = trail[i].node;
+    if (node.IsMap()) {
+      seen.clear();
+      for (const auto& kv : node) {
+        const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+        const auto [first, fresh] = seen.emplace(key, kv.first.Mark());
+        if (!fresh)
+          throw InputError(fmt::format("{}: {}: key '{}' given twice (first at line {}); give each "
+                                       "key once",
+                                       mark_text(source, kv.first.Mark()), path_of(i, key), key,
+                                       first->second.line + 1));
+        if (kv.second.IsMap() || kv.second.IsSequence()) {
+          trail.push_back({kv.second, i, key});
+          todo.push_back(trail.size() - 1);
+        }
+      }
+    } else if (node.IsSequence()) {
+      std::size_t k = 0;
+      for (const auto& item : node) {
+        if (item.IsMap() || item.IsSequence()) {
+          trail.push_back({item, i, "[" + std::to_string(k) + "]"});
+          todo.push_back(trail.size() - 1);
+        }
+        ++k;
+      }
+    }
+  }
+}
+
 }  // namespace
 
 ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& source) {
@@ -34,6 +89,7 @@ ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& so
   src->file = source;
   try {
     YAML::Node root = YAML::Load(text);
+    check_unique_keys(root, source);
     return ConfigNode(root, src, "");
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: malformed YAML: {}", mark_text(source, e.mark), e.msg));
