@@ -326,7 +326,7 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const OomSite& 
     for (const Action& a : actions) apply(a);
     const double t0 = now_s();
     for (const Action& a : actions)
-      while (residency_.in_flight(a.buffer) && !stopped_) wait_for_change();
+      while (residency_.in_flight(a.id) && !stopped_) wait_for_change();
     stall(t0);
   }
   return false;
@@ -478,9 +478,16 @@ void Simulation::run_hook(void (RuntimeHooks::*hook)(const RuntimeView&, OpId, s
 
 void Simulation::apply(const Action& a) {
   switch (a.kind) {
-    case Action::Kind::swap_out: start_copy(a.buffer, a.to_tier); break;
-    case Action::Kind::swap_in: start_copy(a.buffer, a.to_tier, CopyCause::prefetch); break;
-    case Action::Kind::drop: residency_.drop(a.buffer); break;
+    case StepKind::swap_out: start_copy(a.id, a.tier); break;
+    case StepKind::swap_in: start_copy(a.id, a.tier, CopyCause::prefetch); break;
+    case StepKind::drop: residency_.drop(a.id); break;
+    case StepKind::compute:
+    case StepKind::free:
+    case StepKind::recompute:
+    case StepKind::evict:
+      throw PolicyError(fmt::format("policy {} asked at run time for a {} step; a runtime action "
+                                    "is a swap_out, a swap_in or a drop",
+                                    planned_.label, to_string(a.kind)));
   }
 }
 

@@ -55,15 +55,12 @@ class RuntimeView {
   virtual bool dropped(BufferId b) const = 0;
 };
 
-struct Action {
-  enum class Kind : std::uint8_t {
-    swap_out,  // to an offload tier (host DRAM, NVMe, a peer's HBM); frees the compute tier
-    swap_in,   // back to a compute tier ahead of use (a prefetch); also a peer copy
-    drop,      // release now; the next reader recomputes it from its producer
-  } kind = Kind::swap_out;
-  BufferId buffer = 0;
-  std::size_t to_tier = 0;
-};
+/// What a runtime hook asks for: a memory operation in the plan's own words, a Step of kind
+/// swap_out (buffer `id` to tier `tier`, an offload tier: host DRAM, NVMe, a peer's HBM; it
+/// frees the compute tier), swap_in (back to compute tier `tier` ahead of use, a prefetch;
+/// also a peer copy) or drop (release now; the next reader recomputes it from its producer).
+/// The engine answers any other kind with a PolicyError.
+using Action = Step;
 
 /// `policy.budget`: a cap on every compute tier, so policies can be compared at equal
 /// memory — bytes ("12GiB") or a fraction of the baseline peak ("0.5": half of what the

@@ -176,3 +176,25 @@ TEST(Recompute, DroppingABufferWithNoProducerIsAPolicyError) {
   Recorder rec;
   EXPECT_THROW(simulate(gpu(), t, p, rec), PolicyError);
 }
+
+TEST(Recompute, ARuntimeActionThatIsNoSwapOrDropIsAPolicyError) {
+  // Runtime actions are plan steps, but only swaps and drops can be asked for while the step
+  // runs: a hook asking to re-run an op is told so.
+  class Hooks final : public RuntimeHooks {
+   public:
+    bool has_op_hooks() const override { return true; }
+    void after_op(const RuntimeView&, OpId op, std::vector<Action>& actions) override {
+      actions.push_back({StepKind::recompute, op, 0});
+    }
+  };
+  class Recomputing final : public Policy {
+   public:
+    PlanResult plan(const PlanningContext& ctx) const override {
+      return {plan_free_at_last_use(ctx.trace, ctx.liveness), "recomputing", {}, {},
+              std::make_shared<Hooks>()};
+    }
+  };
+  Trace t = saved_for_later();
+  Recorder rec;
+  EXPECT_THROW(simulate(gpu(), t, Recomputing(), rec), PolicyError);
+}

@@ -88,7 +88,7 @@ class CapuchinPolicy final : public Policy {
                         std::vector<Action>& actions) override {
     const std::size_t first = actions.size();
     evict_furthest_next_use(view, f, tiers_, accesses_, actions);
-    for (std::size_t k = first; k < actions.size(); ++k) evicted_[actions[k].buffer] = 1;
+    for (std::size_t k = first; k < actions.size(); ++k) evicted_[actions[k].id] = 1;
   }
 
   // What the fallback evicted comes back ahead of its next reader, a few ops early, where
@@ -98,7 +98,7 @@ class CapuchinPolicy final : public Policy {
     const Trace& trace = view.trace();
     const std::uint32_t device = trace.ops[op].device;
     if (device >= tiers_.size()) return;
-    const std::size_t compute = tiers_[device].compute;
+    const std::uint32_t compute = tiers_[device].compute;
     const OpId end = static_cast<OpId>(std::min<std::size_t>(trace.ops.size(), op + 1 + kFallbackLookahead));
     for (OpId next = op; next < end; ++next) {
       const Op& n = trace.ops[next];
@@ -110,7 +110,7 @@ class CapuchinPolicy final : public Policy {
           evicted_[b] = 0;
         } else if (at != Placement::kNowhere) {
           evicted_[b] = 0;
-          actions.push_back({Action::Kind::swap_in, b, compute});
+          actions.push_back({StepKind::swap_in, b, compute});
         }
       }
     }
@@ -256,12 +256,12 @@ class CapuchinPolicy final : public Policy {
         auto& ins = in_before[op.id];
         std::sort(ins.begin(), ins.end());
         for (const auto& [user, b] : ins)
-          plan.steps.push_back({StepKind::swap_in, b, static_cast<std::uint32_t>(tiers[device[b]].compute)});
+          plan.steps.push_back({StepKind::swap_in, b, tiers[device[b]].compute});
         plan.steps.push_back({StepKind::compute, op.id, 0});
         auto& outs = out_after[op.id];
         std::sort(outs.begin(), outs.end());
         for (BufferId b : outs)
-          plan.steps.push_back({StepKind::swap_out, b, static_cast<std::uint32_t>(*tiers[device[b]].offload)});
+          plan.steps.push_back({StepKind::swap_out, b, *tiers[device[b]].offload});
         for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
       }
       return plan;

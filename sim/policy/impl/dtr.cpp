@@ -54,7 +54,7 @@ class DtrPolicy final : public Policy {
     void after_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
       core_.op_ends(op, view.now_s(), false);
       for (BufferId b : core_.outer_op_done()) {
-        actions.push_back({Action::Kind::drop, b, 0});
+        actions.push_back({StepKind::drop, b, 0});
         core_.evicted(b);
       }
     }
@@ -88,7 +88,7 @@ class DtrPolicy final : public Policy {
             format_bytes(static_cast<double>(view.memory().usage(tier).limit_bytes())));
         return;
       }
-      actions.push_back({Action::Kind::drop, *victim, 0});
+      actions.push_back({StepKind::drop, *victim, 0});
       core_.evicted(*victim);
     }
 

@@ -13,8 +13,9 @@ std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
   std::vector<SwapTiers> out;
   for (std::size_t d : platform.op_devices()) {
     SwapTiers s;
-    s.compute = *platform.devices[d].operand_tier();
-    s.offload = nearest_offload_tier(platform, routes, s.compute);
+    s.compute = static_cast<std::uint32_t>(*platform.devices[d].operand_tier());
+    if (const auto offload = nearest_offload_tier(platform, routes, s.compute))
+      s.offload = static_cast<std::uint32_t>(*offload);
     if (s.offload) {
       s.out = routes[s.compute][*s.offload];
       s.in = routes[*s.offload][s.compute];
@@ -76,7 +77,7 @@ std::vector<InitialPlacement> overflow_placements(const Trace& trace, const Plat
     });
     for (BufferId b : list) {
       if (bytes[d] <= cap) break;
-      out.push_back({b, static_cast<std::uint32_t>(*tiers[d].offload)});
+      out.push_back({b, *tiers[d].offload});
       bytes[d] -= trace.buffers[b].bytes;
     }
   }
@@ -130,14 +131,14 @@ void evict_furthest_next_use(const RuntimeView& view, const AllocationFailure& f
   swap_out_in_order(m, failure, *st->offload, order, actions);
 }
 
-void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failure, std::size_t offload,
+void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failure, std::uint32_t offload,
                        const std::vector<BufferId>& order, std::vector<Action>& actions) {
   const std::uint64_t free_now = memory.largest_free_block(failure.tier);
   std::uint64_t freed = 0;
   const std::size_t first = actions.size();
   for (BufferId b : order) {
     if (free_now + freed >= failure.bytes) break;
-    actions.push_back({Action::Kind::swap_out, b, offload});
+    actions.push_back({StepKind::swap_out, b, offload});
     freed += memory.placement(b).allocation.bytes;
   }
   if (free_now + freed < failure.bytes) actions.resize(first);

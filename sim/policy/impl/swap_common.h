@@ -15,8 +15,8 @@ namespace memsim {
 /// Per device that runs ops (by slot, as ops name them; hosts after the compute devices): the
 /// tier its operands live in and where it swaps to.
 struct SwapTiers {
-  std::size_t compute = 0;
-  std::optional<std::size_t> offload;
+  std::uint32_t compute = 0;
+  std::optional<std::uint32_t> offload;
   std::optional<Route> out, in;  // compute -> offload and back
 };
 std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform);
@@ -44,7 +44,7 @@ std::vector<InitialPlacement> overflow_placements(const Trace& trace, const Plat
 /// For an allocation that failed: swap-outs of `order`'s buffers (resident in the failing
 /// tier) to `offload`, in that order, until the request fits; none when even all of them
 /// would not make room (the run then ends oom). Appended to `actions`.
-void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failure, std::size_t offload,
+void swap_out_in_order(const MemoryState& memory, const AllocationFailure& failure, std::uint32_t offload,
                        const std::vector<BufferId>& order, std::vector<Action>& actions);
 
 /// Every op that reads, writes or updates each buffer, in order.

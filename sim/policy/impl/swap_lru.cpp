@@ -64,7 +64,7 @@ class SwapLruPolicy final : public Policy {
       for (BufferId b : n.reads()) {
         const std::size_t at = m.placement(b).tier;
         if (at != Placement::kNowhere && at != st.compute && !view.in_flight(b))
-          actions.push_back({Action::Kind::swap_in, b, st.compute});
+          actions.push_back({StepKind::swap_in, b, st.compute});
       }
     }
   }

@@ -68,10 +68,10 @@ Plan vdnn_plan(const Trace& trace, const Liveness& liveness, const std::vector<S
     plan.steps.reserve(trace.ops.size() * 2 + trace.buffers.size());
     for (const Op& op : trace.ops) {
       for (BufferId b : in_before[op.id])
-        plan.steps.push_back({StepKind::swap_in, b, static_cast<std::uint32_t>(tiers[device[b]].compute)});
+        plan.steps.push_back({StepKind::swap_in, b, tiers[device[b]].compute});
       plan.steps.push_back({StepKind::compute, op.id, 0});
       for (BufferId b : out_after[op.id])
-        plan.steps.push_back({StepKind::swap_out, b, static_cast<std::uint32_t>(*tiers[device[b]].offload)});
+        plan.steps.push_back({StepKind::swap_out, b, *tiers[device[b]].offload});
       for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
     }
     return plan;
