@@ -195,6 +195,6 @@ links:
   // g2 needs 1000 B more; b and a are its operands: only x can go.
   planned.hooks->on_alloc_failure(view, AllocationFailure{0, 1000, 2}, actions);
   ASSERT_EQ(actions.size(), 1u);
-  EXPECT_EQ(actions[0].kind, Action::Kind::swap_out);
-  EXPECT_EQ(actions[0].buffer, c.x);
+  EXPECT_EQ(actions[0].kind, StepKind::swap_out);
+  EXPECT_EQ(actions[0].id, c.x);
 }
