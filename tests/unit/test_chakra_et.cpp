@@ -129,6 +129,6 @@ TEST(ChakraEt, ErrorsNameTheNodeOrByte) {
   append_delimited(cyclic, meta);
   append_delimited(cyclic, node(1, "a", pb::COMP_NODE, {2}, {}, 1, {}));
   append_delimited(cyclic, node(2, "b", pb::COMP_NODE, {1}, {}, 1, {}));
-  EXPECT_EQ(message(cyclic), "t.et: node 1 (a): its dependencies form a cycle");
+  EXPECT_EQ(message(cyclic), "t.et: node 1 (a): its data dependencies form a cycle");
   EXPECT_EQ(message(std::string("\x05\x0a\x03", 3)), "t.et: truncated: message 0 at byte 0 declares 5 bytes, but only 2 remain");
 }
