@@ -243,9 +243,12 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
   if (idle) notes.push_back(fmt::format("{} joined ops launched no GPU work: measured 0 s", idle));
   if (missing || renamed)
     notes.push_back(fmt::format("{} ops not joined ({} with no Kineto op of their rf_id, {} whose Kineto op has another "
-                                "name{}): not timed from Kineto",
+                                "name{}): not timed from Kineto{}",
                                 missing + renamed, missing, renamed,
-                                renamed_example.empty() ? "" : ", e.g. " + renamed_example));
+                                renamed_example.empty() ? "" : ", e.g. " + renamed_example,
+                                2 * matched < trace.ops.size() ? "; with most ops unjoined, the Kineto trace is likely of "
+                                                                 "another run than the ET"
+                                                               : ""));
   return notes;
 }
 
