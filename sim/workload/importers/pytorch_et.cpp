@@ -540,7 +540,9 @@ void Importer::emit_collective(std::size_t root_index) {
   else if (!read.empty()) op.dtype = dtype_from_tensor_type(read.front()->type);
   if (group_size == 0)
     if (auto g = et_.group_sizes.find(group); g != et_.group_sizes.end()) group_size = g->second;
-  op.group = group.empty() ? std::string() : group_size > 0 ? fmt::format("{}, {} ranks", group, group_size) : group;
+  op.group = group.empty()     ? std::string()
+             : group_size > 0 ? fmt::format("{}, {} rank{}", group, group_size, group_size == 1 ? "" : "s")
+                              : group;
   trace_.add_op(std::move(op));
   origins_.push_back({root.rf_id, root.name, root.tid});
 }
