@@ -233,7 +233,8 @@ std::string strip_index(std::string name) {
   if (!name.empty() && name.back() == ')') {
     const auto open = name.rfind('(');
     if (open != std::string::npos && open + 2 < name.size() &&
-        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(open) + 1, name.end() - 1, ::isdigit))
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(open) + 1, name.end() - 1,
+                    [](char c) { return c >= '0' && c <= '9'; }))
       name.resize(open);
   }
   return name;
