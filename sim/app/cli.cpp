@@ -26,6 +26,7 @@
 #include "sim/report/events_csv.h"
 #include "sim/report/writers.h"
 #include "sim/workload/models/builder.h"
+#include "sim/workload/importers/archive.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
@@ -126,7 +127,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     ++(!trace.measured_on.empty() && trace.measured_on == platform.name && op.measured_s ? summary.measured_ops
                                                                                           : summary.modelled_ops);
   summary.platform_source = platform.source;
-  summary.workload_source = std::filesystem::exists(workload) ? workload : "(built in) " + workload;
+  summary.workload_source = trace_file_exists(workload) ? workload : "(built in) " + workload;
 
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
@@ -434,7 +435,8 @@ int cli_main(int argc, char** argv) {
   ImportOptions import;
   std::int64_t step = -1;
   auto import_options = [&](CLI::App* cmd) {
-    cmd->add_option("--step", step, "a PyTorch Execution Trace's ProfilerStep#N to import (default: the last complete one)");
+    cmd->add_option("--step", step, "a PyTorch Execution Trace's ProfilerStep#N to import (default: the last complete one)")
+        ->check(CLI::NonNegativeNumber);
     cmd->add_option("--kineto", import.kineto,
                     "the Kineto trace recorded with the Execution Trace: its kernels' GPU times are the ops' measured durations");
   };
