@@ -11,6 +11,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev
   coinor-libcbc-dev
   libprotobuf-dev protobuf-compiler
+  zlib1g-dev libsimdjson-dev
   python3-matplotlib python3-pandas python3-pytest python3-numpy
   python3-torch python3-torchvision
   parallel

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <algorithm>
 #include <sstream>
@@ -27,6 +28,7 @@
 #include "sim/report/writers.h"
 #include "sim/run/run.h"
 #include "sim/workload/analysis.h"
+#include "sim/workload/importers/archive.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace_io.h"
@@ -52,7 +54,8 @@ bool names_a_platform(const std::string& arg) {
 
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
-            bool events, std::size_t max_events, const std::string& only_devices) {
+            bool events, std::size_t max_events, const std::string& only_devices,
+            const ImportOptions& import, const std::string& durations) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
@@ -91,13 +94,25 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                                  "or {}, got {}",
                                  platform.name, device_names.size(), device_names.size(), workloads.size()));
   RunInputs inputs;
-  for (std::size_t k = 0; k < workloads.size(); ++k)
-    inputs.workloads.push_back(load_workload_arg(workloads[k], overrides));
+  std::vector<std::string> import_notes;
+  for (std::size_t k = 0; k < workloads.size(); ++k) {
+    inputs.workloads.push_back(load_workload_arg(workloads[k], overrides, import));
+    const Trace& t = inputs.workloads.back();
+    print_import_notes(t, std::cerr);
+    for (const auto& n : t.import_notes)
+      import_notes.push_back(workloads.size() > 1 ? t.name + ": " + n : n);
+  }
   const std::string& workload = workloads[0];
   auto policy = make_policy_arg(policy_arg, overrides);
   inputs.policy = policy.get();
   inputs.slots = slots;
   inputs.keep_allocations = events;
+  // Measured durations time the ops on the platform they were measured on, or wherever
+  // --durations measured (or a --kineto trace) asks; --durations model always uses the model.
+  if (durations == "measured" || (durations.empty() && !import.kineto.empty()))
+    inputs.durations = RunInputs::Durations::measured;
+  else if (durations == "model")
+    inputs.durations = RunInputs::Durations::model;
   inputs.platform = std::move(platform);
   RunResult result = run(inputs);
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
@@ -105,8 +120,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const Trace& trace = result.trace;
   const Recorder& recorder = result.recorder;
   Summary& summary = result.summary;
+  summary.import_notes = import_notes;
   summary.platform_source = platform_run.source;
-  summary.workload_source = std::filesystem::exists(workload) ? workload : "(built in) " + workload;
+  summary.workload_source = trace_file_exists(workload) ? workload : "(built in) " + workload;
 
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
@@ -136,7 +152,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   return 0;
 }
 
-int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool json) {
+int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool json, const ImportOptions& import) {
   const auto overrides = parse_overrides(sets);
   const bool platform_arg = names_a_platform(arg);
   if (platform_arg) {
@@ -184,7 +200,8 @@ int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool 
                                l.full_duplex ? "full" : "half", format_seconds(l.latency_s));
     return 0;
   }
-  Trace t = load_workload_arg(arg, overrides);
+  Trace t = load_workload_arg(arg, overrides, import);
+  if (!json) print_import_notes(t, std::cerr);
   CategoryBytes by{};
   for (const auto& b : t.buffers) by[static_cast<int>(b.category)] += b.bytes;
   double flops[3] = {0, 0, 0};
@@ -210,6 +227,11 @@ int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool 
       j["flops_by_phase"][phase] = flops[p];
     }
     for (int c = 0; c < kCategoryCount; ++c) j["bytes_by_category"][std::string(to_string(static_cast<Category>(c)))] = by[c];
+    std::map<std::string, std::size_t> comm;
+    for (const auto& op : t.ops)
+      if (op.message_bytes > 0) ++comm[op.kind];
+    j["communication_ops"] = comm;
+    j["import_notes"] = t.import_notes;
     std::cout << j.dump(2) << "\n";
     return 0;
   }
@@ -258,8 +280,10 @@ int cmd_validate(const std::vector<std::string>& files) {
   return bad ? 1 : 0;
 }
 
-int cmd_trace(const std::string& workload, const std::vector<std::string>& sets, const std::string& out) {
-  Trace t = load_workload_arg(workload, parse_overrides(sets));
+int cmd_trace(const std::string& workload, const std::vector<std::string>& sets, const std::string& out,
+              const ImportOptions& import) {
+  Trace t = load_workload_arg(workload, parse_overrides(sets), import);
+  print_import_notes(t, std::cerr);
   std::ostringstream text;
   write_trace_json(t, text);
   if (out == "-")
@@ -392,12 +416,28 @@ int cli_main(int argc, char** argv) {
   std::string only_devices;
   run->add_option("--devices", only_devices,
                   "run on these compute devices only, separated by commas (default: all of them)");
+  // Imported traces (docs/trace-format.md).
+  ImportOptions import;
+  std::int64_t step = -1;
+  auto import_options = [&](CLI::App* cmd) {
+    cmd->add_option("--step", step, "a PyTorch Execution Trace's ProfilerStep#N to import (default: the last complete one)")
+        ->check(CLI::NonNegativeNumber);
+    cmd->add_option("--kineto", import.kineto,
+                    "the Kineto trace recorded with the Execution Trace: its kernels' GPU times are the ops' measured durations");
+  };
+  import_options(run);
+  std::string durations;
+  run->add_option("--durations", durations,
+                  "measured: time ops by the trace's measured durations where it has them; model: by the cost "
+                  "model (default: measured on the platform they were measured on, or with --kineto)")
+      ->check(CLI::IsMember({"measured", "model"}));
 
   std::string target;
   auto* info = app.add_subcommand("info", "describe a workload (parameters, ops, bytes, FLOPs) or a device");
   info->add_option("target", target, "WORKLOAD or DEVICE.yaml (file or built-in preset)")->required();
   info->add_option("--set", sets, "override a value, as for run");
   info->add_flag("--json", json, "print JSON");
+  import_options(info);
 
   std::vector<std::string> files;
   auto* validate_cmd = app.add_subcommand("validate", "check platform, workload and trace files");
@@ -407,6 +447,7 @@ int cli_main(int argc, char** argv) {
   trace->add_option("workload", target, "WORKLOAD (file or built-in preset)")->required();
   trace->add_option("-o,--output", out_file, "output file ('-' for stdout)")->required();
   trace->add_option("--set", sets, "override a workload value: workload.batch=8");
+  import_options(trace);
 
   std::string calib_device, calib_name;
   std::vector<std::string> calib_traces;
@@ -432,12 +473,13 @@ int cli_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
+  if (step >= 0) import.step = step;
   try {
     if (run->parsed())
-      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices);
-    if (info->parsed()) return cmd_info(target, sets, json);
+      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices, import, durations);
+    if (info->parsed()) return cmd_info(target, sets, json, import);
     if (validate_cmd->parsed()) return cmd_validate(files);
-    if (trace->parsed()) return cmd_trace(target, sets, out_file);
+    if (trace->parsed()) return cmd_trace(target, sets, out_file, import);
     if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
     if (auto code = sweep_commands->dispatch()) return *code;
     return cmd_list();

@@ -1,6 +1,7 @@
 #include "sim/inputs/inputs.h"
 
 #include <filesystem>
+#include <ostream>
 
 #include <fmt/format.h>
 
@@ -77,19 +78,23 @@ PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Overrid
   return load_platform(root);
 }
 
-Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides) {
+Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides,
+                        const ImportOptions& import) {
   std::vector<const Override*> mine;
   for (const auto& o : overrides)
     if (o.target == "workload") mine.push_back(&o);
   // Traces from other tools are told by their first bytes, before any YAML parsing (an
   // Execution Trace can be large).
-  if (const ForeignTrace foreign = std::filesystem::exists(arg) ? sniff_foreign_trace(arg) : ForeignTrace::none;
-      foreign != ForeignTrace::none) {
+  if (const ForeignTrace foreign = sniff_foreign_trace(arg); foreign != ForeignTrace::none) {
     if (!mine.empty())
       throw InputError(fmt::format("{}: {} is a trace, which has no parameters to set",
                                    mine.front()->origin, arg));
-    return import_foreign_trace(arg, foreign);
+    return import_foreign_trace(arg, foreign, import);
   }
+  if (import.step || !import.kineto.empty())
+    throw UsageError(fmt::format("{} {}: only a PyTorch Execution Trace has ProfilerSteps and Kineto times; {} is none",
+                                 import.step ? "--step" : "--kineto",
+                                 import.step ? std::to_string(*import.step) : import.kineto, arg));
   ConfigNode root = open_input(arg, "workloads");
   const InputKind kind = classify(root);
   if (kind == InputKind::trace) {
@@ -105,6 +110,13 @@ Trace load_workload_arg(const std::string& arg, const std::vector<Override>& ove
         root.file()));
   for (const auto* o : mine) root.override_value(split_dots(o->key), o->value, o->origin);
   return generate_workload(root);
+}
+
+void print_import_notes(const Trace& trace, std::ostream& out) {
+  if (trace.import_notes.empty()) return;
+  out << fmt::format("memsim: importing {}: {} note{}\n", trace.name, trace.import_notes.size(),
+                     trace.import_notes.size() == 1 ? "" : "s");
+  for (const auto& n : trace.import_notes) out << "  - " << n << "\n";
 }
 
 InputKind classify(const ConfigNode& root) {

@@ -8,6 +8,7 @@
 
 #include "sim/core/config.h"
 #include "sim/platform/platform.h"
+#include "sim/workload/importers/importers.h"
 #include "sim/workload/trace.h"
 
 namespace memsim {
@@ -29,7 +30,13 @@ inline constexpr const char* kDefaultWorkload = "resnet50";
 ConfigNode open_input(const std::string& arg, const std::string& folder);
 
 PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides);
-Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides);
+/// `import`: how to read a trace from another tool (--step, --kineto); an error for a
+/// workload that is no such trace.
+Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides,
+                        const ImportOptions& import = {});
+
+/// The import notes of `trace` (what the importer left out or chose), once, on `out`.
+void print_import_notes(const Trace& trace, std::ostream& out);
 
 /// What kind of document a parsed file is, for `validate` and `info`.
 enum class InputKind { platform, workload_spec, trace, unknown };

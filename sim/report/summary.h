@@ -62,6 +62,11 @@ struct Summary {
   std::vector<TierSummary> tiers;
   std::vector<TrafficSummary> traffic;  // per (source, destination) tier, in tier order
   std::optional<OomReport> oom;
+  // Imported traces: what the importer left out or chose, and which op durations came from
+  // the trace's measurements and which from the cost model.
+  std::vector<std::string> import_notes;
+  std::uint64_t measured_ops = 0;  // timed by their measured duration
+  std::uint64_t modelled_ops = 0;  // timed by the cost model
 };
 
 }  // namespace memsim

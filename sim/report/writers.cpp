@@ -58,6 +58,8 @@ std::string summary_json(const Summary& s) {
   j["recompute_flops"] = s.recompute_flops;
   j["ops_run"] = s.ops_run;
   j["ops_total"] = s.ops_total;
+  j["durations"] = {{"measured_ops", s.measured_ops}, {"modelled_ops", s.modelled_ops}};
+  j["import_notes"] = s.import_notes;
   ordered_json tiers = ordered_json::object();
   for (const auto& t : s.tiers) {
     ordered_json tj = {{"role", t.role},

@@ -62,6 +62,10 @@ RunResult run(const RunInputs& in) {
 
   RunResult out;
   out.trace = combine_per_device(traces, names, in.slots);
+  if (in.durations == RunInputs::Durations::measured)
+    out.trace.measured_on = platform.name;
+  else if (in.durations == RunInputs::Durations::model)
+    out.trace.measured_on.clear();
   const std::optional<Budget> budget = policy.budget();
   std::vector<std::uint64_t> baselines(compute.size(), 0);
   if (budget) {
@@ -86,6 +90,10 @@ RunResult run(const RunInputs& in) {
   out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
   out.recorder.keep_allocations(in.keep_allocations);
   out.summary = simulate(ctx, planned, out.recorder);
+  // Which ops the measured durations timed, and which the cost model.
+  const bool measured_here = !out.trace.measured_on.empty() && out.trace.measured_on == platform.name;
+  for (const Op& op : out.trace.ops)
+    ++(measured_here && op.measured_s ? out.summary.measured_ops : out.summary.modelled_ops);
   out.plan = std::move(planned.plan);
   return out;
 }

@@ -34,6 +34,9 @@ struct RunInputs {
   const Policy* policy = nullptr;
   /// Keep every allocation and release in the recorder (events.csv).
   bool keep_allocations = false;
+  /// Which ops take the duration measured in the trace: as the trace says (where it was
+  /// measured on this platform), wherever one was measured, or none (the cost model).
+  enum class Durations : std::uint8_t { as_traced, measured, model } durations = Durations::as_traced;
 };
 
 struct RunResult {

@@ -29,7 +29,10 @@ const std::vector<std::string>& known_op_kinds() {
       // Gist-style stashing (policy compress, issue 7)
       "encode", "decode",
       // imported traces (issue 5): aten ops with no kind of their own above
-      "elementwise", "reduction", "copy", "allocate", "other"};
+      "elementwise", "reduction", "copy", "allocate", "other",
+      // communication (issue 13): collectives and point-to-point, with Op::message_bytes
+      "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
+      "gather", "scatter", "barrier", "send", "recv"};
   return kinds;
 }
 

@@ -114,6 +114,9 @@ struct Op {
   DType dtype = DType::fp32;
   std::uint64_t workspace_bytes = 0;     // transient, freed right after the op
   std::optional<double> measured_s;      // a duration measured on real hardware
+  // Communication ops (kind all_reduce, all_gather, ...): the message and who takes part.
+  std::uint64_t message_bytes = 0;       // bytes each rank contributes or receives
+  std::string group;                     // the process group: "0 (default_pg), 2 ranks"
 
   /// What the op reads: `inputs`, then `updates` (an in-place target is read too).
   OpReads reads() const { return {inputs, updates}; }
@@ -124,6 +127,9 @@ struct Trace {
   std::string description;           // "resnet50 (batch 64, fp32, momentum)"
   std::string measured_on;           // platform name the ops' measured_s come from, if any
   std::uint64_t parameters = 0;      // trainable parameters, when the source knows (0: unknown)
+  /// What an importer could not use or chose on the user's behalf (a dropped op, a tensor
+  /// without a size, the step it picked), one line each, for stderr and summary.json.
+  std::vector<std::string> import_notes;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
 

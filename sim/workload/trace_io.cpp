@@ -72,6 +72,8 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
     if (!op.updates.empty()) extra += ", \"updates\": " + ids(op.updates);
     if (op.workspace_bytes) extra += fmt::format(", \"workspace_bytes\": {}", op.workspace_bytes);
     if (op.measured_s) extra += ", \"measured_s\": " + num(*op.measured_s);
+    if (op.message_bytes) extra += fmt::format(", \"message_bytes\": {}", op.message_bytes);
+    if (!op.group.empty()) extra += ", \"group\": " + str(op.group);
     out << fmt::format(
         "    {{\"name\": {}, \"kind\": {}, \"phase\": \"{}\", \"dtype\": \"{}\", \"inputs\": {}, "
         "\"outputs\": {}, \"flops\": {}, \"bytes\": {}{}}}{}\n",
@@ -122,7 +124,7 @@ Trace read_trace(const ConfigNode& root) {
   std::vector<OpId> producer_seen(t.buffers.size(), kNoOp);
   for (const auto& n : op_nodes) {
     n.allow_only({"name", "kind", "phase", "dtype", "device", "stream", "inputs", "outputs",
-                  "updates", "flops", "bytes", "workspace_bytes", "measured_s"});
+                  "updates", "flops", "bytes", "workspace_bytes", "measured_s", "message_bytes", "group"});
     Op op;
     op.name = n.at("name").as_string();
     op.kind = n.at("kind").as_string();
@@ -144,6 +146,8 @@ Trace read_trace(const ConfigNode& root) {
     op.bytes_moved = read_nonnegative(n.at("bytes"));
     if (auto w = n.find("workspace_bytes")) op.workspace_bytes = read_bytes(*w);
     if (auto m = n.find("measured_s")) op.measured_s = read_nonnegative(*m);
+    if (auto m = n.find("message_bytes")) op.message_bytes = read_bytes(*m);
+    if (auto g = n.find("group")) op.group = g->as_string();
     const OpId id = static_cast<OpId>(t.ops.size());
     for (BufferId b : op.outputs) {
       if (producer_seen[b] != kNoOp)

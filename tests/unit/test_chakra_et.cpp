@@ -129,6 +129,99 @@ TEST(ChakraEt, ErrorsNameTheNodeOrByte) {
   append_delimited(cyclic, meta);
   append_delimited(cyclic, node(1, "a", pb::COMP_NODE, {2}, {}, 1, {}));
   append_delimited(cyclic, node(2, "b", pb::COMP_NODE, {1}, {}, 1, {}));
-  EXPECT_EQ(message(cyclic), "t.et: node 1 (a): its dependencies form a cycle");
+  EXPECT_EQ(message(cyclic), "t.et: node 1 (a): its data dependencies form a cycle");
   EXPECT_EQ(message(std::string("\x05\x0a\x03", 3)), "t.et: truncated: message 0 at byte 0 declares 5 bytes, but only 2 remain");
+}
+
+namespace {
+
+void attr_string(pb::Node& n, const std::string& name, const std::string& value) {
+  auto* a = n.add_attr();
+  a->set_name(name);
+  a->set_string_val(value);
+}
+void attr_int(pb::Node& n, const std::string& name, std::int64_t value) {
+  auto* a = n.add_attr();
+  a->set_name(name);
+  a->set_int64_val(value);
+}
+
+// What chakra_converter writes for a PyTorch ET: a metadata message longer than 127 bytes
+// (its first byte is then printable), tensors only in the IOInfo strings, signed attributes,
+// control dependencies on nodes it dropped and one that closes a cycle (a host op on the
+// kernel it launched), and a collective with its kind and group.
+std::string converted() {
+  std::string out;
+  pb::GlobalMetadata meta;
+  for (const char* k : {"schema", "time", "pid", "start_ts", "finish_ts", "an attribute with a long name"}) {
+    auto* a = meta.add_attr();
+    a->set_name(k);
+    a->set_string_val("1.0.1 and then some more words to pass 127 bytes");
+  }
+  append_delimited(out, meta);
+  pb::Node host = node(10, "aten::mm(0)", pb::COMP_NODE, {}, {3, 12}, 300, {});  // 3: dropped; 12: its kernel
+  attr_int(host, "is_cpu_op", 1);
+  attr_int(host, "seq_id", -1);
+  attr_string(host, "op_schema", "aten::mm(Tensor self, Tensor mat2) -> Tensor");
+  host.mutable_inputs()->set_values("[[1, 100, 0, 8, 4, 'cuda:0'], [2, 101, 0, 12, 4, 'cuda:0']]");
+  host.mutable_inputs()->set_shapes("[[2, 4], [4, 3]]");
+  host.mutable_inputs()->set_types("['Tensor(float)', 'Tensor(float)']");
+  host.mutable_outputs()->set_values("[[3, 102, 0, 6, 4, 'cuda:0']]");
+  host.mutable_outputs()->set_shapes("[[2, 3]]");
+  host.mutable_outputs()->set_types("['Tensor(float)']");
+  append_delimited(out, host);
+  pb::Node kernel = node(12, "volta_sgemm_64x64_nn", pb::COMP_NODE, {10}, {}, 4, {});
+  attr_int(kernel, "is_cpu_op", 0);
+  *kernel.mutable_inputs() = host.inputs();
+  *kernel.mutable_outputs() = host.outputs();
+  append_delimited(out, kernel);
+  pb::Node ar = node(13, "ncclKernel_AllReduce_RING_LL_Sum_float", pb::COMM_COLL_NODE, {12}, {}, 9, {});
+  attr_int(ar, "comm_type", 0);
+  attr_int(ar, "comm_size", 24);
+  attr_string(ar, "pg_name", "0");
+  ar.mutable_inputs()->set_values("[[[3, 102, 0, 6, 4, 'cuda:0']]]");
+  ar.mutable_inputs()->set_types("['GenericList[Tensor(float)]']");
+  append_delimited(out, ar);
+  return out;
+}
+
+}  // namespace
+
+TEST(ChakraEt, ConverterOutputTensorsFromIoInfoAndTolerantDependencies) {
+  const std::string bytes = converted();
+  ASSERT_GE(static_cast<unsigned char>(bytes[0]), 0x20);  // the old sniff refused this
+  EXPECT_TRUE(looks_like_chakra_et(bytes));
+  EXPECT_TRUE(looks_like_chakra_et(bytes.substr(0, 40)));  // a head cut inside the metadata
+  EXPECT_FALSE(looks_like_chakra_et("{\n  \"schema\": \"1.0.1\""));
+  EXPECT_FALSE(looks_like_chakra_et("model: resnet\n"));
+  Trace t = import_chakra_et(bytes, "c.et");
+  ASSERT_EQ(t.ops.size(), 3u);
+  EXPECT_EQ(t.ops[0].name, "aten::mm(0)");
+  ASSERT_EQ(t.buffers.size(), 3u);
+  EXPECT_EQ(t.buffers[0].bytes, 32u);  // storage100: 8 floats, resident
+  EXPECT_EQ(t.buffers[0].producer, kNoOp);
+  EXPECT_EQ(t.buffers[2].name, "storage102@10");
+  EXPECT_EQ(t.buffers[2].bytes, 24u);
+  using Ids = std::vector<BufferId>;
+  EXPECT_EQ(t.ops[0].outputs, Ids{2});
+  // The kernel writes what its host op allocated, and carries its work and its time; the host
+  // op keeps the memory effects and takes no time.
+  EXPECT_TRUE(t.ops[1].outputs.empty());
+  EXPECT_EQ(t.ops[1].updates, Ids{2});
+  EXPECT_EQ(t.ops[1].kind, "matmul");
+  EXPECT_DOUBLE_EQ(t.ops[1].flops, 2 * 6 * 4);
+  EXPECT_DOUBLE_EQ(*t.ops[1].measured_s, 4e-6);
+  EXPECT_DOUBLE_EQ(*t.ops[0].measured_s, 0);
+  EXPECT_DOUBLE_EQ(t.ops[0].flops, 0);
+  // The collective: in place, its kind, size and group from the attributes.
+  EXPECT_EQ(t.ops[2].kind, "all_reduce");
+  EXPECT_EQ(t.ops[2].updates, Ids{2});
+  EXPECT_EQ(t.ops[2].message_bytes, 24u);
+  EXPECT_EQ(t.ops[2].group, "0");
+  EXPECT_EQ(t.import_notes,
+            (std::vector<std::string>{"1 dependencies on 1 nodes the file does not hold left out",
+                                      "1 control dependencies that closed a cycle left out",
+                                      "Chakra nodes do not say forward, backward or optimizer: every op counted as forward",
+                                      "1 host-side ops whose GPU kernels are nodes of their own keep their memory effects "
+                                      "but no time (measured 0 s, no work)"}));
 }

@@ -8,6 +8,7 @@
 #include "sim/core/error.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/importers/pytorch_et.h"
+#include "sim/core/error.h"
 #include "sim/workload/op_kinds.h"
 
 using namespace memsim;
@@ -182,4 +183,139 @@ TEST(PytorchEt, GpuTraceCountsOnlyDeviceTensors) {
   EXPECT_TRUE(t.ops[0].inputs.empty());
   EXPECT_EQ(t.ops[1].inputs, std::vector<BufferId>{0});
   EXPECT_DOUBLE_EQ(t.ops[1].flops, 8);
+}
+
+// torch 2.x's layout under a 1.0.3 schema (chosen by the nodes, not the version), DDP on two
+// threads and two ProfilerSteps: the backward thread's nodes are listed after the main
+// thread's, yet run between its forward and its optimizer step.
+TEST(PytorchEt, StepsInStartOrderAcrossThreadsWithTheirPhases) {
+  Trace t = load("ddp_two_steps-2.x.json");
+  const std::vector<std::string> names{"aten::mm#61", "aten::sum#65", "aten::mm#72", "c10d::allreduce_#76",
+                                       "aten::_foreach_mul_#94", "aten::_foreach_add_#96", "aten::_foreach_add_#97"};
+  const std::vector<Phase> phases{Phase::forward, Phase::forward, Phase::backward, Phase::backward,
+                                  Phase::optimizer, Phase::optimizer, Phase::optimizer};
+  ASSERT_EQ(t.ops.size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    SCOPED_TRACE(names[i]);
+    EXPECT_EQ(t.ops[i].name, names[i]);
+    EXPECT_EQ(t.ops[i].phase, phases[i]);
+  }
+  expect_buffers(t, {
+                        {"storage100", 32, Category::input, kNoOp, true},
+                        {"storage101", 48, Category::weight, kNoOp, true},            // _foreach_add_'s self
+                        {"storage62@61", 24, Category::activation, 0, false},
+                        {"storage63@65", 4, Category::activation, 1, false},
+                        {"storage64@72", 48, Category::gradient, 2, true},            // AccumulateGrad keeps it
+                        {"storage150", 48, Category::optimizer_state, kNoOp, true},  // momentum: only the step
+                    });
+  EXPECT_EQ(t.parameters, 12u);  // the weight's 4 x 3 elements
+  // The collective: DDP's all-reduce of the gradient, in place, over its process group.
+  const Op& ar = t.ops[3];
+  EXPECT_EQ(ar.kind, "all_reduce");
+  EXPECT_EQ(ar.updates, Ids{4});
+  EXPECT_TRUE(ar.inputs.empty());
+  EXPECT_EQ(ar.message_bytes, 48u);
+  EXPECT_EQ(ar.group, "0 (default_pg), 2 ranks");
+  EXPECT_TRUE(is_known_op_kind(ar.kind));
+  // The foreach kernels are ops with every tensor of their lists.
+  EXPECT_EQ(t.ops[5].updates, Ids{1});
+  EXPECT_EQ(t.ops[5].inputs, Ids{5});
+  EXPECT_EQ(t.ops[6].inputs, Ids{4});
+  EXPECT_EQ(t.ops[6].updates, Ids{5});
+  EXPECT_EQ(t.import_notes,
+            (std::vector<std::string>{
+                "imported ProfilerStep#2 of 2 (#1, #2: the last complete one; --step N picks another); 10 ops of the "
+                "other steps and outside them left out",
+                "1 collective calls that move no data (waits, barriers) are no ops (wait x1)"}));
+}
+
+// --step picks another step; the first creates the momentum (zeros_like in the step), which
+// is state all the same.
+TEST(PytorchEt, StepPicksAProfilerStepAndStateMadeInTheStepIsState) {
+  ImportOptions o;
+  o.step = 1;
+  Trace t = import_foreign_trace(data("ddp_two_steps-2.x.json"), ForeignTrace::pytorch_et, o);
+  ASSERT_EQ(t.ops.size(), 9u);
+  EXPECT_EQ(t.ops[0].name, "aten::mm#11");
+  EXPECT_EQ(t.ops[4].name, "aten::empty_like#42");
+  EXPECT_EQ(t.ops[4].phase, Phase::optimizer);
+  const Buffer& m = t.buffers.back();
+  EXPECT_EQ(m.name, "storage150@42");
+  EXPECT_EQ(m.category, Category::optimizer_state);
+  EXPECT_TRUE(m.persistent);
+  EXPECT_EQ(t.import_notes.front(), "imported ProfilerStep#1 of 2 (#1, #2: --step 1); 8 ops of the other steps and "
+                                    "outside them left out");
+  o.step = 3;
+  try {
+    import_foreign_trace(data("ddp_two_steps-2.x.json"), ForeignTrace::pytorch_et, o);
+    FAIL() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), data("ddp_two_steps-2.x.json") + ": --step 3: the trace has ProfilerStep #1, #2");
+  }
+}
+
+namespace {
+
+// A one-node trace in torch 2.x's layout: `inputs` and `outputs` are {values, shapes, types}.
+std::string one_node(const std::string& schema, const std::string& node) {
+  return "{\"schema\": \"" + schema + "\", \"pid\": 1, \"nodes\": [" + node + "]}";
+}
+
+}  // namespace
+
+// all_gather's outputs are a list of lists of tensors: flattened, each a buffer.
+TEST(PytorchEt, NestedTensorListsAndTritonKernels) {
+  const std::string gather =
+      "{\"id\": 30, \"name\": \"record_param_comms\", \"ctrl_deps\": 0, \"attrs\": [], "
+      "\"inputs\": {\"values\": [[[14, 15, 0, 1, 4, \"cuda:0\"]], 12, 82149104, 0, \"all_gather\", [], [], 2], "
+      "\"shapes\": [[[1]], [], [], [], [], [], [], []], \"types\": [\"GenericList[Tensor(float)]\", \"Int\", \"Int\", "
+      "\"Int\", \"String\", \"GenericList[]\", \"GenericList[]\", \"Int\"]}, "
+      "\"outputs\": {\"values\": [[[[19, 20, 0, 1, 4, \"cuda:0\"], [5, 23, 0, 1, 4, \"cuda:0\"]]]], "
+      "\"shapes\": [[[[1], [1]]]], \"types\": [\"GenericList[GenericList[Tensor(float),Tensor(float)]]\"]}}";
+  Trace t = import_pytorch_et(one_node("1.0.2-chakra.0.0.4", gather), "g.json");
+  ASSERT_EQ(t.ops.size(), 1u);
+  EXPECT_EQ(t.ops[0].kind, "all_gather");
+  EXPECT_EQ(t.ops[0].group, "82149104, 2 ranks");
+  EXPECT_EQ(t.ops[0].inputs.size(), 1u);
+  EXPECT_EQ(t.ops[0].outputs.size(), 2u);  // both gathered tensors, new storages
+  EXPECT_EQ(t.ops[0].message_bytes, 8u);
+  // An Inductor kernel names its outputs among its arguments: the storages new there.
+  const std::string triton =
+      "{\"id\": 16, \"name\": \"triton_poi_fused_add_cos_0\", \"ctrl_deps\": 0, "
+      "\"attrs\": [{\"name\": \"kernel_backend\", \"type\": \"string\", \"value\": \"triton\"}], "
+      "\"inputs\": {\"values\": [[15, 4, 0, 16, 4, \"cuda:0\"], [17, 5, 0, 16, 4, \"cuda:0\"], 16], "
+      "\"shapes\": [[4, 4], [4, 4], []], \"types\": [\"Tensor(float)\", \"Tensor(float)\", \"Int\"]}, "
+      "\"outputs\": {\"values\": [], \"shapes\": [], \"types\": []}}";
+  const std::string mm =
+      "{\"id\": 13, \"name\": \"aten::mm\", \"ctrl_deps\": 0, \"attrs\": [{\"name\": \"op_schema\", \"type\": "
+      "\"string\", \"value\": \"aten::mm(Tensor self, Tensor mat2) -> Tensor\"}], "
+      "\"inputs\": {\"values\": [[11, 2, 0, 16, 4, \"cuda:0\"], [14, 1, 0, 16, 4, \"cuda:0\"]], \"shapes\": [[4, 4], "
+      "[4, 4]], \"types\": [\"Tensor(float)\", \"Tensor(float)\"]}, "
+      "\"outputs\": {\"values\": [[15, 4, 0, 16, 4, \"cuda:0\"]], \"shapes\": [[4, 4]], \"types\": [\"Tensor(float)\"]}}";
+  t = import_pytorch_et(one_node("1.1.1-chakra.0.0.4", mm + ", " + triton), "pt2.json");
+  ASSERT_EQ(t.ops.size(), 2u);
+  EXPECT_EQ(t.ops[1].name, "triton_poi_fused_add_cos_0#16");
+  EXPECT_EQ(t.ops[1].kind, "elementwise");
+  EXPECT_EQ(t.ops[1].inputs, Ids{2});   // mm's output, read
+  EXPECT_EQ(t.ops[1].outputs, Ids{3});  // storage 5, written
+  EXPECT_DOUBLE_EQ(t.ops[1].flops, 16);
+}
+
+// The layout is the nodes', whatever the schema string says; a contradiction is noted.
+TEST(PytorchEt, LayoutByTheNodesNotTheVersion) {
+  const std::string node =
+      "{\"id\": 3, \"name\": \"aten::relu\", \"ctrl_deps\": 0, \"attrs\": [], "
+      "\"inputs\": {\"values\": [[1, 10, 0, 8, 4, \"cpu\"]], \"shapes\": [[8]], \"types\": [\"Tensor(float)\"]}, "
+      "\"outputs\": {\"values\": [[2, 11, 0, 8, 4, \"cpu\"]], \"shapes\": [[8]], \"types\": [\"Tensor(float)\"]}}";
+  for (const char* schema : {"1.0.2-chakra.0.0.4", "1.0.3-chakra.0.0.4", "1.0.4-chakra.0.0.4", "1.1.0-chakra.0.0.4"}) {
+    SCOPED_TRACE(schema);
+    Trace t = import_pytorch_et(one_node(schema, node), "r.json");
+    ASSERT_EQ(t.ops.size(), 1u);
+    EXPECT_EQ(t.ops[0].kind, "relu");
+    EXPECT_TRUE(t.import_notes.empty());
+  }
+  Trace t = import_pytorch_et(one_node("1.0.1", node), "r.json");
+  ASSERT_EQ(t.ops.size(), 1u);
+  EXPECT_EQ(t.import_notes, std::vector<std::string>{"schema '1.0.1' names the old (torch 1.13) node layout, but the "
+                                                     "nodes are in the new (torch 2.x) one; read as the nodes are"});
 }

@@ -52,6 +52,78 @@ std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
                                policy, platform.name));
 }
 
+// Which optimizer ops run on the host. The host's stream runs beside the accelerators' with no
+// order between them but the data's: an op waits for what it reads to be made and for the
+// in-place updates issued before it. A step moved there must therefore (1) be the last to
+// touch what it touches (no accelerator op issued after it uses it) and (2) be sure to start
+// after the accelerator ops issued before it that use it: through what it waits for, or an
+// earlier step on the host. Otherwise the two sides would need one buffer in their own memory
+// at once and their copies would chase each other forever: imported traces put such ops in
+// the optimizer (Adam's empty_like(param) for its state, with no data dependency on the
+// backward; a whole step issued ahead of the backward). Those stay on their accelerator.
+std::vector<std::uint8_t> host_steps(const Trace& t) {
+  const std::size_t n = t.ops.size();
+  std::vector<std::uint8_t> host(n, 0);
+  std::uint32_t devices = 1;
+  for (const Op& op : t.ops) {
+    host[op.id] = op.phase == Phase::optimizer;
+    devices = std::max(devices, op.device + 1);
+  }
+  auto touches = [](const Op& op, auto&& f) {
+    for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
+      for (BufferId b : *list) f(b);
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    // (1) Nothing on an accelerator uses it later.
+    std::vector<std::uint8_t> used_later(t.buffers.size(), 0);
+    for (std::size_t i = n; i-- > 0;) {
+      const Op& op = t.ops[i];
+      bool later = false;
+      if (host[i]) touches(op, [&](BufferId b) { later |= used_later[b] != 0; });
+      if (later) {
+        host[i] = 0;
+        changed = true;
+      }
+      if (!host[i]) touches(op, [&](BufferId b) { used_later[b] = 1; });
+    }
+    // (2) It starts after the accelerators' earlier uses: `guard` is, per accelerator, the
+    // last of its ops the host's next step is sure to follow.
+    std::vector<OpId> last_use(t.buffers.size(), kNoOp), last_update(t.buffers.size(), kNoOp);
+    std::vector<std::int64_t> guard(devices, -1);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Op& op = t.ops[i];
+      if (host[i]) {
+        std::vector<std::int64_t> after = guard;
+        auto follow = [&](OpId o) {
+          if (o != kNoOp && !host[o]) after[t.ops[o].device] = std::max<std::int64_t>(after[t.ops[o].device], o);
+        };
+        for (const auto* list : {&op.inputs, &op.updates})
+          for (BufferId b : *list) {
+            follow(t.buffers[b].producer);
+            follow(last_update[b]);
+          }
+        bool safe = true;
+        touches(op, [&](BufferId b) {
+          const OpId u = last_use[b];
+          if (u != kNoOp && static_cast<std::int64_t>(u) > after[t.ops[u].device]) safe = false;
+        });
+        if (safe) {
+          guard = std::move(after);
+        } else {
+          host[i] = 0;
+          changed = true;
+        }
+      }
+      if (!host[i]) {
+        touches(op, [&](BufferId b) { last_use[b] = static_cast<OpId>(i); });
+        for (BufferId b : op.updates) last_update[b] = static_cast<OpId>(i);
+      }
+    }
+  }
+  return host;
+}
+
 class ZeroPolicy final : public Policy {
  public:
   ZeroPolicy(bool nvme, std::string host, std::string nvme_tier, int prefetch, bool params)
@@ -64,14 +136,15 @@ class ZeroPolicy final : public Policy {
   std::optional<Rewritten> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
     const std::uint32_t host = host_slot(platform, host_, name());
     Trace t = trace;
-    // The accelerators' copies: buffers that ops outside the optimizer step touch.
+    const std::vector<std::uint8_t> to_host = host_steps(t);
+    // The accelerators' copies: buffers that ops staying there touch.
     std::vector<std::uint8_t> device_use(t.buffers.size(), 0);
     for (const Op& op : t.ops)
-      if (op.phase != Phase::optimizer)
+      if (!to_host[op.id])
         for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
           for (BufferId b : *list) device_use[b] = 1;
     for (Op& op : t.ops) {
-      if (op.phase != Phase::optimizer) continue;
+      if (!to_host[op.id]) continue;
       op.device = host;
       op.stream = 0;
       bool has_master = false;

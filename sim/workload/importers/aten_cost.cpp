@@ -41,6 +41,26 @@ bool in(std::string_view s, const auto& list) { return std::find(list.begin(), l
 
 }  // namespace
 
+AtenCost triton_cost(std::string_view name, const std::vector<std::vector<const EtTensor*>>& inputs) {
+  AtenCost c;
+  c.kind = name.find("_red_") != std::string_view::npos || name.find("_per_") != std::string_view::npos
+               ? "reduction"
+               : "elementwise";
+  double largest = 0;
+  std::vector<std::pair<std::int64_t, std::int64_t>> seen;
+  for (const auto& arg : inputs)
+    for (const auto* t : arg) {
+      if (c.bytes == 0) c.dtype = dtype_from_tensor_type(t->type);
+      largest = std::max(largest, static_cast<double>(t->numel));
+      const std::pair<std::int64_t, std::int64_t> key{t->tensor, t->storage};
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      c.bytes += static_cast<double>(t->bytes);
+    }
+  c.flops = is_float(c.dtype) ? largest : 0;
+  return c;
+}
+
 DType dtype_from_tensor_type(std::string_view type) {
   if (type.find("Half") != std::string_view::npos) return DType::fp16;
   if (type.find("BFloat16") != std::string_view::npos) return DType::bf16;
@@ -53,6 +73,7 @@ DType dtype_from_tensor_type(std::string_view type) {
 }
 
 bool is_cost_kernel(std::string_view n) {
+  if (n.substr(0, 9) == "_foreach_" || n.substr(0, 7) == "_fused_") return true;
   // linear and matmul are composites: the mm/addmm/bmm under them do the work.
   return (in(n, kMatmul) && n != "linear" && n != "matmul") || in(n, kConv) ||
          one_of(n, {"convolution_backward", "native_batch_norm", "native_batch_norm_backward",
@@ -80,17 +101,14 @@ bool is_allocation_op(std::string_view n) {
                     "_empty_affine_quantized"});
 }
 
-std::vector<bool> mutated_arguments(const std::string& schema, std::string_view name, std::size_t count) {
-  std::vector<bool> out(count, false);
+// Calls `each(type, name)` for the arguments of `schema`, split at top-level commas ('*'
+// marks the keyword-only ones and is no argument of its own).
+template <typename F>
+void for_each_argument(const std::string& schema, F each) {
   const auto open = schema.find('(');
-  if (schema.empty() || open == std::string::npos) {
-    if (!name.empty() && name.back() == '_' && count > 0 && !is_view_op(name)) out[0] = true;
-    return out;
-  }
-  // Split the argument list at top-level commas; '*' marks the keyword-only ones and is no
-  // argument of its own.
+  if (schema.empty() || open == std::string::npos) return;
   int depth = 0;
-  std::size_t arg = 0, start = open + 1;
+  std::size_t start = open + 1;
   for (std::size_t i = open + 1; i < schema.size() && depth >= 0; ++i) {
     const char c = schema[i];
     if (c == '(' || c == '[') ++depth;
@@ -101,12 +119,33 @@ std::vector<bool> mutated_arguments(const std::string& schema, std::string_view 
       if (a != "*" && !a.empty()) {
         const auto space = a.rfind(' ');
         const std::string_view type = space == std::string_view::npos ? a : a.substr(0, space);
-        if (arg < count && type.find('!') != std::string_view::npos) out[arg] = true;
-        ++arg;
+        std::string_view name = space == std::string_view::npos ? std::string_view() : a.substr(space + 1);
+        if (const auto eq = name.find('='); eq != std::string_view::npos) name = name.substr(0, eq);
+        each(type, name);
       }
       start = i + 1;
     }
   }
+}
+
+std::vector<std::string> argument_names(const std::string& schema) {
+  std::vector<std::string> out;
+  for_each_argument(schema, [&](std::string_view, std::string_view name) { out.emplace_back(name); });
+  return out;
+}
+
+std::vector<bool> mutated_arguments(const std::string& schema, std::string_view name, std::size_t count) {
+  std::vector<bool> out(count, false);
+  const auto open = schema.find('(');
+  if (schema.empty() || open == std::string::npos) {
+    if (!name.empty() && name.back() == '_' && count > 0 && !is_view_op(name)) out[0] = true;
+    return out;
+  }
+  std::size_t arg = 0;
+  for_each_argument(schema, [&](std::string_view type, std::string_view) {
+    if (arg < count && type.find('!') != std::string_view::npos) out[arg] = true;
+    ++arg;
+  });
   return out;
 }
 
@@ -199,6 +238,12 @@ AtenCost aten_cost(std::string_view n, const std::vector<std::vector<const EtTen
     c.kind = "fill";
   } else if (one_of(n, {"embedding_dense_backward", "embedding_backward"})) {
     c.kind = "embedding_backward";
+  } else if (n.substr(0, 7) == "_fused_") {
+    // One kernel for the whole step over every parameter: Adam's ~10 operations per element,
+    // SGD's ~3 (with momentum).
+    const bool adam = n.find("adam") != std::string_view::npos;
+    c.kind = n.find("adamw") != std::string_view::npos ? "adamw_step" : adam ? "adam_step" : "sgd_step";
+    c.flops = (adam ? 10 : 3) * in_numel;
   } else {
     // Elementwise: one operation per element written (per element read for in-place ops and
     // the _foreach_ family, which return nothing).

@@ -35,7 +35,12 @@ struct AtenCost {
 AtenCost aten_cost(std::string_view name, const std::vector<std::vector<const EtTensor*>>& inputs,
                    const std::vector<std::vector<const EtTensor*>>& outputs);
 
-/// Kernels whose cost is estimated as a whole: their children are how they do it.
+/// An Inductor/Triton kernel (`triton_poi_fused_add_0`, `triton_red_...`): all its tensors are
+/// arguments; elementwise work over the largest, a reduction for `red`/`per` kernels.
+AtenCost triton_cost(std::string_view name, const std::vector<std::vector<const EtTensor*>>& inputs);
+
+/// Kernels whose cost is estimated as a whole: their children are how they do it (the foreach
+/// and fused optimizer kernels among them: their children are per-tensor fallbacks).
 bool is_cost_kernel(std::string_view name);
 /// Ops that only make another view of their input's storage.
 bool is_view_op(std::string_view name);
@@ -44,6 +49,9 @@ bool is_allocation_op(std::string_view name);
 /// Which of `count` inputs the op writes in place: the `(a!)` arguments of its schema, or
 /// the first one of an unschema'd name ending in '_'.
 std::vector<bool> mutated_arguments(const std::string& op_schema, std::string_view name, std::size_t count);
+/// The argument names of an op schema, per position ("aten::add.Tensor(Tensor self, Tensor
+/// other, *, Scalar alpha=1)" -> self, other, alpha); empty without a schema.
+std::vector<std::string> argument_names(const std::string& op_schema);
 /// "Tensor(c10::Half)" -> fp16; fp32 for anything unrecognised.
 DType dtype_from_tensor_type(std::string_view type);
 

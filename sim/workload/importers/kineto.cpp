@@ -1,0 +1,255 @@
+#include "sim/workload/importers/kineto.h"
+
+#include <algorithm>
+#include <functional>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+namespace {
+
+namespace od = simdjson::ondemand;
+
+struct CpuOp {
+  std::int64_t external_id = -1, record_function_id = -1;
+  std::string name;
+  std::uint64_t thread = 0;
+  double ts = 0, dur = 0;
+};
+struct Launch {
+  std::uint64_t thread = 0;
+  double ts = 0;
+  std::int64_t correlation = -1;
+};
+
+bool is_launch(std::string_view name) {
+  return name.find("Launch") != std::string_view::npos || name.find("Memcpy") != std::string_view::npos ||
+         name.find("Memset") != std::string_view::npos || name.find("memcpy") != std::string_view::npos ||
+         name.find("memset") != std::string_view::npos;
+}
+
+// A number, or a string that names a thread ("Spans"): either way, a key.
+std::uint64_t id_key(od::value v) {
+  std::int64_t i = 0;
+  if (!v.get_int64().get(i)) return static_cast<std::uint64_t>(i);
+  double d = 0;
+  if (!v.get_double().get(d)) return static_cast<std::uint64_t>(static_cast<std::int64_t>(d));
+  std::string_view s;
+  if (!v.get_string().get(s)) return std::hash<std::string_view>{}(s) | (1ull << 63);
+  return 0;
+}
+
+std::int64_t as_int(od::value v) {
+  std::int64_t i = -1;
+  if (!v.get_int64().get(i)) return i;
+  double d = 0;
+  if (!v.get_double().get(d)) return static_cast<std::int64_t>(d);
+  std::string_view s;
+  if (!v.get_string().get(s)) {
+    try {
+      return std::stoll(std::string(s));
+    } catch (const std::exception&) {
+    }
+  }
+  return -1;
+}
+
+double as_double(od::value v) {
+  double d = 0;
+  if (!v.get_double().get(d)) return d;
+  return 0;
+}
+
+}  // namespace
+
+bool looks_like_kineto(std::string_view head) {
+  const auto first = head.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || head[first] != '{') return false;
+  return head.find("\"traceEvents\"") != std::string_view::npos ||
+         (head.find("\"schemaVersion\"") != std::string_view::npos &&
+          head.find("\"deviceProperties\"") != std::string_view::npos);
+}
+
+KinetoTimes read_kineto(const std::string& text, const std::string& source) {
+  std::string copy;
+  const std::string* padded = &text;
+  if (text.capacity() < text.size() + simdjson::SIMDJSON_PADDING) {
+    copy.reserve(text.size() + simdjson::SIMDJSON_PADDING);
+    copy = text;
+    padded = &copy;
+  }
+  auto fail = [&](simdjson::error_code e, const char* where) -> void {
+    throw InputError(fmt::format("{}: not a readable Kineto trace ({}: {})", source, where, simdjson::error_message(e)));
+  };
+  od::parser parser;
+  od::document doc;
+  if (auto e = parser.iterate(simdjson::padded_string_view(padded->data(), padded->size(), padded->capacity())).get(doc))
+    fail(e, "the document");
+  od::object top;
+  if (auto e = doc.get_object().get(top)) fail(e, "the top level");
+
+  KinetoTimes out;
+  std::vector<CpuOp> ops;
+  std::vector<Launch> launches;
+  std::unordered_map<std::int64_t, double> gpu_by_correlation;
+  bool saw_events = false;
+  for (auto field : top) {
+    std::string_view key;
+    if (auto e = field.unescaped_key().get(key)) fail(e, "a key");
+    if (key == "deviceProperties") {
+      od::array devices;
+      if (field.value().get_array().get(devices)) continue;
+      for (auto d : devices) {
+        od::object o;
+        if (d.get_object().get(o)) continue;
+        std::string_view name;
+        if (out.device.empty() && !o["name"].get_string().get(name)) out.device = std::string(name);
+      }
+    } else if (key == "traceEvents") {
+      saw_events = true;
+      od::array events;
+      if (auto e = field.value().get_array().get(events)) fail(e, "traceEvents");
+      for (auto element : events) {
+        od::object ev;
+        if (auto e = element.get_object().get(ev)) fail(e, "an event");
+        std::string_view ph, cat, name;
+        std::uint64_t pid = 0, tid = 0;
+        double ts = 0, dur = 0;
+        std::int64_t external = -1, record_function = -1, correlation = -1;
+        for (auto f : ev) {
+          std::string_view k;
+          if (f.unescaped_key().get(k)) continue;
+          od::value v;
+          if (f.value().get(v)) continue;
+          if (k == "ph") { if (v.get_string().get(ph)) ph = {}; }
+          else if (k == "cat") { if (v.get_string().get(cat)) cat = {}; }
+          else if (k == "name") { if (v.get_string().get(name)) name = {}; }
+          else if (k == "pid") pid = id_key(v);
+          else if (k == "tid") tid = id_key(v);
+          else if (k == "ts") ts = as_double(v);
+          else if (k == "dur") dur = as_double(v);
+          else if (k == "args") {
+            od::object args;
+            if (v.get_object().get(args)) continue;
+            for (auto a : args) {
+              std::string_view ak;
+              if (a.unescaped_key().get(ak)) continue;
+              od::value av;
+              if (a.value().get(av)) continue;
+              if (ak == "External id") external = as_int(av);
+              else if (ak == "Record function id") record_function = as_int(av);
+              else if (ak == "correlation") correlation = as_int(av);
+            }
+          }
+        }
+        if (ph != "X") continue;
+        const std::uint64_t thread = pid * 1000003u ^ tid;
+        if (cat == "cpu_op" || cat == "user_annotation" || cat == "Operator") {
+          ops.push_back({external, record_function, std::string(name), thread, ts, dur});
+        } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime") {
+          if (correlation >= 0 && is_launch(name)) launches.push_back({thread, ts, correlation});
+        } else if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "Kernel" || cat == "Memcpy" ||
+                   cat == "Memset") {
+          ++out.gpu_events;
+          if (correlation >= 0) gpu_by_correlation[correlation] += dur;
+        }
+      }
+    }
+  }
+  if (!saw_events) throw InputError(fmt::format("{}: not a Kineto trace: no traceEvents", source));
+  out.has_gpu = out.gpu_events > 0;
+  out.cpu_ops = ops.size();
+
+  // The GPU time each op launched: launches on its thread while it ran, with their
+  // kernels' time, summed by prefix over each thread's launches in time order.
+  std::sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) {
+    return a.thread != b.thread ? a.thread < b.thread : a.ts < b.ts;
+  });
+  std::vector<double> prefix(launches.size() + 1, 0);
+  std::vector<std::uint32_t> count_prefix(launches.size() + 1, 0);
+  for (std::size_t i = 0; i < launches.size(); ++i) {
+    auto g = gpu_by_correlation.find(launches[i].correlation);
+    prefix[i + 1] = prefix[i] + (g == gpu_by_correlation.end() ? 0.0 : g->second);
+    count_prefix[i + 1] = count_prefix[i] + (g == gpu_by_correlation.end() ? 0 : 1);
+  }
+  for (const CpuOp& op : ops) {
+    const auto lo = std::lower_bound(launches.begin(), launches.end(), op, [](const Launch& l, const CpuOp& o) {
+      return l.thread != o.thread ? l.thread < o.thread : l.ts < o.ts;
+    });
+    const auto hi = std::upper_bound(launches.begin(), launches.end(), op, [](const CpuOp& o, const Launch& l) {
+      return o.thread != l.thread ? o.thread < l.thread : o.ts + o.dur < l.ts;
+    });
+    KinetoOp k;
+    k.name = op.name;
+    k.cpu_us = op.dur;
+    if (hi > lo) {
+      const auto a = static_cast<std::size_t>(lo - launches.begin()), b = static_cast<std::size_t>(hi - launches.begin());
+      k.gpu_us = prefix[b] - prefix[a];
+      k.gpu_events = count_prefix[b] - count_prefix[a];
+    }
+    if (op.external_id > 0) out.by_external_id.emplace(op.external_id, k);
+    if (op.record_function_id > 0) out.by_record_function_id.emplace(op.record_function_id, std::move(k));
+  }
+  return out;
+}
+
+std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin>& origins, const KinetoTimes& kineto,
+                                      const std::string& source) {
+  // The key that joins more ops by name.
+  auto joined = [&](const std::unordered_map<std::int64_t, KinetoOp>& by) {
+    std::size_t n = 0;
+    for (const auto& o : origins)
+      if (auto it = by.find(o.rf_id); o.rf_id > 0 && it != by.end() && it->second.name == o.name) ++n;
+    return n;
+  };
+  const std::size_t by_rf = joined(kineto.by_record_function_id), by_ext = joined(kineto.by_external_id);
+  const bool use_rf = by_rf > by_ext;
+  const auto& by = use_rf ? kineto.by_record_function_id : kineto.by_external_id;
+  const char* key = use_rf ? "Record function id" : "External id";
+  std::size_t matched = 0, renamed = 0, missing = 0, idle = 0;
+  std::string renamed_example;
+  for (std::size_t i = 0; i < trace.ops.size() && i < origins.size(); ++i) {
+    Op& op = trace.ops[i];
+    const EtOpOrigin& o = origins[i];
+    const auto it = o.rf_id > 0 ? by.find(o.rf_id) : by.end();
+    if (it == by.end()) {
+      ++missing;
+      continue;
+    }
+    if (it->second.name != o.name) {
+      ++renamed;
+      if (renamed_example.empty())
+        renamed_example = fmt::format("rf_id {}: {} in the ET, {} in Kineto", o.rf_id, o.name, it->second.name);
+      continue;
+    }
+    ++matched;
+    const double us = kineto.has_gpu ? it->second.gpu_us : it->second.cpu_us;
+    if (kineto.has_gpu && it->second.gpu_events == 0) ++idle;
+    op.measured_s = us * 1e-6;
+  }
+  if (matched == 0)
+    throw InputError(fmt::format("{}: no op of {} joins a Kineto op (on rf_id = \"Record function id\" or \"External id\", "
+                                 "with the same name): the two traces are not of the same run",
+                                 source, trace.name));
+  if (!kineto.device.empty()) trace.measured_on = kineto.device;
+  std::vector<std::string> notes;
+  notes.push_back(fmt::format("Kineto {}: {} of {} ops joined on rf_id = \"{}\" and timed by {}{}", source, matched,
+                              trace.ops.size(), key,
+                              kineto.has_gpu ? "the GPU time of the kernels they launched" : "their CPU time",
+                              kineto.device.empty() ? "" : fmt::format(" ({})", kineto.device)));
+  if (idle) notes.push_back(fmt::format("{} joined ops launched no GPU work: measured 0 s", idle));
+  if (missing || renamed)
+    notes.push_back(fmt::format("{} ops not joined ({} with no Kineto op of their rf_id, {} whose Kineto op has another "
+                                "name{}): not timed from Kineto{}",
+                                missing + renamed, missing, renamed,
+                                renamed_example.empty() ? "" : ", e.g. " + renamed_example,
+                                2 * matched < trace.ops.size() ? "; with most ops unjoined, the Kineto trace is likely of "
+                                                                 "another run than the ET"
+                                                               : ""));
+  return notes;
+}
+
+}  // namespace memsim

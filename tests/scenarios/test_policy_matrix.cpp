@@ -1,0 +1,127 @@
+// Every registered policy on every shipped trace (workloads/traces) and on the published
+// training traces (../shared/validation/external, where present): each run ends, ok or oom,
+// within its bound. A policy that needs a shape the trace lacks (revolve and bptt-optimal: a
+// chain) may refuse it, saying so. Checkmate runs small here (1 s solves of at most 80 nodes;
+// its own tests time its solves).
+// And the two shapes of imported trace that made zero-offload's copies chase each other.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+#include "sim/policy/policy.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr int kBoundSeconds = 30;  // per run; the slowest here takes under 3 s
+
+// run_memsim under coreutils' timeout: a run past the bound is killed (exit 124), not waited for.
+CliResult run_bounded(const std::string& args) {
+  static int counter = 0;
+  const std::string err_file = std::string(::testing::TempDir()) + "memsim_matrix_stderr_" +
+                               std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  const std::string cmd = fmt::format("cd '{}' && timeout {} '{}' {} 2>'{}'", MEMSIM_SOURCE_DIR, kBoundSeconds,
+                                      MEMSIM_BINARY, args, err_file);
+  CliResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  std::size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = slurp(err_file);
+  std::remove(err_file.c_str());
+  return r;
+}
+
+std::vector<std::string> traces() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(fs::path(MEMSIM_SOURCE_DIR) / "workloads/traces"))
+    if (e.path().string().ends_with(".et.json")) out.push_back(fs::relative(e.path(), MEMSIM_SOURCE_DIR).string());
+  const fs::path external = fs::path(MEMSIM_SOURCE_DIR) / ".." / "shared" / "validation" / "external";
+  if (fs::is_directory(external))
+    for (const char* t : {"facebookresearch-param@1e115ff/et_replay/tests/inputs/linear_et.json.gz",
+                          "facebookresearch-param@9b1946f/et_replay/tests/inputs/resnet_et.json.gz",
+                          "facebookresearch-param@1e115ff/et_replay/tests/inputs/dlrm_pytorch_et.tar.gz",
+                          "facebookresearch-param@1e115ff/et_replay/tests/inputs/hf_GPT2_et.json.tar.gz",
+                          "facebookresearch-param@1e115ff/et_replay/tests/inputs/1.0.3-chakra.0.0.4/resnet_1gpu_et.json.gz",
+                          "facebookresearch-param@1e115ff/et_replay/tests/inputs/1.1.0-chakra.0.0.4/resnet_2gpu_et.json.gz",
+                          "facebookresearch-param@1e115ff/et_replay/tests/inputs/resnet_et.json.gz",
+                          "facebookresearch-param@1e115ff/et_replay/tests/inputs/resnet_1gpu_et.json.tar.gz",
+                          "astra-sim-tutorials@ead2d5d/hoti2024/demo3/pytorch_traces/pytorch_et_0.json",
+                          "mlcommons-chakra@21585d8/tests/data/feeder_tests_trace.tar.gz"})
+      out.push_back((external / t).string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string settings(const std::string& policy) {
+  if (policy == "swap-budget") return " --set policy.budget=0.5";
+  if (policy == "checkmate") return " --set policy.seconds=1 --set policy.max_nodes=80";
+  return "";
+}
+
+class PolicyMatrix : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PolicyMatrix, EveryPolicyEndsOkOrOomWithinItsBound) {
+  const std::string trace = GetParam();
+  const std::string out = std::string(::testing::TempDir()) + "memsim_matrix_" + std::to_string(::getpid());
+  for (const auto& p : memsim::builtin_policies()) {
+    SCOPED_TRACE(p.name);
+    const auto t0 = std::chrono::steady_clock::now();
+    CliResult r = run_bounded(fmt::format("run a100-40gb-nvme '{}' --policy {}{} --out '{}' --json", trace, p.name,
+                                         settings(p.name), out));
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_NE(r.exit_code, 124) << "still running after " << kBoundSeconds << " s";
+    EXPECT_LT(seconds, kBoundSeconds);
+    if (r.exit_code == 1 && (p.name == "revolve" || p.name == "bptt-optimal")) {
+      EXPECT_NE(r.err.find("needs a chain-shaped trace"), std::string::npos) << r.err;
+      continue;
+    }
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const std::string status = json::parse(r.out)["status"];
+    EXPECT_TRUE(status == "ok" || status == "oom") << status;
+  }
+  fs::remove_all(out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Traces, PolicyMatrix, ::testing::ValuesIn(traces()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = fs::path(info.param).filename().string();
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name + "_" + std::to_string(info.index);
+                         });
+
+// Before the fix, zero-offload moved these optimizer ops to the host, where they ran beside
+// the accelerator ops that needed the same weights: the copies went back and forth forever.
+TEST(ZeroOffload, OptimizerOpsAnAcceleratorStillNeedsStayThere) {
+  const std::string out = std::string(::testing::TempDir()) + "memsim_zero_" + std::to_string(::getpid());
+  // Optimizer ops issued before the backward ops that read the same weights (the order an
+  // importer that walked one thread after the other produced): nothing goes to the host.
+  CliResult r = run_bounded("run a100-40gb tests/scenarios/data/step_before_backward.json --policy zero-offload --out '" +
+                           out + "' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json s = json::parse(r.out);
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_EQ(s["host_compute_time_s"], 0.0);
+  // An optimizer op that waits for nothing (Adam's empty_like(param) for its state) stays; the
+  // step, which waits for the gradient, goes.
+  r = run_bounded("run a100-40gb tests/scenarios/data/state_init_before_step.json --policy zero-offload --out '" + out +
+                 "' --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  s = json::parse(r.out);
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_GT(s["host_compute_time_s"].get<double>(), 0.0);
+  fs::remove_all(out);
+}
+
+}  // namespace
