@@ -31,9 +31,9 @@ struct Entry {
 // (sim/exec/replay.h) to know what is resident after each step: the machine applies the
 // engine's rules (remakes, re-runs of only what was dropped); the lowering decides where
 // the frees and drops go.
-class Lowering {
+class ScheduleLayout {
  public:
-  Lowering(const Trace& trace, const std::vector<double>& durations)
+  ScheduleLayout(const Trace& trace, const std::vector<double>& durations)
       : t_(trace), durations_(durations), updaters_(updaters(trace)) {}
 
   Lowered run(const Schedule& schedule);
@@ -57,7 +57,7 @@ class Lowering {
   Lowered out_;
 };
 
-void Lowering::build_entries(const Schedule& schedule) {
+void ScheduleLayout::build_entries(const Schedule& schedule) {
   // The sequence as the policy wrote it.
   std::vector<Entry> seq;
   seq.reserve(t_.ops.size());
@@ -121,7 +121,7 @@ void Lowering::build_entries(const Schedule& schedule) {
   }
 }
 
-void Lowering::index_reads() {
+void ScheduleLayout::index_reads() {
   reads_.assign(t_.buffers.size(), {});
   made_.assign(t_.buffers.size(), {});
   for (std::size_t i = 0; i < entries_.size(); ++i) {
@@ -133,7 +133,7 @@ void Lowering::index_reads() {
   }
 }
 
-void Lowering::release_touched(std::size_t at, exec::Replayer& machine) {
+void ScheduleLayout::release_touched(std::size_t at, exec::Replayer& machine) {
   std::sort(touched_.begin(), touched_.end());
   touched_.erase(std::unique(touched_.begin(), touched_.end()), touched_.end());
   for (BufferId b : touched_) {
@@ -154,7 +154,7 @@ void Lowering::release_touched(std::size_t at, exec::Replayer& machine) {
   touched_.clear();
 }
 
-Lowered Lowering::run(const Schedule& schedule) {
+Lowered ScheduleLayout::run(const Schedule& schedule) {
   build_entries(schedule);
   index_reads();
   exec::Replayer machine(t_, durations_, "(planned schedule)");
@@ -210,7 +210,7 @@ std::uint64_t Lowered::max_peak() const {
 }
 
 Lowered lower(const Trace& trace, const Schedule& schedule, const std::vector<double>& durations) {
-  return Lowering(trace, durations).run(schedule);
+  return ScheduleLayout(trace, durations).run(schedule);
 }
 
 Lowered replay(const Trace& trace, const Plan& plan, const std::vector<double>& durations) {
