@@ -96,21 +96,27 @@ def matrix_commands(binary):
 # a budget lowered the tier's capacity (summary.json's budget_bytes, the terminal's
 # "of 40 GiB (budget 2.68 GiB)"), so that everything else can still be compared byte for byte.
 BUDGET_AS_CAPACITY = False
+IGNORED_KEYS = ()  # top-level summary.json keys a later version added
 
 
 def normalize(name, data):
-    if not BUDGET_AS_CAPACITY:
+    if not BUDGET_AS_CAPACITY and not IGNORED_KEYS:
         return data
     if name.endswith("summary.json") or name == "<stdout>" and data.lstrip().startswith(b"{"):
         try:
             j = json.loads(data, object_pairs_hook=collections.OrderedDict)
         except ValueError:
             return data
-        for tier in j.get("tiers", {}).values():
-            budget = tier.pop("budget_bytes", None)
-            if budget is not None:
-                tier["capacity_bytes"] = budget
+        for key in IGNORED_KEYS:
+            j.pop(key, None)
+        if BUDGET_AS_CAPACITY:
+            for tier in j.get("tiers", {}).values():
+                budget = tier.pop("budget_bytes", None)
+                if budget is not None:
+                    tier["capacity_bytes"] = budget
         return (json.dumps(j, indent=2) + "\n").encode()
+    if not BUDGET_AS_CAPACITY:
+        return data
     if name == "<stdout>":
         return re.sub(rb" of [0-9.]+ [KMGT]?i?B \(budget ([0-9.]+ [KMGT]?i?B)\)", rb" of \1", data)
     if name.endswith("trace.json"):  # a tier's track: "gpu0.hbm (compute, 40 GiB, budget 2 GiB, ideal)"
@@ -181,9 +187,13 @@ def main():
     ap.add_argument("--budget-as-capacity", action="store_true",
                     help="read the new binary's budget_bytes (summary.json, terminal) as the old "
                          "binary's lowered capacity_bytes")
+    ap.add_argument("--ignore-keys", default="",
+                    help="top-level summary.json keys to leave out, separated by commas (keys the "
+                         "new version added, e.g. durations,import_notes)")
     a = ap.parse_args()
-    global BUDGET_AS_CAPACITY
+    global BUDGET_AS_CAPACITY, IGNORED_KEYS
     BUDGET_AS_CAPACITY = a.budget_as_capacity
+    IGNORED_KEYS = tuple(k for k in a.ignore_keys.split(",") if k)
     old, new = os.path.abspath(a.old), os.path.abspath(a.new)
     commands = doc_commands() + matrix_commands(old)
     if a.pareto:
