@@ -29,13 +29,13 @@ std::uint64_t median(std::vector<std::uint64_t> v) {
 constexpr double kMaxTableWork = 4e9;
 
 class BpttPolicy final : public Policy {
+ public:
   // What planning chose, for the label.
   struct Choices {
     std::uint32_t chosen = 0, steps = 0, alpha = 1;
     bool whole = false;
   };
 
- public:
   explicit BpttPolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode s = params.get("slots");
     if (s.as_string() != "auto") slots_ = static_cast<std::uint32_t>(s.as_int_in(0, 10'000'000));
@@ -43,13 +43,7 @@ class BpttPolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  PlanResult plan(const PlanningContext& ctx) const override {
-    PlanResult out;
-    Choices c;
-    out.plan = plan_steps(ctx, c, out);
-    out.label = label(c);
-    return out;
-  }
+  PlanResult plan(const PlanningContext& ctx) const override { return ckpt::plan_with(*this, ctx); }
 
   Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
     const Trace& trace = ctx.trace;

@@ -145,13 +145,13 @@ Grouped build_graph(const Trace& trace, std::uint32_t device, const std::vector<
 
 class CheckmatePolicy final : public Policy {
   static constexpr int kRetries = 4;  // solves again when the engine needs more than the program
+ public:
   // What planning chose, for the label.
   struct Choices {
     schedule::RematAnswer answer;
     std::size_t nodes = 0, ops = 0;
   };
 
- public:
   explicit CheckmatePolicy(const Params& params)
       : budget_(read_budget(params)),
         seconds_(params.get("seconds").as_double()),
@@ -162,13 +162,7 @@ class CheckmatePolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  PlanResult plan(const PlanningContext& ctx) const override {
-    PlanResult out;
-    Choices c;
-    out.plan = plan_steps(ctx, c, out);
-    out.label = label(c);
-    return out;
-  }
+  PlanResult plan(const PlanningContext& ctx) const override { return ckpt::plan_with(*this, ctx); }
 
   Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
     const Trace& trace = ctx.trace;

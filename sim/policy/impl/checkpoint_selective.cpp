@@ -18,12 +18,12 @@ namespace memsim {
 namespace {
 
 class SelectivePolicy final : public Policy {
+ public:
   // What planning chose, for the label.
   struct Choices {
     std::size_t ops = 0;
   };
 
- public:
   explicit SelectivePolicy(const Params& params) : budget_(read_budget(params)) {
     const ConfigNode n = params.get("kinds");
     std::stringstream in(n.as_string());
@@ -40,13 +40,7 @@ class SelectivePolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  PlanResult plan(const PlanningContext& ctx) const override {
-    PlanResult out;
-    Choices c;
-    out.plan = plan_steps(ctx, c, out);
-    out.label = label(c);
-    return out;
-  }
+  PlanResult plan(const PlanningContext& ctx) const override { return ckpt::plan_with(*this, ctx); }
 
   Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
     const Trace& trace = ctx.trace;

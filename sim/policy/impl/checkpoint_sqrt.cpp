@@ -124,13 +124,13 @@ std::vector<std::uint32_t> greedy_segments(const Trace& trace, const std::vector
 }
 
 class CheckpointSqrtPolicy final : public Policy {
+ public:
   // What planning chose, for the label.
   struct Choices {
     std::uint32_t chosen = 0;
     double limit = 0;
   };
 
- public:
   explicit CheckpointSqrtPolicy(const Params& params)
       : budget_(read_budget(params)), greedy_(params.given("budget")) {
     const ConfigNode s = params.get("segments");
@@ -139,13 +139,7 @@ class CheckpointSqrtPolicy final : public Policy {
 
   std::optional<Budget> budget() const override { return budget_; }
 
-  PlanResult plan(const PlanningContext& ctx) const override {
-    PlanResult out;
-    Choices c;
-    out.plan = plan_steps(ctx, c, out);
-    out.label = label(c);
-    return out;
-  }
+  PlanResult plan(const PlanningContext& ctx) const override { return ckpt::plan_with(*this, ctx); }
 
   Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
     const Trace& trace = ctx.trace;

@@ -108,4 +108,16 @@ Fitted fit_slots(const Trace& trace, std::uint32_t lo, std::uint32_t hi, std::ui
                  const std::vector<std::uint64_t>& caps, const std::vector<double>& durations);
 bool fits(const Lowered& l, const std::vector<std::uint64_t>& caps);
 
+/// The PlanResult of a recomputation policy `P` that plans in two parts: plan_steps(ctx,
+/// choices, result) lays out the plan and records what it chose (and notes), label(choices)
+/// names the policy with those choices.
+template <class P>
+PlanResult plan_with(const P& policy, const PlanningContext& ctx) {
+  PlanResult out;
+  typename P::Choices choices;
+  out.plan = policy.plan_steps(ctx, choices, out);
+  out.label = policy.label(choices);
+  return out;
+}
+
 }  // namespace memsim::ckpt
