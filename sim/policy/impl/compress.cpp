@@ -40,7 +40,7 @@ class CompressPolicy final : public Policy {
 
   std::optional<Rewritten> rewrite(const Trace& in, const PlatformSpec&) const override;
   PlanResult plan(const PlanningContext& ctx) const override {
-    return {plan_free_at_last_use(ctx.trace, ctx.liveness), label(nullptr), {}, {}};
+    return {plan_free_at_last_use(ctx.trace, ctx.liveness), label(nullptr), {}, {}, {}};
   }
   std::string label(const Stats* stats) const {
     std::string s = fmt::format("compress(mode={}, sparsity={}", mode_text_, sparsity_);

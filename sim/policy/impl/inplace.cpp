@@ -107,7 +107,7 @@ class InplacePolicy final : public Policy {
   }
 
   PlanResult plan(const PlanningContext& ctx) const override {
-    return {plan_free_at_last_use(ctx.trace, ctx.liveness), "inplace", {}, {}};
+    return {plan_free_at_last_use(ctx.trace, ctx.liveness), "inplace", {}, {}, {}};
   }
 };
 

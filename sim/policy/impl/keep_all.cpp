@@ -14,7 +14,7 @@ class KeepAllPolicy final : public Policy {
     for (const Op& op : trace.ops) plan.steps.push_back({StepKind::compute, op.id, 0});
     for (const Buffer& b : trace.buffers)
       if (!b.persistent) plan.steps.push_back({StepKind::free, b.id, 0});
-    return {std::move(plan), "keep-all", {}, {}};
+    return {std::move(plan), "keep-all", {}, {}, {}};
   }
 };
 

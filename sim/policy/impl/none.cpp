@@ -9,7 +9,7 @@ namespace {
 class NonePolicy final : public Policy {
  public:
   PlanResult plan(const PlanningContext& ctx) const override {
-    return {plan_free_at_last_use(ctx.trace, ctx.liveness), "none", {}, {}};
+    return {plan_free_at_last_use(ctx.trace, ctx.liveness), "none", {}, {}, {}};
   }
 };
 

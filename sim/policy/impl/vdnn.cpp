@@ -112,7 +112,7 @@ class VdnnPolicy final : public Policy {
     if (mode_ != "dyn") {
       const Mode chosen = mode_ == "all" ? Mode::all : Mode::conv;
       Plan p = vdnn_plan(trace, ctx.liveness, tiers, chosen, caps, &on_demand);
-      return {std::move(p), label(chosen, on_demand), {}, {}};
+      return {std::move(p), label(chosen, on_demand), {}, {}, {}};
     }
     // vDNN-dyn: the least offloading whose estimated peak fits every device.
     for (Mode m : {Mode::none, Mode::conv, Mode::all}) {
@@ -120,7 +120,7 @@ class VdnnPolicy final : public Policy {
       const auto peaks = plan_peaks(trace, p, tiers.size());
       bool fits = true;
       for (std::size_t d = 0; d < tiers.size(); ++d) fits &= peaks[d] <= caps[d];
-      if (fits || m == Mode::all) return {std::move(p), label(m, on_demand), {}, {}};
+      if (fits || m == Mode::all) return {std::move(p), label(m, on_demand), {}, {}, {}};
     }
     return {};
   }
