@@ -13,15 +13,16 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/inputs/inputs.h"
-#include "sim/inputs/policy_args.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
+#include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/core/units.h"
 #include "sim/engine/engine.h"
 #include "sim/exec/replay.h"
+#include "sim/inputs/inputs.h"
+#include "sim/inputs/policy_args.h"
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/events_csv.h"
@@ -46,7 +47,7 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
 
 // `memsim run X`: one argument may be the device or the workload; decide by what it is.
 bool names_a_platform(const std::string& arg) {
-  if (std::filesystem::exists(arg))
+  if (path_exists(arg))
     return sniff_foreign_trace(arg) == ForeignTrace::none &&
            classify(ConfigNode::parse_file(arg)) == InputKind::platform;
   return find_preset("configs/devices", arg) != nullptr;
@@ -344,7 +345,7 @@ int cmd_calibrate(const std::string& device_arg, const std::vector<std::string>&
                            100 * fit.held_out_total_error);
   if (!out.empty()) {
     std::string text;
-    if (std::filesystem::exists(device_arg)) {
+    if (path_exists(device_arg)) {
       std::ifstream f(device_arg);
       std::ostringstream s;
       s << f.rdbuf();

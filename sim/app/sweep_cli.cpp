@@ -9,8 +9,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "sim/inputs/inputs.h"
 #include "sim/core/error.h"
+#include "sim/core/paths.h"
+#include "sim/inputs/inputs.h"
 #include "sim/policy/policy.h"
 #include "sim/sweep/fit.h"
 #include "sim/sweep/runner.h"
@@ -90,7 +91,7 @@ int fit_command(const FitArgs& a) {
       FitRow& row = rows[i];
       row.policy = policies[i];
       const bool is_file = row.policy.ends_with(".yaml") || row.policy.ends_with(".yml") ||
-                           std::filesystem::exists(row.policy);
+                           path_exists(row.policy);
       if (!is_file && !find_policy(row.policy)) {
         row.problem = fmt::format("no such policy (policies: {})", policy_list());
         continue;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/trace_io.h"
@@ -56,7 +57,7 @@ Override parse_override(const std::string& text) {
 }
 
 ConfigNode open_input(const std::string& arg, const std::string& folder) {
-  if (std::filesystem::exists(arg)) return ConfigNode::parse_file(arg);
+  if (path_exists(arg)) return ConfigNode::parse_file(arg);
   if (const Preset* p = find_preset(folder, arg))
     return ConfigNode::parse_text(p->text, p->path + " (built in)");
   throw InputError(fmt::format("{}: no such file, and no built-in preset of that name (presets: {})",

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/paths.h"
 
 namespace memsim {
 
@@ -13,7 +14,7 @@ std::unique_ptr<Policy> make_policy_arg(const std::string& arg,
   ConfigNode root = ConfigNode::parse_text("{}", "--policy " + arg);
   std::string name = arg;
   const bool is_file = arg.size() > 5 && (arg.ends_with(".yaml") || arg.ends_with(".yml"));
-  if (is_file || std::filesystem::exists(arg)) {
+  if (is_file || path_exists(arg)) {
     root = ConfigNode::parse_file(arg);
     name = root.at("policy").as_string();
   }

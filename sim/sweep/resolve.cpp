@@ -7,9 +7,10 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
-#include "sim/inputs/policy_args.h"
 #include "sim/core/error.h"
+#include "sim/core/paths.h"
 #include "sim/core/presets.h"
+#include "sim/inputs/policy_args.h"
 #include "sim/platform/platform.h"
 
 namespace memsim {
@@ -132,7 +133,7 @@ std::string Resolver::workload_text(const RunRequest& r) {
 
 std::string Resolver::policy_text(const RunRequest& r) {
   const bool is_file = r.policy.ends_with(".yaml") || r.policy.ends_with(".yml") ||
-                       std::filesystem::exists(r.policy);
+                       path_exists(r.policy);
   const std::string raw = is_file ? raw_text(r.policy, "") : "policy: " + r.policy + "\n";
   std::vector<Edit> edits;
   for (const auto& o : r.overrides)

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/models/models.h"
@@ -61,7 +62,7 @@ std::string input_arg(const ConfigNode& item, const fs::path& base, const char* 
 }
 
 ConfigNode open_arg(const std::string& arg, const char* folder) {
-  if (const Preset* p = find_preset(folder, arg); p && !fs::exists(arg))
+  if (const Preset* p = find_preset(folder, arg); p && !path_exists(arg))
     return ConfigNode::parse_text(p->text, p->path + " (built in)");
   return ConfigNode::parse_file(arg);
 }
@@ -101,7 +102,7 @@ struct Loader {
     for (const auto& item : nonempty_list(list)) {
       SweepInput in{item.as_string(), input_arg(item, base, "workloads", "workload")};
       std::optional<std::vector<std::string>> params;
-      const Preset* preset = fs::exists(in.arg) ? nullptr : find_preset("workloads", in.arg);
+      const Preset* preset = path_exists(in.arg) ? nullptr : find_preset("workloads", in.arg);
       // A trace has no parameters; avoid parsing a large one here.
       bool trace = false;
       if (!preset) {

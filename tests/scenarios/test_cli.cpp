@@ -231,6 +231,21 @@ TEST(Cli, ABudgetFractionIsOfEachDevicesOwnWorkload) {
     EXPECT_EQ(s["tiers"][gpu]["capacity_bytes"].get<std::uint64_t>(), 40ull << 30) << gpu;
 }
 
+TEST(Cli, ANameLongerThanAFileNameCanBeIsAnUnknownName) {
+  // Over 255 bytes, std::filesystem::exists throws "File name too long": each argument is
+  // asked without exceptions, and is then simply no file and no preset.
+  const std::string long_name(300, 'x');
+  CliResult w = run_memsim("run a100-40gb " + long_name);
+  EXPECT_EQ(w.exit_code, 1) << w.err;
+  EXPECT_NE(w.err.find(long_name + ": no such file, and no built-in preset of that name"), std::string::npos) << w.err;
+  CliResult d = run_memsim("run " + long_name + " resnet50");
+  EXPECT_EQ(d.exit_code, 1) << d.err;
+  EXPECT_NE(d.err.find(long_name + ": no such file, and no built-in preset of that name"), std::string::npos) << d.err;
+  CliResult p = run_memsim("run a100-40gb mlp --policy " + long_name);
+  EXPECT_EQ(p.exit_code, 1) << p.err;
+  EXPECT_NE(p.err.find("--policy " + long_name + ": no such policy"), std::string::npos) << p.err;
+}
+
 TEST(Cli, ABudgetIsShownBesideTheCapacity) {
   // The budget caps the tier the run may use; the hardware's capacity is still what the
   // device has, on the terminal and in summary.json.
