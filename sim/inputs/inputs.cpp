@@ -13,8 +13,6 @@
 #include "sim/workload/workload.h"
 
 namespace memsim {
-namespace {
-
 std::vector<std::string> split_dots(const std::string& key) {
   std::vector<std::string> parts;
   std::size_t start = 0;
@@ -25,6 +23,8 @@ std::vector<std::string> split_dots(const std::string& key) {
     start = dot + 1;
   }
 }
+
+namespace {
 
 std::string join(const std::vector<std::string>& xs) {
   std::string out;

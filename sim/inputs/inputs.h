@@ -26,6 +26,9 @@ Override parse_override(const std::string& text);
 inline constexpr const char* kDefaultDevice = "a100-40gb";
 inline constexpr const char* kDefaultWorkload = "resnet50";
 
+/// "gpu0.hbm.capacity" -> {"gpu0", "hbm", "capacity"}: a --set key as a path of map keys.
+std::vector<std::string> split_dots(const std::string& key);
+
 /// A path, or a preset under `folder` ("configs/devices", "workloads").
 ConfigNode open_input(const std::string& arg, const std::string& folder);
 

@@ -18,16 +18,6 @@ namespace {
 
 using Edit = std::pair<std::vector<std::string>, std::string>;  // key path, value text
 
-std::vector<std::string> split_dots(const std::string& key) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  while (true) {
-    auto dot = key.find('.', start);
-    parts.push_back(key.substr(start, dot - start));
-    if (dot == std::string::npos) return parts;
-    start = dot + 1;
-  }
-}
 
 std::string set_text(const Override& o) {
   return (o.target == "platform" ? o.key : o.target + "." + o.key) + "=" + o.value;

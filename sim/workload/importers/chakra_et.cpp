@@ -11,6 +11,7 @@
 
 #include "sim/workload/importers/chakra_et.pb.h"  // generated from chakra_et.proto
 #include "sim/core/error.h"
+#include "sim/workload/importers/et_reader.h"
 #include "sim/workload/importers/aten_cost.h"
 #include "sim/workload/importers/collectives.h"
 
@@ -159,26 +160,6 @@ class PyParser {
   std::size_t p_ = 0;
 };
 
-// "GenericList[Tensor(float),Tensor(float)]" -> its element types.
-std::vector<std::string> element_types(const std::string& type) {
-  std::vector<std::string> out;
-  const auto open = type.find('[');
-  if (open == std::string::npos || type.back() != ']') return out;
-  int depth = 0;
-  std::size_t start = open + 1;
-  for (std::size_t i = open + 1; i + 1 < type.size(); ++i) {
-    const char c = type[i];
-    if (c == '[' || c == '(') ++depth;
-    if (c == ']' || c == ')') --depth;
-    if (c == ',' && depth == 0) {
-      out.push_back(type.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  if (type.size() - 1 > start) out.push_back(type.substr(start, type.size() - 1 - start));
-  return out;
-}
-
 bool is_tensor_value(const PyValue& v) {
   return v.kind == PyValue::list && v.items.size() >= 5 &&
          std::all_of(v.items.begin(), v.items.begin() + 5, [](const PyValue& x) { return x.kind == PyValue::integer && x.i >= 0; });
@@ -204,9 +185,10 @@ void flatten_tensors(const PyValue& v, const std::string& type, const PyValue* s
     return;
   }
   if (type.find("Tensor") == std::string::npos || v.kind != PyValue::list) return;
-  const auto types = element_types(type);
+  const auto types = list_element_types(type);
   for (std::size_t k = 0; k < v.items.size(); ++k) {
-    const std::string et = k < types.size() ? types[k] : (is_tensor_value(v.items[k]) ? "Tensor" : "GenericList[Tensor]");
+    const std::string et = k < types.size() ? std::string(types[k])
+                                            : (is_tensor_value(v.items[k]) ? "Tensor" : "GenericList[Tensor]");
     const PyValue* sh = shape && shape->kind == PyValue::list && k < shape->items.size() ? &shape->items[k] : nullptr;
     flatten_tensors(v.items[k], et, sh, out);
   }

@@ -10,6 +10,26 @@
 #include "sim/core/error.h"
 
 namespace memsim {
+// A list type's element types: "GenericList[Tensor(float),GenericList[Int,Int]]" -> {"Tensor(float)", "GenericList[Int,Int]"}.
+std::vector<std::string_view> list_element_types(std::string_view type) {
+  std::vector<std::string_view> out;
+  const auto open = type.find('[');
+  if (open == std::string_view::npos || type.back() != ']') return out;
+  int depth = 0;
+  std::size_t start = open + 1;
+  for (std::size_t i = open + 1; i + 1 < type.size(); ++i) {
+    const char c = type[i];
+    if (c == '[' || c == '(') ++depth;
+    if (c == ']' || c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(type.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  if (type.size() - 1 > start) out.push_back(type.substr(start, type.size() - 1 - start));
+  return out;
+}
+
 namespace {
 
 using simdjson::dom::element;
@@ -85,26 +105,6 @@ std::string_view as_string(const element& v) { return v.get_string().value_unsaf
     if (auto c = why.find(": ", p); c != std::string::npos) why = why.substr(c + 2);
   const bool truncated = sink.byte >= text.size();
   throw InputError(fmt::format("{}:{}:{}: {} JSON: {}", source, line, col, truncated ? "truncated" : "malformed", why));
-}
-
-// "GenericList[Tensor(float),GenericList[Int,Int]]" -> {"Tensor(float)", "GenericList[Int,Int]"}.
-std::vector<std::string_view> list_element_types(std::string_view type) {
-  std::vector<std::string_view> out;
-  const auto open = type.find('[');
-  if (open == std::string_view::npos || type.back() != ']') return out;
-  int depth = 0;
-  std::size_t start = open + 1;
-  for (std::size_t i = open + 1; i + 1 < type.size(); ++i) {
-    const char c = type[i];
-    if (c == '[' || c == '(') ++depth;
-    if (c == ']' || c == ')') --depth;
-    if (c == ',' && depth == 0) {
-      out.push_back(type.substr(start, i - start));
-      start = i + 1;
-    }
-  }
-  if (type.size() - 1 > start) out.push_back(type.substr(start, type.size() - 1 - start));
-  return out;
 }
 
 bool names_tensors(std::string_view type) { return type.find("Tensor") != std::string_view::npos; }

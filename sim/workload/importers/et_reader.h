@@ -14,6 +14,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/workload/importers/aten_cost.h"
@@ -56,5 +57,9 @@ struct ExecutionTrace {
 /// its end; it is copied once otherwise). Errors are InputErrors naming `source` and the node
 /// (or the line and column of malformed JSON).
 ExecutionTrace read_execution_trace(const std::string& text, const std::string& source);
+
+/// A list type's element types, nesting kept: "GenericList[Tensor(float),GenericList[Int,Int]]"
+/// -> {"Tensor(float)", "GenericList[Int,Int]"}; empty for a type that is no list.
+std::vector<std::string_view> list_element_types(std::string_view type);
 
 }  // namespace memsim

@@ -105,6 +105,18 @@ class Importer {
   void choose_step();
   void emit_unit(std::size_t root);
   void emit_collective(std::size_t root);
+  /// The node and everything under it, in start order (depth first, children in order).
+  std::vector<std::size_t> subtree(std::size_t root) const {
+    std::vector<std::size_t> out, stack{root};
+    while (!stack.empty()) {
+      const std::size_t i = stack.back();
+      stack.pop_back();
+      out.push_back(i);
+      const auto& ch = et_.nodes[i].children;
+      stack.insert(stack.end(), ch.rbegin(), ch.rend());
+    }
+    return out;
+  }
   void note_accumulation(std::size_t node);
   bool descend_into(std::size_t index) const;
   BufferId buffer_for(const EtTensor& t, bool sized);
@@ -338,17 +350,7 @@ void Importer::note_accumulation(std::size_t node) {
 
 void Importer::emit_unit(std::size_t root_index) {
   const EtNode& root = et_.nodes[root_index];
-  std::vector<std::size_t> members;  // the root and everything under it, in start order
-  {
-    std::vector<std::size_t> stack{root_index};
-    while (!stack.empty()) {
-      const std::size_t i = stack.back();
-      stack.pop_back();
-      members.push_back(i);
-      const auto& ch = et_.nodes[i].children;
-      stack.insert(stack.end(), ch.rbegin(), ch.rend());
-    }
-  }
+  const std::vector<std::size_t> members = subtree(root_index);  // in start order
   auto sized = [&](const EtTensor& t) { return et_.has_strides || !broadcast_.count(pair_key(t.tensor, t.storage)); };
 
   // Broadcast views say nothing about their storage's size (schema 1.0.1 has no strides).
@@ -466,17 +468,7 @@ void Importer::emit_unit(std::size_t root_index) {
 // comes from all three.
 void Importer::emit_collective(std::size_t root_index) {
   const EtNode& root = et_.nodes[root_index];
-  std::vector<std::size_t> members;
-  {
-    std::vector<std::size_t> stack{root_index};
-    while (!stack.empty()) {
-      const std::size_t i = stack.back();
-      stack.pop_back();
-      members.push_back(i);
-      const auto& ch = et_.nodes[i].children;
-      stack.insert(stack.end(), ch.rbegin(), ch.rend());
-    }
-  }
+  const std::vector<std::size_t> members = subtree(root_index);
   std::string name_hint = root.name, group;
   std::int64_t group_size = 0;
   for (std::size_t i : members) {
