@@ -16,6 +16,7 @@
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/core/units.h"
@@ -55,7 +56,7 @@ bool names_a_platform(const std::string& arg) {
 
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
-            bool events, std::size_t max_events, const std::string& only_devices,
+            bool events, std::size_t max_events, bool devices_given, const std::string& only_devices,
             const ImportOptions& import, const std::string& durations) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
@@ -75,11 +76,16 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   std::vector<std::string> device_names;
   for (std::size_t d : platform.compute_devices()) device_names.push_back(platform.devices[d].name);
   std::vector<std::uint32_t> slots;  // with --devices: each chosen device's index
-  if (!only_devices.empty()) {
+  if (devices_given) {
     // --devices: run on these compute devices only; the others stay idle.
     std::vector<std::string> chosen;
     std::stringstream list(only_devices);
+    if (only_devices.empty() || only_devices.back() == ',')
+      throw UsageError(fmt::format("--devices '{}': give compute device names separated by commas (platform {} has {})",
+                                   only_devices, platform.name, fmt::join(device_names, ", ")));
     for (std::string name; std::getline(list, name, ',');) {
+      if (name.empty())
+        throw UsageError(fmt::format("--devices '{}': an empty device name between commas", only_devices));
       const auto at = std::find(device_names.begin(), device_names.end(), name);
       if (at == device_names.end())
         throw UsageError(fmt::format("--devices: platform {} has no compute device '{}' (it has {})",
@@ -129,13 +135,13 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
   const std::string json_text = summary_json(summary);
-  write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
-  write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
+  write_output_file(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
+  write_output_file(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
   if (const std::string tiles = tiles_csv(summary); !tiles.empty())
-    write_file_atomic(out_dir + "/tiles.csv", tiles);
+    write_output_file(out_dir + "/tiles.csv", tiles);
   const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
                                                platform_run, max_events);
-  write_file_atomic(out_dir + "/trace.json", chrome.json);
+  write_output_file(out_dir + "/trace.json", chrome.json);
   if (chrome.truncated())
     std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
                              "raise --max-events to keep more\n",
@@ -144,8 +150,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                                  ? fmt::format(" (up to {})", format_seconds(chrome.written_until_s))
                                  : std::string());
   if (events)
-    write_file_atomic(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform_run));
-  write_file_atomic(out_dir + "/summary.json", json_text);
+    write_output_file(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform_run));
+  write_output_file(out_dir + "/summary.json", json_text);
   if (json)
     std::cout << json_text;
   else
@@ -290,7 +296,7 @@ int cmd_trace(const std::string& workload, const std::vector<std::string>& sets,
   if (out == "-")
     std::cout << text.str();
   else
-    write_file_atomic(out, text.str());
+    write_output_file(out, text.str());
   return 0;
 }
 
@@ -346,14 +352,11 @@ int cmd_calibrate(const std::string& device_arg, const std::vector<std::string>&
   if (!out.empty()) {
     std::string text;
     if (path_exists(device_arg)) {
-      std::ifstream f(device_arg);
-      std::ostringstream s;
-      s << f.rdbuf();
-      text = s.str();
+      text = read_input_file(device_arg);
     } else {
       text = find_preset("configs/devices", device_arg)->text;
     }
-    write_file_atomic(out, calibrated_platform_yaml(text, device, fit));
+    write_output_file(out, calibrated_platform_yaml(text, device, fit));
     std::cout << fmt::format("  wrote {}\n", out);
   }
   return 0;
@@ -396,6 +399,10 @@ int cli_main(int argc, char** argv) {
   CLI::App app{"memsim: a discrete-event simulator of accelerator memory for deep-learning training"};
   app.set_version_flag("--version", std::string("memsim ") + MEMSIM_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // global options (--max-input-size) may follow the command
+  std::string max_input_size;
+  app.add_option("--max-input-size", max_input_size,
+                 "the largest input file read, compressed or not (default 4GiB)");
 
   std::vector<std::string> positional, sets;
   std::string policy = "none", out_dir = "out", out_file;
@@ -413,7 +420,8 @@ int cli_main(int argc, char** argv) {
   run->add_flag("--events", events,
                 "also write events.csv: every allocation and free with its tier, address and bytes");
   run->add_option("--max-events", max_events,
-                  "most events in trace.json (default 1000000); later ones are left out, with a note");
+                  "most events in trace.json (default 1000000); later ones are left out, with a note")
+      ->check(CLI::NonNegativeNumber);
   std::string only_devices;
   run->add_option("--devices", only_devices,
                   "run on these compute devices only, separated by commas (default: all of them)");
@@ -475,15 +483,28 @@ int cli_main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (step >= 0) import.step = step;
-  try {
+  auto dispatch = [&]() -> int {
     if (run->parsed())
-      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices, import, durations);
+      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, run->count("--devices") > 0,
+                     only_devices, import, durations);
     if (info->parsed()) return cmd_info(target, sets, json, import);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file, import);
     if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
     if (auto code = sweep_commands->dispatch()) return *code;
     return cmd_list();
+  };
+  try {
+    if (!max_input_size.empty()) {
+      const auto bytes = parse_bytes(max_input_size);
+      if (!bytes || *bytes == 0)
+        throw UsageError(fmt::format("--max-input-size expects a size like '8GiB', got '{}'", max_input_size));
+      set_input_size_limit(*bytes);
+    }
+    const int code = dispatch();
+    // What went to standard output is part of the result: losing it is a failure.
+    finish_standard_output();
+    return code;
   } catch (const UsageError& e) {
     std::cerr << "memsim: " << e.what() << "\n";
     return 2;

@@ -185,7 +185,8 @@ class Commands : public SweepCommands {
     sweep_ = app.add_subcommand("sweep", "run every point of a sweep file (docs/sweeps.md)");
     sweep_->add_option("file", sweep_opts_.file, "the sweep file (configs/sweeps/*.yaml)")->required();
     sweep_->add_flag("--list", sweep_opts_.list, "print the points and stop");
-    sweep_->add_option("-j,--jobs", sweep_opts_.jobs, "points run at once (default: one per CPU)");
+    sweep_->add_option("-j,--jobs", sweep_opts_.jobs, "points run at once (default: one per CPU)")
+        ->check(CLI::Range(1, 4096));
     sweep_->add_option("--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
     sweep_->add_flag("--force", sweep_opts_.force, "rerun points already finished");
     sweep_->add_option("--shard", shard_,
@@ -203,11 +204,13 @@ class Commands : public SweepCommands {
     fit_->add_option("--axis", fit_args_.options.axis, "the workload parameter to search (default batch; seq_len)");
     fit_->add_option("--slowdown", fit_args_.options.slowdown,
                      "also the largest whose time per sample is within this factor of policy none's "
-                     "at its own max (like 1.25)");
+                     "at its own max (like 1.25)")
+        ->check(CLI::Range(1.0, 1e6).description("a factor >= 1"));
     fit_->add_option("--min", fit_args_.options.min, "the smallest value tried (default 1)");
     fit_->add_option("--max", fit_args_.options.max, "the largest value tried (default 1000000)");
     fit_->add_option("--set", fit_args_.sets, "override a value, as for run");
-    fit_->add_option("-j,--jobs", fit_args_.jobs, "policies fitted at once (default: one per CPU)");
+    fit_->add_option("-j,--jobs", fit_args_.jobs, "policies fitted at once (default: one per CPU)")
+        ->check(CLI::Range(1, 4096));
     fit_->add_option("--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
     fit_->add_flag("--force", fit_args_.force, "rerun instead of reusing earlier runs");
     fit_->add_flag("--json", fit_args_.json, "print JSON");

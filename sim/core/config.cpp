@@ -6,10 +6,12 @@
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 
 namespace memsim {
 namespace {
@@ -50,10 +52,15 @@ void check_unique_keys(const YAML::Node& root, const std::string& source) {
     return path;
   };
   std::unordered_map<std::string, YAML::Mark> seen;
+  // An alias is the node it names, not a copy: each map or list is checked once, however
+  // often aliases repeat it (a "billion laughs" file would otherwise take forever). Nodes
+  // are known by where they start in the text.
+  std::unordered_set<int> visited;
   while (!todo.empty()) {
     const std::size_t i = todo.back();
     todo.pop_back();
     const YAML::Node node = trail[i].node;
+    if (!visited.insert(node.Mark().pos).second) continue;
     if (node.IsMap()) {
       seen.clear();
       for (const auto& kv : node) {
@@ -91,17 +98,16 @@ ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& so
     YAML::Node root = YAML::Load(text);
     check_unique_keys(root, source);
     return ConfigNode(root, src, "");
+  } catch (const YAML::DeepRecursion& e) {
+    throw InputError(fmt::format("{}: malformed YAML: nested more than {} levels deep", mark_text(source, e.mark),
+                                 e.depth()));
   } catch (const YAML::Exception& e) {
     throw InputError(fmt::format("{}: malformed YAML: {}", mark_text(source, e.mark), e.msg));
   }
 }
 
 ConfigNode ConfigNode::parse_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("{}: cannot open file", path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_text(text.str(), path);
+  return parse_text(read_input_file(path), path == "-" ? "(standard input)" : path);
 }
 
 void ConfigNode::override_value(const std::vector<std::string>& path, const std::string& value,
@@ -134,6 +140,11 @@ const std::string* ConfigNode::override_origin() const {
     if (path_ == key || (path_.size() > key.size() && path_.compare(0, key.size(), key) == 0 &&
                          (path_[key.size()] == '.' || path_[key.size()] == '[')))
       return &origin;
+  // A map with no place in the file was made by a --set on the way to its key.
+  if (node_.Mark().is_null())
+    for (const auto& [key, origin] : source_->overrides)
+      if (key.size() > path_.size() && key.compare(0, path_.size(), path_) == 0 && key[path_.size()] == '.')
+        return &origin;
   return nullptr;
 }
 
@@ -279,7 +290,11 @@ bool ConfigNode::as_bool() const {
 
 std::uint64_t ConfigNode::as_bytes() const {
   if (node_.IsScalar())
-    if (auto v = parse_bytes(node_.Scalar())) return *v;
+    if (auto v = parse_bytes(node_.Scalar())) {
+      if (static_cast<double>(*v) > physical_range(UnitKind::size).max)
+        fail_expected(range_text(UnitKind::size, false));
+      return *v;
+    }
   fail_expected(unit_example(UnitKind::size));
 }
 
@@ -293,8 +308,20 @@ std::uint64_t ConfigNode::as_positive_bytes() const {
 
 double ConfigNode::as_unit(UnitKind kind) const {
   if (node_.IsScalar())
-    if (auto v = parse_unit(node_.Scalar(), kind)) return *v;
+    if (auto v = parse_unit(node_.Scalar(), kind)) {
+      if (*v > physical_range(kind).max) fail_expected(range_text(kind, false));
+      return *v;
+    }
   fail_expected(unit_example(kind));
+}
+
+double ConfigNode::as_positive_unit(UnitKind kind) const {
+  std::optional<double> v;
+  if (node_.IsScalar()) v = parse_unit(node_.Scalar(), kind);
+  if (!v) fail_expected(unit_example(kind));
+  if (*v <= 0) fail_expected("a value above zero, " + unit_example(kind));
+  if (*v < physical_range(kind).min || *v > physical_range(kind).max) fail_expected(range_text(kind, true));
+  return *v;
 }
 
 std::string ConfigNode::as_choice(const std::vector<std::string>& choices) const {

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include "sim/core/units.h"
@@ -72,7 +73,10 @@ class ConfigNode {
   std::uint64_t as_bytes() const;
   /// A size above zero: "0" and "-1GiB" are "expected a positive size like '80GiB'".
   std::uint64_t as_positive_bytes() const;
+  /// A value of `kind` within its physical range (units.h): "1e300s" is an error.
   double as_unit(UnitKind kind) const;
+  /// As as_unit, above zero and at least the range's least positive value.
+  double as_positive_unit(UnitKind kind) const;
   /// One of `choices`; the message lists them.
   std::string as_choice(const std::vector<std::string>& choices) const;
 

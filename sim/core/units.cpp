@@ -17,12 +17,14 @@ struct Unit {
 
 constexpr std::array kSizeUnits{
     Unit{"B", 1.0},           Unit{"KB", 1e3},           Unit{"MB", 1e6},
-    Unit{"GB", 1e9},          Unit{"TB", 1e12},          Unit{"KiB", 1024.0},
-    Unit{"MiB", 1048576.0},   Unit{"GiB", 1073741824.0}, Unit{"TiB", 1099511627776.0},
+    Unit{"GB", 1e9},          Unit{"TB", 1e12},          Unit{"PB", 1e15},
+    Unit{"KiB", 1024.0},      Unit{"MiB", 1048576.0},    Unit{"GiB", 1073741824.0},
+    Unit{"TiB", 1099511627776.0}, Unit{"PiB", 1125899906842624.0},
 };
 constexpr std::array kRateUnits{
     Unit{"FLOPS", 1.0},   Unit{"KFLOPS", 1e3},  Unit{"MFLOPS", 1e6},
     Unit{"GFLOPS", 1e9},  Unit{"TFLOPS", 1e12}, Unit{"PFLOPS", 1e15},
+    Unit{"EFLOPS", 1e18},
 };
 constexpr std::array kTimeUnits{
     Unit{"ns", 1e-9}, Unit{"us", 1e-6}, Unit{"ms", 1e-3}, Unit{"s", 1.0},
@@ -85,6 +87,29 @@ std::string unit_example(UnitKind kind) {
   return "a value with a unit";
 }
 
+PhysicalRange physical_range(UnitKind kind) {
+  switch (kind) {
+    // The largest memories and files memsim models are TiBs; a PiB is far past any tier.
+    case UnitKind::size: return {1, 1125899906842624.0, "1B", "1PiB"};
+    // From a slow serial link to well past the fastest memory's TB/s.
+    case UnitKind::bandwidth: return {1e3, 1e15, "1KB/s", "1PB/s"};
+    // From a microcontroller to well past the PFLOPS of today's accelerators.
+    case UnitKind::rate: return {1e3, 1e18, "1KFLOPS", "1EFLOPS"};
+    // Latencies, launch overheads and synchronisations: ns to ms in practice.
+    case UnitKind::time: return {1e-9, 1.0, "1ns", "1s"};
+  }
+  return {0, 0, "", ""};
+}
+
+std::string range_text(UnitKind kind, bool positive) {
+  const PhysicalRange r = physical_range(kind);
+  const char* noun = kind == UnitKind::size        ? "a size"
+                     : kind == UnitKind::bandwidth ? "a bandwidth"
+                     : kind == UnitKind::rate      ? "a compute rate"
+                                                   : "a time";
+  return fmt::format("{} from {} to {}", noun, positive ? r.min_text : std::string_view("0"), r.max_text);
+}
+
 std::optional<double> parse_unit(std::string_view text, UnitKind kind) {
   auto parts = split_number(text);
   if (!parts) return std::nullopt;
@@ -124,8 +149,8 @@ std::string format_seconds(double s) {
 }
 
 std::string format_bandwidth(double bps) {
-  static const char* const names[] = {"B/s", "KB/s", "MB/s", "GB/s", "TB/s"};
-  return format_scaled(bps, names, 1000.0, 5);
+  static const char* const names[] = {"B/s", "KB/s", "MB/s", "GB/s", "TB/s", "PB/s"};
+  return format_scaled(bps, names, 1000.0, 6);
 }
 
 std::string format_rate(double flops) {

@@ -3,9 +3,9 @@
 // configuration goes through here; a number without a unit, or with the wrong kind of unit,
 // is an error, never a guess.
 //
-//   sizes       B, KB, MB, GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers of 1024)
-//   bandwidths  B/s, KB/s, MB/s, GB/s, TB/s, KiB/s, MiB/s, GiB/s, TiB/s
-//   rates       FLOPS, KFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS
+//   sizes       B, KB, MB, GB, TB, PB (powers of 1000) and KiB, MiB, GiB, TiB, PiB (of 1024)
+//   bandwidths  B/s, KB/s, MB/s, GB/s, TB/s, PB/s, KiB/s, MiB/s, GiB/s, TiB/s, PiB/s
+//   rates       FLOPS, KFLOPS, MFLOPS, GFLOPS, TFLOPS, PFLOPS, EFLOPS
 //   times       ns, us, ms, s
 #include <cstdint>
 #include <optional>
@@ -18,6 +18,20 @@ enum class UnitKind { size, bandwidth, rate, time };
 
 /// What a value of this kind looks like, for error messages: "a size like '80GiB'".
 std::string unit_example(UnitKind kind);
+
+/// The physical range of a kind of value, in base units: bounds no real machine reaches, so
+/// that every time computed from them stays finite (docs/platforms.md lists them).
+/// ConfigNode::as_unit refuses values above `max`; values that must be positive are refused
+/// below `min` too.
+struct PhysicalRange {
+  double min;
+  double max;
+  std::string_view min_text, max_text;  // as a user writes them: "1KB/s", "1PB/s"
+};
+PhysicalRange physical_range(UnitKind kind);
+
+/// "a bandwidth from 1KB/s to 1PB/s" (positive) or "a bandwidth from 0 to 1PB/s".
+std::string range_text(UnitKind kind, bool positive);
 
 /// Parses "40GiB", "1.5 TB/s", "19.5TFLOPS", "5us". Returns the value in base units
 /// (bytes, bytes/s, FLOP/s, seconds) or nullopt when the text is not a value of that kind.

@@ -29,11 +29,11 @@ std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platfor
     if (op.device >= devices.size())
       throw InputError(fmt::format(
           "{}: op '{}' runs on device {}, but platform '{}' has {} device(s) that run ops",
-          trace.name, op.name, op.device, platform.name, devices.size()));
+          op_where(trace, op.id), op.name, op.device, platform.name, devices.size()));
     const DeviceSpec& d = platform.devices[devices[op.device]];
     if (op.stream >= static_cast<std::uint32_t>(d.streams))
-      throw InputError(fmt::format("{}: op '{}' runs on stream {}, but device '{}' has {} stream(s)",
-                                   trace.name, op.name, op.stream, d.name, d.streams));
+        throw InputError(fmt::format("{}: op '{}' runs on stream {}, but device '{}' has {} stream(s)",
+                                   op_where(trace, op.id), op.name, op.stream, d.name, d.streams));
     if (measured_here && op.measured_s) {
       out.push_back(*op.measured_s);
       continue;
@@ -42,7 +42,7 @@ std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platfor
       throw InputError(fmt::format(
           "{}: op '{}' computes in {}, but device '{}' of platform '{}' has no {} rate "
           "(add it under devices.{}.compute)",
-          trace.name, op.name, to_string(op.dtype), d.name, platform.name, to_string(op.dtype),
+          op_where(trace, op.id), op.name, to_string(op.dtype), d.name, platform.name, to_string(op.dtype),
           d.name));
     double input_bytes = 0;
     if (d.exchange_Bps > 0)

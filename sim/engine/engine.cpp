@@ -12,6 +12,7 @@
 #include <xbt/log.h>
 
 #include "sim/core/error.h"
+#include "sim/core/units.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine/sg_platform.h"
 #include "sim/engine/tally.h"
@@ -144,8 +145,25 @@ class Simulation final : public RuntimeView, private exec::Memory {
   void guarded(const std::function<void()>& body);
   /// Every event goes to the recorder and to the tally (the summary's time accounting).
   void emit(const Event& e) {
+    if (++events_ > kMostEvents)
+      throw InputError(fmt::format("{}: op '{}': the run passed {} events, the engine's horizon; a step "
+                                   "that long is not one training iteration",
+                                   op_where(trace_, current_op_), op_name(current_op_), kMostEvents));
+    past_horizon(e.end_s, e.op != kNoOp ? e.op : current_op_);
     recorder_.record(e);
     tally_->on_event(e);
+  }
+  // The engine's horizon: an iteration that ends past it, or makes more events, comes from
+  // inputs beyond what any machine does (docs/platforms.md), and is an error naming the op.
+  static constexpr double kHorizonS = 1e7;  // about 116 days of simulated time
+  static constexpr std::size_t kMostEvents = 200'000'000;
+  std::string op_name(OpId op) const { return op < trace_.ops.size() ? trace_.ops[op].name : "?"; }
+  void past_horizon(double end_s, OpId op) const {
+    if (end_s <= kHorizonS) return;
+    throw InputError(fmt::format("{}: op '{}' would end at {} of simulated time, past the engine's horizon of "
+                                 "{} (about 116 days): check the op's work and the platform's rates",
+                                 op_where(trace_, op), op_name(op), format_seconds(end_s),
+                                 format_seconds(kHorizonS)));
   }
   void record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes, std::size_t tier);
   bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
@@ -184,6 +202,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::vector<int> arriving_;  // per tier: copies into it under way
   bool stopped_ = false;
   std::exception_ptr error_;
+  std::size_t events_ = 0;
   std::optional<Tally> tally_;
   std::vector<Action> hook_actions_;
   std::uint32_t max_streams_ = 1;
@@ -449,6 +468,8 @@ void Simulation::release_workspace(const Op&, const exec::Workspace& at) {
 
 void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   const double t0 = now_s();
+  // Checked before SimGrid sees it: its solver does not come back from a time near 1e300.
+  if (!(t0 + durations_[op.id] <= kHorizonS)) past_horizon(t0 + durations_[op.id], op.id);
   if (can_defer())
     deferred_s_ += durations_[op.id];
   else

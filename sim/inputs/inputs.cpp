@@ -68,6 +68,7 @@ PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Overrid
   ConfigNode root = open_input(arg, "configs/devices");
   for (const auto& o : overrides) {
     if (o.target != "platform") continue;
+    if (auto why = platform_override_problem(root, o.key)) throw InputError(fmt::format("{}: {}", o.origin, *why));
     auto path = platform_override_path(root, o.key);
     if (!path)
       throw InputError(fmt::format(

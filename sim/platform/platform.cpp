@@ -13,11 +13,11 @@ const std::vector<std::string> kDeviceKinds{"gpu", "tpu", "ipu", "cpu"};
 const std::vector<std::string> kTierRoles{"compute", "offload", "scratch"};
 const std::vector<std::string> kComputeDTypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
 
-double positive(const ConfigNode& n, UnitKind kind) {
-  double v = n.as_unit(kind);
-  if (v <= 0) n.fail_expected("a value above zero, " + unit_example(kind));
-  return v;
-}
+double positive(const ConfigNode& n, UnitKind kind) { return n.as_positive_unit(kind); }
+
+// Efficiencies scale the roofline: below a millionth an op would take a million times its
+// work, which no calibrated device does (and 1e-320 would make times infinite).
+constexpr double kLeastEfficiency = 1e-6;
 
 // A tier's entry holds its own keys and its allocator's parameters.
 TierSpec load_tier(const std::string& device, const std::string& name, const ConfigNode& n) {
@@ -66,6 +66,7 @@ void load_efficiency_table(const ConfigNode& table, std::optional<double>& defau
     }
     double v = value.as_fraction();
     if (v <= 0) value.fail_expected("a number above 0 and at most 1");
+    if (v < kLeastEfficiency) value.fail_expected("a number from 0.000001 to 1");
     if (kind_name == "default")
       default_value = v;
     else
@@ -225,6 +226,24 @@ PlatformSpec load_platform(const ConfigNode& root) {
     }
   }
   return p;
+}
+
+std::optional<std::string> platform_override_problem(const ConfigNode& root, const std::string& key) {
+  const auto first = key.find('.');
+  const auto second = first == std::string::npos ? std::string::npos : key.find('.', first + 1);
+  if (second == std::string::npos || !root.is_map()) return std::nullopt;
+  const std::string device = key.substr(0, first), tier = key.substr(first + 1, second - first - 1);
+  auto devices = root.find("devices");
+  if (!devices || !devices->is_map() || !devices->has(device)) return std::nullopt;
+  const auto dev = devices->at(device);
+  static const std::vector<std::string> kDeviceKeys{"kind", "compute", "launch_overhead", "streams", "copy_engines",
+                                                    "efficiency", "memory_efficiency", "exchange", "tiers"};
+  if (!dev.is_map() || std::find(kDeviceKeys.begin(), kDeviceKeys.end(), tier) != kDeviceKeys.end()) return std::nullopt;
+  auto tiers = dev.find("tiers");
+  if (!tiers || !tiers->is_map() || tiers->has(tier)) return std::nullopt;
+  std::string names;
+  for (const auto& [name, value] : tiers->entries()) names += (names.empty() ? "" : ", ") + name;
+  return fmt::format("no tier '{}' on {} (tiers: {})", tier, device, names);
 }
 
 std::optional<std::vector<std::string>> platform_override_path(const ConfigNode& root,

@@ -120,6 +120,10 @@ PlatformSpec load_platform(const ConfigNode& root);
 
 /// Turns a --set key for a platform ("gpu0.hbm.capacity", "gpu0.launch_overhead",
 /// "pcie0.bandwidth") into its path in the YAML document; nullopt if it names nothing.
+/// Why a --set KEY of the platform cannot apply, when it names a tier its device lacks
+/// ("no tier 'hbm9' on gpu0 (tiers: hbm)"); nullopt otherwise.
+std::optional<std::string> platform_override_problem(const ConfigNode& root, const std::string& key);
+
 std::optional<std::vector<std::string>> platform_override_path(const ConfigNode& root,
                                                                const std::string& key);
 

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 #include "sim/core/units.h"
 
 namespace memsim {
@@ -220,20 +221,6 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
     row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (tiled ? " tiles.csv" : "") +
                            " trace.json" + (events ? " events.csv" : ""));
   return out;
-}
-
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(fmt::format("{}: cannot write file", path));
-    f << text;
-    f.flush();
-    if (!f) throw InputError(fmt::format("{}: write failed", path));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot write file: {}", path, ec.message()));
 }
 
 }  // namespace memsim

@@ -23,7 +23,4 @@ std::string tiles_csv(const Summary& s);
 /// The table printed on the terminal after a run.
 std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events = false);
 
-/// Writes `text` to `path` atomically (temporary file, then rename). Throws InputError.
-void write_file_atomic(const std::string& path, const std::string& text);
-
 }  // namespace memsim

@@ -8,6 +8,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/inputs/policy_args.h"
@@ -82,10 +83,7 @@ const std::string& Resolver::raw_text(const std::string& arg, const std::string&
   std::string text;
   std::error_code ec;
   if (std::filesystem::is_regular_file(arg, ec)) {
-    std::ifstream in(arg, std::ios::binary);
-    std::ostringstream s;
-    s << in.rdbuf();
-    text = s.str();
+    text = read_input_file(arg);
   } else if (const Preset* p = find_preset(folder, arg)) {
     text = p->text;
   }

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 #include "sim/sweep/fit.h"
 #include "sim/sweep/results.h"
 #include "sim/sweep/store.h"
@@ -239,7 +240,7 @@ int merge(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver
     }
     rows[p.index] = table.row(p, r);
   }
-  write_atomic(out_dir + "/results.csv", results_text(table, rows));
+  write_output_file(out_dir + "/results.csv", results_text(table, rows));
   std::cout << fmt::format("merged {} of {} points from {} folder{} into {}/results.csv\n", found,
                            points.size(), o.merge.size(), o.merge.size() == 1 ? "" : "s", out_dir);
   if (missing) {
@@ -322,6 +323,16 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
   std::atomic<std::size_t> next{0};
   const int workers = static_cast<int>(std::min<std::size_t>(jobs, todo.size()));
   int running = workers;
+  // A write that fails (a full disk) stops the sweep: what is stored stays, and the same
+  // command resumes once there is room. The first such error is the one reported.
+  std::exception_ptr write_error;
+  auto stop_for = [&](std::exception_ptr e) {
+    {
+      std::lock_guard lock(mutex);
+      if (!write_error) write_error = e;
+    }
+    store.interrupt(SIGTERM);
+  };
   auto process = [&](const SweepPoint& p) {
     Completion c;
     c.index = p.index;
@@ -343,6 +354,9 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
         }
       }
       c.row = table.row(p, r);
+    } catch (const OutputError&) {
+      stop_for(std::current_exception());
+      c.status = "interrupted";
     } catch (const std::exception& e) {
       c.status = "error";
       c.row = table.row(p, {"error", e.what(), {}, {}});
@@ -374,36 +388,50 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
     double write_cost = 0;
     bool dirty = false;
     std::size_t fit_failures = 0;
-    while (true) {
-      std::deque<Completion> batch;
-      bool all_done;
-      {
-        std::unique_lock lock(mutex);
-        cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue.empty() || running == 0; });
-        batch.swap(queue);
-        all_done = running == 0 && queue.empty();
+    try {
+      while (true) {
+        std::deque<Completion> batch;
+        bool all_done;
+        {
+          std::unique_lock lock(mutex);
+          cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return !queue.empty() || running == 0; });
+          batch.swap(queue);
+          all_done = running == 0 && queue.empty();
+        }
+        if (g_stop_signal && !store.interrupted()) store.interrupt(SIGTERM);
+        for (auto& c : batch) {
+          if (c.status == "interrupted") continue;
+          rows[c.index] = std::move(c.row);
+          dirty = true;
+          fit_failures += c.fit_failed;
+          progress.finished(c.status, point_label(spec, points[c.index]), c.wall_s);
+        }
+        if (dirty && !all_done && seconds_since(last_write) >= 10 * write_cost) {
+          const auto t = Clock::now();
+          write_output_file(out_dir + "/results.csv", results_text(table, rows));
+          write_cost = seconds_since(t);
+          last_write = Clock::now();
+          dirty = false;
+        }
+        progress.draw();
+        if (all_done) break;
       }
-      if (g_stop_signal && !store.interrupted()) store.interrupt(SIGTERM);
-      for (auto& c : batch) {
-        if (c.status == "interrupted") continue;
-        rows[c.index] = std::move(c.row);
-        dirty = true;
-        fit_failures += c.fit_failed;
-        progress.finished(c.status, point_label(spec, points[c.index]), c.wall_s);
-      }
-      if (dirty && !all_done && seconds_since(last_write) >= 10 * write_cost) {
-        const auto t = Clock::now();
-        write_atomic(out_dir + "/results.csv", results_text(table, rows));
-        write_cost = seconds_since(t);
-        last_write = Clock::now();
-        dirty = false;
-      }
-      progress.draw();
-      if (all_done) break;
+    } catch (const OutputError&) {
+      stop_for(std::current_exception());
     }
     for (auto& t : threads) t.join();
+    if (write_error) {
+      progress.close();
+      try {
+        std::rethrow_exception(write_error);
+      } catch (const OutputError& e) {
+        throw OutputError(fmt::format("{}\nmemsim: sweep stopped; finished points are kept in {}: make room and run "
+                                      "the same command to resume",
+                                      e.what(), out_dir));
+      }
+    }
     // Always: a sweep killed between two rewrites left results.csv behind its points.
-    write_atomic(out_dir + "/results.csv", results_text(table, rows));
+    write_output_file(out_dir + "/results.csv", results_text(table, rows));
     progress.close();
 
     const double wall = seconds_since(start);
@@ -415,7 +443,7 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
         {"child_runs", store.children_run()},
         {"child_wall_s", in_children},
         {"outside_fraction", wall > 0 ? 1 - in_children / (jobs * wall) : 0.0}};
-    write_atomic(out_dir + "/timing.json", timing.dump(2) + "\n");
+    write_output_file(out_dir + "/timing.json", timing.dump(2) + "\n");
 
     if (g_stop_signal) {
       std::cerr << fmt::format("memsim: sweep interrupted; finished points are kept in {}: run the "

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 
 namespace memsim {
 namespace {
@@ -49,25 +50,20 @@ std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-}  // namespace
-
-void write_atomic(const std::string& path, const std::string& text) {
-  static std::atomic<unsigned> counter{0};
-  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter++);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f) throw InputError(fmt::format("{}: cannot write file", path));
-    f << text;
-    f.flush();
-    if (!f) throw InputError(fmt::format("{}: write failed", path));
-  }
+// What a point's run leaves when it is stopped part-way (a sweep killed, a child stopped):
+// temporary files of writes that never finished, and a stderr.txt with nothing in it. Only
+// the point's own folder is cleaned, which no other process writes while this one runs it.
+void remove_leftovers(const std::string& dir) {
   std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError(fmt::format("{}: cannot write file: {}", path, ec.message()));
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.find(".tmp.") != std::string::npos) fs::remove(it->path(), ec);
   }
+  if (fs::is_regular_file(dir + "/stderr.txt", ec) && fs::file_size(dir + "/stderr.txt", ec) == 0)
+    fs::remove(dir + "/stderr.txt", ec);
 }
+
+}  // namespace
 
 PointStore::PointStore(std::string out_dir, std::string memsim, bool force)
     : out_dir_(std::move(out_dir)), memsim_(std::move(memsim)), force_(force) {}
@@ -98,7 +94,7 @@ std::optional<json> PointStore::stored_fit(const std::string& id) const {
 void PointStore::store_fit(const std::string& id, const json& fit) {
   std::error_code ec;
   fs::create_directories(out_dir_ + "/fits", ec);
-  write_atomic(out_dir_ + "/fits/" + id + ".json", fit.dump(2) + "\n");
+  write_output_file(out_dir_ + "/fits/" + id + ".json", fit.dump(2) + "\n");
 }
 
 PointResult PointStore::get(const ResolvedRun& run) {
@@ -133,7 +129,8 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
   const std::string dir = point_dir(run.id);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", dir, ec.message()));
+  if (ec) throw OutputError(fmt::format("{}: cannot create output folder: {}", dir, ec.message()));
+  remove_leftovers(dir);  // of an earlier sweep that was killed
   fs::remove(dir + "/summary.json", ec);
   fs::remove(dir + "/error.json", ec);
 
@@ -149,7 +146,7 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
   json point = {{"id", run.id},           {"device", run.request.device},
                 {"workload", run.request.workload}, {"policy", run.request.policy},
                 {"set", sets},            {"command", command}};
-  write_atomic(dir + "/point.json", point.dump(2) + "\n");
+  write_output_file(dir + "/point.json", point.dump(2) + "\n");
 
   // Everything the child needs is prepared before fork(): between fork and exec only
   // async-signal-safe calls (this process has threads).
@@ -196,6 +193,7 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
   r.wall_s = wall;
   const bool clean = WIFEXITED(status) && WEXITSTATUS(status) == 0;
   if (stop_ && !clean) {
+    remove_leftovers(dir);
     r.status = "interrupted";
     return r;
   }
@@ -218,12 +216,15 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
     r.error = fmt::format("cannot run {}", memsim_);
   else
     r.error = line.empty() ? fmt::format("memsim run exited with code {}", WEXITSTATUS(status)) : line;
+  // The child could not write its outputs (a full disk): the sweep stops rather than record
+  // every point after this one as failed; resuming reruns this one.
+  if (!clean && r.error.find(": cannot write") != std::string::npos) throw OutputError(r.error);
   json err = {{"status", "error"}, {"error", r.error}};
   if (WIFSIGNALED(status))
     err["signal"] = WTERMSIG(status);
   else
     err["exit_code"] = WEXITSTATUS(status);
-  write_atomic(dir + "/error.json", err.dump(2) + "\n");
+  write_output_file(dir + "/error.json", err.dump(2) + "\n");
   return r;
 }
 

@@ -74,8 +74,4 @@ class PointStore {
   std::size_t children_run_ = 0;
 };
 
-/// Writes `text` to `path` through a temporary name unique to this process and thread, so
-/// concurrent writers (shards sharing a folder) never mix their bytes. Throws InputError.
-void write_atomic(const std::string& path, const std::string& text);
-
 }  // namespace memsim

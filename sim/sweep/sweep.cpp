@@ -8,7 +8,9 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/policy/policy.h"
@@ -33,19 +35,50 @@ std::vector<ConfigNode> nonempty_list(const ConfigNode& node) {
 }
 
 // A value as --set takes it: scalars as written, lists and maps in flow style.
-std::string value_text(const ConfigNode& n) {
-  if (n.is_scalar()) return n.as_string();
+// An axis value as the text of a --set. Aliases inside it are written out in full, so its
+// length is bounded: a few aliases of aliases (a "billion laughs") would otherwise make
+// gigabytes of text from a few lines.
+constexpr std::size_t kMostValueText = 1 << 16;
+
+void append_value_text(const ConfigNode& n, std::string& out, const ConfigNode& top) {
+  if (out.size() > kMostValueText)
+    top.fail(fmt::format("this value is over {} characters written out (YAML aliases repeated inside "
+                         "aliases?); an axis value is a number, a size or a short list",
+                         kMostValueText));
+  if (n.is_scalar()) {
+    out += n.as_string();
+    return;
+  }
   if (n.is_sequence()) {
-    std::vector<std::string> parts;
-    for (const auto& item : n.items()) parts.push_back(value_text(item));
-    return "[" + join(parts) + "]";
+    out += '[';
+    bool first = true;
+    for (const auto& item : n.items()) {
+      if (!first) out += ", ";
+      first = false;
+      append_value_text(item, out, top);
+    }
+    out += ']';
+    return;
   }
   if (n.is_map()) {
-    std::vector<std::string> parts;
-    for (const auto& [k, v] : n.entries()) parts.push_back(k + ": " + value_text(v));
-    return "{" + join(parts) + "}";
+    out += '{';
+    bool first = true;
+    for (const auto& [k, v] : n.entries()) {
+      if (!first) out += ", ";
+      first = false;
+      out += k + ": ";
+      append_value_text(v, out, top);
+    }
+    out += '}';
+    return;
   }
   n.fail_expected("a value");
+}
+
+std::string value_text(const ConfigNode& n) {
+  std::string out;
+  append_value_text(n, out, n);
+  return out;
 }
 
 // A file path relative to the sweep file's folder, or a built-in preset of that name.
@@ -106,10 +139,7 @@ struct Loader {
       // A trace has no parameters; avoid parsing a large one here.
       bool trace = false;
       if (!preset) {
-        std::ifstream f(in.arg, std::ios::binary);
-        std::string head(4096, '\0');
-        f.read(head.data(), head.size());
-        head.resize(f.gcount());
+        const std::string head = read_input_head(in.arg, 4096);
         std::error_code ec;
         trace = head.find("memsim-trace") != std::string::npos || fs::file_size(in.arg, ec) > (1u << 20);
       }
@@ -305,6 +335,17 @@ SweepSpec load_sweep(const std::string& path) {
 
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,
                                      std::size_t* dropped) {
+  // Counted before anything is made: a sweep of a million points is a mistake (an axis of
+  // an axis), and listing it would take the machine's memory.
+  std::optional<std::uint64_t> count =
+      checked_mul(spec.devices.size(), checked_mul(spec.workloads.size(), spec.policies.size()).value_or(UINT64_MAX));
+  for (const auto& dim : spec.dimensions)
+    if (count) count = checked_mul(*count, spec.axes[dim.front()].values.size());
+  if (!count || *count > kMostSweepPoints)
+    throw InputError(fmt::format("{}: {} points (devices x workloads x policies x axes), more than the {} a sweep "
+                                 "may list or run; split it into several sweeps",
+                                 spec.file, count ? std::to_string(*count) : std::string("over 2^64"),
+                                 kMostSweepPoints));
   std::vector<SweepPoint> points;
   std::set<std::string> seen;
   std::size_t repeats = 0;

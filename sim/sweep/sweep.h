@@ -70,6 +70,9 @@ struct SweepPoint {
   std::optional<RunRequest> fit_base;
 };
 
+/// The most points a sweep may list or run; expand_sweep refuses more, with the count.
+constexpr std::size_t kMostSweepPoints = 100'000;
+
 /// Every point of the sweep, in order, each resolved (its id; its error if its inputs do
 /// not load). `dropped` receives the number of repeats left out.
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,

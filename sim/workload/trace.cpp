@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/units.h"
 
 namespace memsim {
 namespace {
@@ -74,6 +76,21 @@ void validate(const Trace& trace, const std::string& source,
     if (op_location) throw InputError(fmt::format("{}: {}", op_location(op), what));
     bad(what);
   };
+  // Sizes within the physical bound, and a total that fits in 64 bits with room to spare:
+  // every sum of bytes made later (per tier, per category, with workspace) is then exact.
+  const auto most = static_cast<std::uint64_t>(physical_range(UnitKind::size).max);
+  std::uint64_t total = 0;
+  for (const Buffer& b : trace.buffers) {
+    if (b.bytes > most) bad(fmt::format("buffer '{}' is {} bytes, more than 1PiB", b.name, b.bytes));
+    total = checked_add(total, b.bytes).value_or(UINT64_MAX);
+  }
+  for (const Op& op : trace.ops) {
+    if (op.workspace_bytes > most)
+      bad_op(op.id, fmt::format("op '{}' asks for {} bytes of workspace, more than 1PiB", op.name, op.workspace_bytes));
+    total = checked_add(total, op.workspace_bytes).value_or(UINT64_MAX);
+  }
+  if (total > (UINT64_MAX >> 2))
+    bad(fmt::format("the buffers and workspaces add up to more than {} bytes", UINT64_MAX >> 2));
   for (std::size_t i = 0; i < n_buffers; ++i) {
     const Buffer& b = trace.buffers[i];
     if (b.id != i) bad(fmt::format("buffer '{}' has id {}, expected {}", b.name, b.id, i));
@@ -161,6 +178,10 @@ void validate(const Trace& trace, const std::string& source,
                         trace.ops[i].name, trace.ops[d].name));
 }
 
+std::string op_where(const Trace& trace, OpId id) {
+  return id < trace.op_sources.size() && !trace.op_sources[id].empty() ? trace.op_sources[id] : trace.name;
+}
+
 Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices,
                          const std::vector<std::uint32_t>& slots) {
   auto slot = [&](std::size_t k) { return k < slots.size() ? slots[k] : static_cast<std::uint32_t>(k); };
@@ -192,7 +213,11 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
       if (op.device != 0)
         throw InputError(fmt::format("{}: op '{}' already names device {}; only single-device traces "
                                      "can be placed one per device",
-                                     t.name, op.name, op.device));
+                                     op_where(t, op.id), op.name, op.device));
+      if (op.id < t.op_sources.size()) {
+        out.op_sources.resize(out.ops.size());
+        out.op_sources.push_back(t.op_sources[op.id]);
+      }
       Op copy = op;
       copy.name = prefix + op.name;
       copy.device = slot(k);

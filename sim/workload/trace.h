@@ -132,6 +132,9 @@ struct Trace {
   std::vector<std::string> import_notes;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
+  /// Per op, where a file defines it ("trace.json:12:5: ops[3]"), for messages about the op;
+  /// empty for generated traces.
+  std::vector<std::string> op_sources;
 
   /// Appends a buffer and returns its id.
   BufferId add_buffer(std::string name, std::uint64_t bytes, Category category,
@@ -144,6 +147,10 @@ struct Trace {
 
 /// Checks ids, that every output has exactly this op as producer, that no op reads a buffer
 /// before it exists, and that the dependencies are acyclic (naming the cycle if not).
+/// Where messages about op `id` start: the file, line and column defining it when the trace
+/// was read from a file, else the trace's name.
+std::string op_where(const Trace& trace, OpId id);
+
 /// `source` prefixes the messages; `op_location`, when given, says where an op is defined
 /// ("file:line:col: ops[3]") so a message about an op points at it. Throws InputError.
 void validate(const Trace& trace, const std::string& source,

@@ -11,20 +11,31 @@ namespace memsim {
 namespace {
 
 // Sizes in a trace are plain byte counts; a hand-written trace may also use units ("4MiB").
+// Either way at most the physical size bound (units.h), so sums of them cannot wrap.
 std::uint64_t read_bytes(const ConfigNode& n) {
+  const auto most = static_cast<std::int64_t>(physical_range(UnitKind::size).max);
   if (n.is_scalar()) {
     const std::string s = n.as_string();
-    if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos)
-      return static_cast<std::uint64_t>(n.as_int_in(0, INT64_MAX));
+    if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos) {
+      if (s.size() > 18 || std::stoll(s) > most)
+        n.fail_expected(fmt::format("a byte count from 0 to {} (1PiB)", most));
+      return static_cast<std::uint64_t>(n.as_int_in(0, most));
+    }
   }
   if (!n.is_scalar() || !parse_bytes(n.as_string()))
     n.fail_expected("a byte count like 4096 or a size like '4MiB'");
   return n.as_bytes();
 }
 
-double read_nonnegative(const ConfigNode& n) {
+// The physical bounds of an op's numbers: a whole large training run is about 1e24 FLOPs,
+// and no single op runs for an hour.
+constexpr double kMostFlops = 1e24;
+constexpr double kMostBytesMoved = 1e21;
+constexpr double kMostMeasuredS = 3600;
+
+double read_nonnegative(const ConfigNode& n, double most, const char* range) {
   double v = n.as_double();
-  if (v < 0) n.fail_expected("a number >= 0");
+  if (v < 0 || v > most) n.fail_expected(range);
   return v;
 }
 
@@ -142,20 +153,25 @@ Trace read_trace(const ConfigNode& root) {
     auto outputs_node = n.at("outputs");
     op.outputs = read_refs(outputs_node, ids);
     if (auto u = n.find("updates")) op.updates = read_refs(*u, ids);
-    op.flops = read_nonnegative(n.at("flops"));
-    op.bytes_moved = read_nonnegative(n.at("bytes"));
+    op.flops = read_nonnegative(n.at("flops"), kMostFlops, "a number from 0 to 1e24");
+    op.bytes_moved = read_nonnegative(n.at("bytes"), kMostBytesMoved, "a number from 0 to 1e21");
     if (auto w = n.find("workspace_bytes")) op.workspace_bytes = read_bytes(*w);
-    if (auto m = n.find("measured_s")) op.measured_s = read_nonnegative(*m);
+    if (auto m = n.find("measured_s")) op.measured_s = read_nonnegative(*m, kMostMeasuredS, "a time in seconds from 0 to 3600");
     if (auto m = n.find("message_bytes")) op.message_bytes = read_bytes(*m);
     if (auto g = n.find("group")) op.group = g->as_string();
     const OpId id = static_cast<OpId>(t.ops.size());
-    for (BufferId b : op.outputs) {
+    const auto output_items = outputs_node.items();
+    for (std::size_t k = 0; k < op.outputs.size(); ++k) {
+      const BufferId b = op.outputs[k];
+      if (producer_seen[b] == id)
+        output_items[k].fail(fmt::format("buffer '{}' is listed twice in this op's outputs", t.buffers[b].name));
       if (producer_seen[b] != kNoOp)
-        outputs_node.fail(fmt::format("buffer '{}' is already written by op '{}'",
-                                      t.buffers[b].name, t.ops[producer_seen[b]].name));
+        output_items[k].fail(fmt::format("buffer '{}' is already written by op '{}'",
+                                         t.buffers[b].name, t.ops[producer_seen[b]].name));
       producer_seen[b] = id;
     }
     t.add_op(std::move(op));
+    t.op_sources.push_back(fmt::format("{}: {}", n.where(), n.key_path()));
   }
   validate(t, root.file(), [&](OpId op) {
     return fmt::format("{}: {}", op_nodes[op].where(), op_nodes[op].key_path());

@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 
 namespace memsim {
 namespace {
@@ -45,21 +46,12 @@ std::optional<std::pair<std::string, std::string>> split_member(const std::strin
   return std::nullopt;
 }
 
+// The file's bytes (all of them, or the first `limit`), through the one input reader: a
+// regular file of bounded size, never a device or a FIFO.
 std::string read_raw(const std::string& file, std::size_t limit) {
-  std::ifstream f(file, std::ios::binary);
-  if (!f) throw InputError(fmt::format("{}: cannot read the file", file));
-  std::string out;
-  if (limit == std::numeric_limits<std::size_t>::max()) {
-    f.seekg(0, std::ios::end);
-    const auto size = static_cast<std::size_t>(std::max<std::streamoff>(f.tellg(), 0));
-    f.seekg(0);
-    out.reserve(size + kPadding);
-    out.resize(size);
-  } else {
-    out.resize(limit);
-  }
-  f.read(out.data(), static_cast<std::streamsize>(out.size()));
-  out.resize(static_cast<std::size_t>(f.gcount()));
+  if (!is_input_file(file)) throw InputError(fmt::format("{}: cannot read the file", file));
+  std::string out = limit == std::numeric_limits<std::size_t>::max() ? read_input_file(file) : read_input_head(file, limit);
+  if (out.capacity() < out.size() + kPadding) out.reserve(out.size() + kPadding);
   return out;
 }
 
@@ -71,7 +63,9 @@ std::string gunzip(std::string_view in, const std::string& source, std::size_t l
   if (limit == std::numeric_limits<std::size_t>::max() && in.size() >= 4) {
     const auto* t = reinterpret_cast<const unsigned char*>(in.data() + in.size() - 4);
     const std::size_t isize = t[0] | (t[1] << 8) | (t[2] << 16) | (static_cast<std::size_t>(t[3]) << 24);
-    out.reserve(std::max(isize, in.size()) + kPadding);
+    // Deflate shrinks by at most about 1032:1, so a larger claim is a corrupt trailer.
+    const std::size_t most = std::min<std::uint64_t>(in.size() * std::uint64_t{1032}, input_size_limit());
+    out.reserve(std::min(std::max(isize, in.size()), most) + kPadding);
   }
   z_stream z{};
   if (inflateInit2(&z, 15 + 16) != Z_OK) throw InputError(fmt::format("{}: cannot start gzip decompression", source));
@@ -92,6 +86,12 @@ std::string gunzip(std::string_view in, const std::string& source, std::size_t l
     z.avail_out = static_cast<uInt>(chunk);
     rc = inflate(&z, Z_NO_FLUSH);
     out.resize(before + (chunk - z.avail_out));
+    if (out.size() > input_size_limit()) {
+      inflateEnd(&z);
+      throw InputError(fmt::format("{}: inflates to over the input size limit of {} bytes; raise it with "
+                                   "--max-input-size SIZE (or MEMSIM_MAX_INPUT_SIZE=SIZE)",
+                                   source, input_size_limit()));
+    }
     if (rc == Z_STREAM_END) {
       // Another member may follow (gzip files can be concatenated); trailing zeros end it.
       const std::size_t at = fed - z.avail_in;

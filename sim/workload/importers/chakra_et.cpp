@@ -101,6 +101,14 @@ class PyParser {
     PyValue v;
     const char c = t_[p_];
     if (c == '[' || c == '(') {
+      // chakra_converter nests a few levels (lists of lists of tensors); far deeper text is
+      // not its output, and recursing into it would overflow the stack.
+      if (depth_ >= kMostDepth) return std::nullopt;
+      ++depth_;
+      struct Leave {
+        int& d;
+        ~Leave() { --d; }
+      } leave{depth_};
       const char close = c == '[' ? ']' : ')';
       ++p_;
       v.kind = PyValue::list;
@@ -156,8 +164,10 @@ class PyParser {
     v.kind = end && *end == '\0' ? PyValue::number : PyValue::other;  // True, None, nan, ...
     return v;
   }
+  static constexpr int kMostDepth = 64;
   std::string_view t_;
   std::size_t p_ = 0;
+  int depth_ = 0;
 };
 
 bool is_tensor_value(const PyValue& v) {
@@ -179,8 +189,7 @@ void flatten_tensors(const PyValue& v, const std::string& type, const PyValue* s
       for (const auto& d : shape->items)
         if (d.kind == PyValue::integer) t.shape.push_back(d.i);
     t.type = type;
-    t.bytes = t.numel * static_cast<std::uint64_t>(t.itemsize);
-    t.extent_bytes = (static_cast<std::uint64_t>(offset) + t.numel) * static_cast<std::uint64_t>(t.itemsize);
+    set_tensor_bytes(t, static_cast<std::uint64_t>(offset), t.numel);
     out.push_back(std::move(t));
     return;
   }
@@ -432,16 +441,26 @@ Trace import_chakra_et(const std::string& bytes, const std::string& source, cons
     for (const auto& a : nodes[i].attr()) {
       const double v = attr_number(a);
       const bool size = a.name() == "num_ops" || a.name() == "tensor_size" || a.name() == "comm_size";
-      if (size && v < 0) fail(fmt::format("{}: attr {}: expected a number >= 0, got {}", who(i), a.name(), v));
+      // 1e21: far past any op's work or message, and still exact as a byte count.
+      if (size && !(v >= 0 && v <= 1e21))
+        fail(fmt::format("{}: attr {}: expected a number from 0 to 1e21, got {}", who(i), a.name(), v));
       if (a.name() == "num_ops") f.num_ops = v;
       if (a.name() == "tensor_size") f.tensor_size = v;
       if (a.name() == "comm_size") f.comm_size = v;
-      if (a.name() == "comm_type") f.comm_type = static_cast<std::int64_t>(v);
+      if (a.name() == "comm_type") f.comm_type = v >= 0 && v < 1e9 ? static_cast<std::int64_t>(v) : -1;
       if (a.name() == "is_cpu_op") f.cpu = v != 0;
       if (a.name() == "pg_name" && a.value_case() == ChakraProtoMsg::AttributeProto::kStringVal) f.group = a.string_val();
     }
-    f.in = io_tensors(nodes[i].inputs());
-    f.out = io_tensors(nodes[i].outputs());
+    try {
+      f.in = io_tensors(nodes[i].inputs());
+    } catch (const InputError& e) {
+      fail(fmt::format("{}: inputs: {}", who(i), e.what()));
+    }
+    try {
+      f.out = io_tensors(nodes[i].outputs());
+    } catch (const InputError& e) {
+      fail(fmt::format("{}: outputs: {}", who(i), e.what()));
+    }
     for (const auto* side : {&f.in, &f.out})
       if (*side)
         for (const auto& arg : **side)

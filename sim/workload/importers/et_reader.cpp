@@ -7,10 +7,29 @@
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
 
+#include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/units.h"
 
 namespace memsim {
 // A list type's element types: "GenericList[Tensor(float),GenericList[Int,Int]]" -> {"Tensor(float)", "GenericList[Int,Int]"}.
+void set_tensor_bytes(EtTensor& t, std::uint64_t offset, std::uint64_t span) {
+  const auto most = static_cast<std::uint64_t>(physical_range(UnitKind::size).max);
+  const auto item = static_cast<std::uint64_t>(t.itemsize);
+  const auto bytes = checked_mul(t.numel, item);
+  if (!bytes || *bytes > most)
+    throw InputError(fmt::format("tensor {}: expected at most 1PiB, got {} elements of {} bytes ({})", t.tensor,
+                                 t.numel, item, bytes ? fmt::format("{} bytes", *bytes) : "over 2^64 bytes"));
+  const auto reach = checked_add(offset, span);
+  const auto extent = reach ? checked_mul(*reach, item) : std::nullopt;
+  if (!extent || *extent > most)
+    throw InputError(fmt::format("tensor {}: expected a view within 1PiB of storage, got offset {} and {} elements "
+                                 "of {} bytes",
+                                 t.tensor, offset, span, item));
+  t.bytes = *bytes;
+  t.extent_bytes = *extent;
+}
+
 std::vector<std::string_view> list_element_types(std::string_view type) {
   std::vector<std::string_view> out;
   const auto open = type.find('[');
@@ -199,19 +218,25 @@ EtTensor Reader::read_tensor(const std::string& where, const element& value, con
   if (shape && is_array(*shape))
     for (element d : arr(*shape))
       if (is_int(d)) t.shape.push_back(as_int(d));
-  std::uint64_t span = t.numel;
+  std::optional<std::uint64_t> span = t.numel;
   if (stride && is_array(*stride) && arr(*stride).size() == t.shape.size() && t.numel > 0) {
     // The elements the view reaches: a broadcast dimension (stride 0) reaches one.
     span = 1;
     std::size_t d = 0;
     for (element s : arr(*stride)) {
-      if (is_int(s) && t.shape[d] > 0)
-        span += static_cast<std::uint64_t>(t.shape[d] - 1) * static_cast<std::uint64_t>(std::max<std::int64_t>(as_int(s), 0));
+      if (is_int(s) && t.shape[d] > 0 && span) {
+        const auto step = checked_mul(static_cast<std::uint64_t>(t.shape[d] - 1),
+                                      static_cast<std::uint64_t>(std::max<std::int64_t>(as_int(s), 0)));
+        span = step ? checked_add(*span, *step) : std::nullopt;
+      }
       ++d;
     }
   }
-  t.bytes = t.numel * static_cast<std::uint64_t>(t.itemsize);
-  t.extent_bytes = (static_cast<std::uint64_t>(offset) + span) * static_cast<std::uint64_t>(t.itemsize);
+  try {
+    set_tensor_bytes(t, static_cast<std::uint64_t>(offset), span.value_or(UINT64_MAX));
+  } catch (const InputError& e) {
+    fail_node(fmt::format("{}: {}", where, e.what()));
+  }
   return t;
 }
 

@@ -58,6 +58,12 @@ struct ExecutionTrace {
 /// (or the line and column of malformed JSON).
 ExecutionTrace read_execution_trace(const std::string& text, const std::string& source);
 
+/// Sets `t.bytes` (numel x itemsize) and `t.extent_bytes` ((offset + span) x itemsize, the
+/// storage the view reaches) without wrapping: a tensor over the physical size bound (1PiB,
+/// units.h) or past 64 bits is an InputError "tensor ID: ...", for the caller to prefix with
+/// the op and argument.
+void set_tensor_bytes(EtTensor& t, std::uint64_t offset, std::uint64_t span);
+
 /// A list type's element types, nesting kept: "GenericList[Tensor(float),GenericList[Int,Int]]"
 /// -> {"Tensor(float)", "GenericList[Int,Int]"}; empty for a type that is no list.
 std::vector<std::string_view> list_element_types(std::string_view type);

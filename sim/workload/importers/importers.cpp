@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/files.h"
 #include "sim/workload/importers/archive.h"
 #include "sim/workload/importers/chakra_et.h"
 #include "sim/workload/importers/kineto.h"
@@ -24,10 +25,7 @@ bool looks_like_chakra_feeder_json(std::string_view head) {
 
 // The file's own first bytes: compressed or packed, or neither.
 bool is_archive(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::string raw(512, '\0');
-  f.read(raw.data(), static_cast<std::streamsize>(raw.size()));
-  raw.resize(static_cast<std::size_t>(f.gcount()));
+  const std::string raw = read_input_head(path, 512);
   const bool gzip = raw.size() >= 2 && static_cast<unsigned char>(raw[0]) == 0x1f && static_cast<unsigned char>(raw[1]) == 0x8b;
   return gzip || (raw.size() >= 262 && raw.compare(257, 5, "ustar") == 0);
 }
