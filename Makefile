@@ -4,7 +4,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: run test deps build bench sanitize clean
+.PHONY: run test deps build bench sanitize fuzz clean
 
 deps:
 	@./scripts/install-deps.sh
@@ -26,6 +26,15 @@ sanitize: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMEMSIM_SANITIZE=ON -DMEMSIM_BENCH=OFF > /dev/null
 	@cmake --build build-asan -j $(JOBS) --target memsim_unit_tests memsim_engine_tests
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -R '^(unit|engine)\.'
+
+# The libFuzzer harnesses of fuzz/, built with clang in their own folder, each run for
+# FUZZ_SECONDS (FUZZ=NAME... picks some: platform workload sweep native_trace et chakra).
+FUZZ_SECONDS ?= 60
+FUZZ ?=
+fuzz: deps
+	@cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMSIM_FUZZ=ON -DMEMSIM_BENCH=OFF > /dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+	./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ)
 
 bench: build
 	./$(BUILD)/memsim_bench
@@ -56,4 +65,4 @@ sweep-bench: build
 	./$(BUILD)/memsim_sweep_bench
 
 clean:
-	rm -rf $(BUILD) build-asan out
+	rm -rf $(BUILD) build-asan build-fuzz out

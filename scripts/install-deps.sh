@@ -15,6 +15,7 @@ packages=(
   python3-matplotlib python3-pandas python3-pytest python3-numpy
   python3-torch python3-torchvision
   parallel
+  clang libclang-rt-14-dev
 )
 
 missing=()

@@ -421,7 +421,13 @@ int cli_main(int argc, char** argv) {
                 "also write events.csv: every allocation and free with its tier, address and bytes");
   run->add_option("--max-events", max_events,
                   "most events in trace.json (default 1000000); later ones are left out, with a note")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            return v.find_first_not_of("0123456789") == std::string::npos && !v.empty() && v.size() < 16
+                       ? std::string()
+                       : "expected a number of events >= 0, got '" + v + "'";
+          },
+          "N >= 0"));
   std::string only_devices;
   run->add_option("--devices", only_devices,
                   "run on these compute devices only, separated by commas (default: all of them)");

@@ -1,5 +1,6 @@
 #include "sim/app/sweep_cli.h"
 
+#include <cstdlib>
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
@@ -30,6 +31,18 @@ std::string policy_list() {
   std::string names;
   for (const auto& p : builtin_policies()) names += (names.empty() ? "" : ", ") + p.name;
   return names;
+}
+
+// -j N: at least one worker; 0 is a mistake, not "the default" (that is leaving -j out).
+CLI::Validator workers() {
+  return CLI::Validator(
+      [](std::string& v) {
+        const bool digits = !v.empty() && v.size() < 5 && v.find_first_not_of("0123456789") == std::string::npos;
+        return digits && std::stoi(v) >= 1 && std::stoi(v) <= 4096
+                   ? std::string()
+                   : "expected a number of workers from 1 to 4096, got '" + v + "'";
+      },
+      "N from 1 to 4096");
 }
 
 struct FitArgs {
@@ -186,7 +199,7 @@ class Commands : public SweepCommands {
     sweep_->add_option("file", sweep_opts_.file, "the sweep file (configs/sweeps/*.yaml)")->required();
     sweep_->add_flag("--list", sweep_opts_.list, "print the points and stop");
     sweep_->add_option("-j,--jobs", sweep_opts_.jobs, "points run at once (default: one per CPU)")
-        ->check(CLI::Range(1, 4096));
+        ->check(workers());
     sweep_->add_option("--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
     sweep_->add_flag("--force", sweep_opts_.force, "rerun points already finished");
     sweep_->add_option("--shard", shard_,
@@ -205,12 +218,20 @@ class Commands : public SweepCommands {
     fit_->add_option("--slowdown", fit_args_.options.slowdown,
                      "also the largest whose time per sample is within this factor of policy none's "
                      "at its own max (like 1.25)")
-        ->check(CLI::Range(1.0, 1e6).description("a factor >= 1"));
+        ->check(CLI::Validator(
+            [](std::string& v) {
+              char* end = nullptr;
+              const double x = std::strtod(v.c_str(), &end);
+              return !v.empty() && *end == '\0' && x >= 1 && x <= 1e6
+                         ? std::string()
+                         : "expected a factor >= 1 (like 1.25), got '" + v + "'";
+            },
+            "FACTOR >= 1"));
     fit_->add_option("--min", fit_args_.options.min, "the smallest value tried (default 1)");
     fit_->add_option("--max", fit_args_.options.max, "the largest value tried (default 1000000)");
     fit_->add_option("--set", fit_args_.sets, "override a value, as for run");
     fit_->add_option("-j,--jobs", fit_args_.jobs, "policies fitted at once (default: one per CPU)")
-        ->check(CLI::Range(1, 4096));
+        ->check(workers());
     fit_->add_option("--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
     fit_->add_flag("--force", fit_args_.force, "rerun instead of reusing earlier runs");
     fit_->add_flag("--json", fit_args_.json, "print JSON");

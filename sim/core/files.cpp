@@ -115,13 +115,16 @@ void write_special(const std::string& path, const std::string& text) {
 }  // namespace
 
 std::uint64_t input_size_limit() {
-  if (const char* v = std::getenv(kLimitVariable))
-    if (auto bytes = parse_bytes(v); bytes && *bytes > 0) return *bytes;
-  return kDefaultLimit;
+  const char* v = std::getenv(kLimitVariable);
+  if (!v || !*v) return kDefaultLimit;
+  const auto bytes = parse_bytes(v);
+  if (!bytes || *bytes == 0)
+    throw InputError(fmt::format("{}={}: expected a size like '8GiB'", kLimitVariable, v));
+  return *bytes;
 }
 
 void set_input_size_limit(std::uint64_t bytes) {
-  ::setenv(kLimitVariable, std::to_string(bytes).c_str(), 1);
+  ::setenv(kLimitVariable, (std::to_string(bytes) + "B").c_str(), 1);
 }
 
 bool is_input_file(const std::string& path) {

@@ -1,0 +1,9 @@
+// The PyTorch Execution Trace importer (JSON read with simdjson).
+#include "fuzz/fuzz.h"
+#include "sim/workload/importers/pytorch_et.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  return memsim::fuzz::run(data, size, [](const std::string& text) {
+    memsim::import_pytorch_et(text, "fuzz.json");
+  });
+}
