@@ -1,5 +1,8 @@
 #include "sim/app/cli.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -293,10 +296,7 @@ int cmd_trace(const std::string& workload, const std::vector<std::string>& sets,
   print_import_notes(t, std::cerr);
   std::ostringstream text;
   write_trace_json(t, text);
-  if (out == "-")
-    std::cout << text.str();
-  else
-    write_output_file(out, text.str());
+  write_output_file(out, text.str());
   return 0;
 }
 
@@ -396,6 +396,10 @@ int cmd_list() {
 }  // namespace
 
 int cli_main(int argc, char** argv) {
+  // Into a file or a pipe, standard output is written once at the end, so a failed write is
+  // seen with its reason (finish_standard_output).
+  static char stdout_buffer[1 << 20];
+  if (!::isatty(STDOUT_FILENO)) std::setvbuf(stdout, stdout_buffer, _IOFBF, sizeof stdout_buffer);
   CLI::App app{"memsim: a discrete-event simulator of accelerator memory for deep-learning training"};
   app.set_version_flag("--version", std::string("memsim ") + MEMSIM_VERSION);
   app.require_subcommand(1);

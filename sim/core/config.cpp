@@ -157,7 +157,11 @@ std::string ConfigNode::describe() const {
   if (!node_.IsDefined() || node_.IsNull()) return "nothing";
   if (node_.IsMap()) return "a map";
   if (node_.IsSequence()) return "a list";
-  return fmt::format("'{}'", node_.Scalar());
+  // A message quotes what is there, not all of it: a value of a megabyte stays one line.
+  constexpr std::size_t kMostQuoted = 200;
+  const std::string& s = node_.Scalar();
+  if (s.size() > kMostQuoted) return fmt::format("'{}...' ({} characters)", s.substr(0, kMostQuoted - 3), s.size());
+  return fmt::format("'{}'", s);
 }
 
 void ConfigNode::fail(std::string_view message) const {

@@ -165,6 +165,11 @@ std::string read_input_head(const std::string& path, std::size_t n) {
 }
 
 void write_output_file(const std::string& path, const std::string& text) {
+  if (path == "-") {
+    std::cout.flush();
+    write_all(STDOUT_FILENO, text, "(standard output)");
+    return;
+  }
   std::string target = path;
   struct stat st {};
   if (::stat(path.c_str(), &st) == 0) {

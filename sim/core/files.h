@@ -43,8 +43,8 @@ std::string read_input_head(const std::string& path, std::size_t n);
 /// Whether `path` is "-" or a regular file (what read_input_file accepts, size aside).
 bool is_input_file(const std::string& path);
 
-/// Writes `text` to `path` as described above. OutputError naming the path on any failure;
-/// a temporary file is never left behind.
+/// Writes `text` to `path` as described above ("-": standard output). OutputError naming
+/// the path on any failure; a temporary file is never left behind.
 void write_output_file(const std::string& path, const std::string& text);
 
 /// Flushes standard output; OutputError "(standard output): ..." when anything written to it

@@ -24,11 +24,13 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 std::optional<json> read_json(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream s;
-  s << in.rdbuf();
-  json j = json::parse(s.str(), nullptr, /*allow_exceptions=*/false);
+  std::string text;
+  try {
+    text = read_input_file(path);  // a regular file: nothing put in its place can hang the sweep
+  } catch (const InputError&) {
+    return std::nullopt;
+  }
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   return j;
 }
@@ -111,13 +113,21 @@ PointResult PointStore::get(const ResolvedRun& run) {
   in_flight_.insert(run.id);
   lock.unlock();
   PointResult r;
-  std::optional<PointResult> found = force_ ? std::nullopt : stored(run.id);
-  if (found && found->status != "error")
-    r = std::move(*found);
-  else if (stop_)
-    r.status = "interrupted";
-  else
-    r = run_child(run);
+  try {
+    std::optional<PointResult> found = force_ ? std::nullopt : stored(run.id);
+    if (found && found->status != "error")
+      r = std::move(*found);
+    else if (stop_)
+      r.status = "interrupted";
+    else
+      r = run_child(run);
+  } catch (...) {
+    // Others waiting for this point (fits share points) must not wait for ever.
+    lock.lock();
+    in_flight_.erase(run.id);
+    changed_.notify_all();
+    throw;
+  }
   lock.lock();
   in_flight_.erase(run.id);
   if (r.status != "interrupted") done_[run.id] = r;
