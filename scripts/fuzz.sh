@@ -20,10 +20,13 @@ seeds() {
     workload) ls workloads/*.yaml tests/bad_inputs/*.yaml ;;
     sweep) ls configs/sweeps/*.yaml tests/bad_sweeps/*.yaml ;;
     native_trace) grep -l '"memsim-trace"' tests/bad_inputs/*.json tests/scenarios/data/*.json tests/scenarios/data/*/*.json fuzz/seeds/native_trace/* ;;
-    et) ls tests/data/et/*.json tests/bad_inputs/et_*.json workloads/traces/mlp-b64.et.json ;;
-    chakra) ls tests/bad_inputs/*.et fuzz/seeds/chakra/* ;;
+    et) ls tests/data/et/*.json tests/bad_inputs/et_*.json workloads/traces/mlp-b64.et.json
+        external -name '*.json' | xargs -r grep -l '"schema"' ;;
+    chakra) ls tests/bad_inputs/*.et fuzz/seeds/chakra/*.et; external -name '*.et' ;;
   esac 2>/dev/null
 }
+# Traces of other projects kept beside the repository (../shared/validation/external), small ones.
+external() { [ -d ../shared/validation/external ] && find ../shared/validation/external -type f -size -256k "$@"; }
 # The largest input tried: a few times the largest seed, within what runs fast.
 max_len() { case $1 in et) echo 262144 ;; *) echo 65536 ;; esac; }
 
@@ -35,7 +38,7 @@ for h in "${harnesses[@]}"; do
   mkdir -p "$corpus" "$findings"
   seed_dir=$build/fuzz/seeds/$h
   rm -rf "$seed_dir" && mkdir -p "$seed_dir"
-  seeds "$h" | while read -r f; do cp "$f" "$seed_dir/"; done
+  seeds "$h" | while read -r f; do cp "$f" "$seed_dir/$(echo "$f" | tr / _)"; done
   log=$build/fuzz/$h.log
   echo "fuzz: $h for ${seconds}s ($(ls "$seed_dir" | wc -l) seeds, corpus $corpus)"
   # -rss_limit_mb: inputs are bounded, so memory is too; -timeout: no input takes seconds.

@@ -156,7 +156,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   // The engine's horizon: an iteration that ends past it, or makes more events, comes from
   // inputs beyond what any machine does (docs/platforms.md), and is an error naming the op.
   static constexpr double kHorizonS = 1e7;  // about 116 days of simulated time
-  static constexpr std::size_t kMostEvents = 200'000'000;
+  static constexpr std::size_t kMostEvents = 50'000'000;  // a few GB of recorded events
   std::string op_name(OpId op) const { return op < trace_.ops.size() ? trace_.ops[op].name : "?"; }
   void past_horizon(double end_s, OpId op) const {
     if (end_s <= kHorizonS) return;

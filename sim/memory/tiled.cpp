@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/checked.h"
 #include "sim/core/units.h"
 #include "sim/memory/allocator.h"
 
@@ -135,7 +136,12 @@ TileParams read_tile_params(const Params& p) {
 // The tiles fix the capacity; a `capacity` given beside them must say the same.
 std::uint64_t tiled_tier_capacity(const Params& p, const ConfigNode& tier) {
   const TileParams t = read_tile_params(p);
-  const std::uint64_t total = t.tiles * t.tile_bytes;
+  // Within the physical size bound, like any capacity (and never a product that wraps).
+  const auto total_or = checked_mul(t.tiles, t.tile_bytes);
+  if (!total_or || static_cast<double>(*total_or) > physical_range(UnitKind::size).max)
+    p.get("tile_capacity").fail(fmt::format("{} tiles x {} B is more than 1PiB, the largest capacity memsim accepts",
+                                            t.tiles, t.tile_bytes));
+  const std::uint64_t total = *total_or;
   auto cap = tier.find("capacity");
   if (!cap) return total;
   const std::uint64_t capacity = cap->as_positive_bytes();

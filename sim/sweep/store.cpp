@@ -36,7 +36,7 @@ std::optional<json> read_json(const std::string& path) {
 }
 
 std::string first_line(const std::string& path) {
-  std::ifstream in(path);
+  std::istringstream in(read_input_head(path, 1 << 16));
   std::string line;
   while (std::getline(in, line))
     if (line.find_first_not_of(" \t\r") != std::string::npos) return line;

@@ -1,11 +1,14 @@
 #include "sim/workload/models/builder.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "sim/core/checked.h"
 #include "sim/workload/analysis.h"
 
 namespace memsim {
@@ -120,9 +123,16 @@ TrainingSettings read_training_settings(const Params& params) {
 }
 
 std::int64_t element_count(const Shape& shape) {
-  std::int64_t n = 1;
-  for (auto d : shape) n *= d;
-  return n;
+  // Checked: parameters at the top of their ranges (a batch of a million 8192 x 8192 images)
+  // multiply past 64 bits; 2^50 elements is past any memory already (1 PiB of bytes).
+  constexpr std::uint64_t kMostElements = std::uint64_t{1} << 50;
+  std::optional<std::uint64_t> n = 1;
+  for (auto d : shape) n = n && d >= 0 ? checked_mul(*n, static_cast<std::uint64_t>(d)) : std::nullopt;
+  if (!n || *n > kMostElements)
+    throw TensorTooLarge(fmt::format("a tensor of shape [{}] has more than 2^50 elements, past any memory: lower the "
+                                 "batch or the model's sizes",
+                                 fmt::join(shape, ", ")));
+  return static_cast<std::int64_t>(*n);
 }
 
 // ---------------------------------------------------------------------------------------

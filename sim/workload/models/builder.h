@@ -26,6 +26,7 @@
 // Names follow torchvision: op "layer1.0.conv1", its output "layer1.0.conv1.out", its
 // parameter "layer1.0.conv1.weight" with gradient "layer1.0.conv1.weight.grad"; backward op
 // "layer1.0.conv1.backward" with output "layer1.0.conv1.grad_input".
+#include "sim/core/error.h"
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -83,6 +84,13 @@ std::vector<ParamSpec> image_classifier_specs(std::vector<ParamSpec> model_specs
 TrainingSettings read_training_settings(const Params& params);
 
 using Shape = std::vector<std::int64_t>;
+/// A generated tensor past any memory (more than 2^50 elements): the model's parameters are
+/// out of range. generate_workload names the spec file and the model.
+class TensorTooLarge : public InputError {
+ public:
+  using InputError::InputError;
+};
+/// The shape's element count; TensorTooLarge beyond 2^50 (never a product that wraps).
 std::int64_t element_count(const Shape& shape);
 
 /// A tensor value in the forward graph. An in-place op (relu with inplace, add_) makes a new
