@@ -38,9 +38,9 @@ for h in "${harnesses[@]}"; do
   mkdir -p "$corpus" "$findings"
   seed_dir=$build/fuzz/seeds/$h
   rm -rf "$seed_dir" && mkdir -p "$seed_dir"
-  seeds "$h" | while read -r f; do cp "$f" "$seed_dir/$(echo "$f" | tr / _)"; done
+  seeds "$h" | while read -r f; do cp "$f" "$seed_dir/$(echo "${f#../}" | tr / _)"; done
   log=$build/fuzz/$h.log
-  echo "fuzz: $h for ${seconds}s ($(ls "$seed_dir" | wc -l) seeds, corpus $corpus)"
+  echo "fuzz: $h for ${seconds}s ($(ls -A "$seed_dir" | wc -l) seeds, corpus $corpus)"
   # -rss_limit_mb: inputs are bounded, so memory is too; -timeout: no input takes seconds.
   "$bin" "$corpus" "$seed_dir" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
     -max_len="$(max_len "$h")" -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1

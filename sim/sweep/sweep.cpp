@@ -333,14 +333,19 @@ SweepSpec load_sweep(const std::string& path) {
   return std::move(l.spec);
 }
 
-std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,
-                                     std::size_t* dropped) {
-  // Counted before anything is made: a sweep of a million points is a mistake (an axis of
-  // an axis), and listing it would take the machine's memory.
+std::optional<std::uint64_t> sweep_point_count(const SweepSpec& spec) {
   std::optional<std::uint64_t> count =
       checked_mul(spec.devices.size(), checked_mul(spec.workloads.size(), spec.policies.size()).value_or(UINT64_MAX));
   for (const auto& dim : spec.dimensions)
     if (count) count = checked_mul(*count, spec.axes[dim.front()].values.size());
+  return count;
+}
+
+std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,
+                                     std::size_t* dropped) {
+  // Counted before anything is made: a sweep of a million points is a mistake (an axis of
+  // an axis), and listing it would take the machine's memory.
+  const std::optional<std::uint64_t> count = sweep_point_count(spec);
   if (!count || *count > kMostSweepPoints)
     throw InputError(fmt::format("{}: {} points (devices x workloads x policies x axes), more than the {} a sweep "
                                  "may list or run; split it into several sweeps",

@@ -73,6 +73,10 @@ struct SweepPoint {
 /// The most points a sweep may list or run; expand_sweep refuses more, with the count.
 constexpr std::size_t kMostSweepPoints = 100'000;
 
+/// Devices x workloads x policies x each dimension's values, before repeats are dropped;
+/// nullopt past 2^64.
+std::optional<std::uint64_t> sweep_point_count(const SweepSpec& spec);
+
 /// Every point of the sweep, in order, each resolved (its id; its error if its inputs do
 /// not load). `dropped` receives the number of repeats left out.
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,

@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include "sim/workload/importers/chakra_et.pb.h"  // generated from chakra_et.proto
 #include "sim/core/error.h"
@@ -308,7 +309,9 @@ Trace import_chakra_et(const std::string& bytes, const std::string& source, cons
   const std::string_view all(bytes);
   auto fail = [&](const std::string& what) -> void { throw InputError(fmt::format("{}: {}", source, what)); };
 
-  // The messages: GlobalMetadata, then Nodes.
+  // The messages: GlobalMetadata, then Nodes. A message protobuf cannot parse is reported
+  // below, located; protobuf's own log lines (invalid UTF-8 in a string) would only repeat it.
+  const google::protobuf::LogSilencer quiet;
   ChakraProtoMsg::GlobalMetadata metadata;
   std::vector<ChakraProtoMsg::Node> nodes;
   std::vector<std::size_t> offsets;
