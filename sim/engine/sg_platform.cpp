@@ -30,7 +30,8 @@ SgPlatform build_sg_platform(const PlatformSpec& platform) {
   }
   const std::size_t n_tiers = platform.tiers.size();
   sg.routed.assign(n_tiers, std::vector<bool>(n_tiers, false));
-  const RouteTable routes = compute_routes(platform);
+  sg.routes = compute_routes(platform);
+  const RouteTable& routes = sg.routes;
   for (std::size_t src = 0; src < n_tiers; ++src)
     for (std::size_t dst = 0; dst < n_tiers; ++dst) {
       if (!routes[src][dst]) continue;
