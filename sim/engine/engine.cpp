@@ -137,6 +137,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   // Communication: which ops are collectives the engine runs over the network, and running
   // one (every simulated member waits for the others, then the group's flows run).
   void find_collectives();
+  std::vector<std::vector<std::size_t>> wanted_routes() const;
   void run_collective(const Op& op, const exec::Site& site);
   void count_route(std::size_t from, std::size_t to, std::uint64_t bytes);
   std::uint32_t comm_stream(std::uint32_t device_slot) const {
@@ -589,8 +590,47 @@ void Simulation::find_collectives() {
       ++groups_[it->second].simulated;
     }
   }
+}
+
+std::vector<std::vector<std::size_t>> Simulation::wanted_routes() const {
+  // The routes a run can take: from and to every tier of a device that runs ops (copies),
+  // between the stores (NVMe to host memory), and between ring neighbours and all-to-all
+  // peers of the groups.
+  const std::size_t n = platform_.tiers.size();
+  std::vector<std::vector<bool>> want(n, std::vector<bool>(n, false));
+  std::vector<bool> runs(platform_.devices.size(), false);
   for (const Op& op : trace_.ops)
-    max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op.device) : op.stream) + 1);
+    if (op.device < compute_devices_.size()) runs[compute_devices_[op.device]] = true;
+  for (const Buffer& b : trace_.buffers)
+    if (b.device < compute_devices_.size()) runs[compute_devices_[b.device]] = true;
+  for (std::size_t d = 0; d < platform_.devices.size(); ++d) {
+    if (!runs[d]) continue;
+    for (std::size_t t : platform_.devices[d].tiers)
+      for (std::size_t u = 0; u < n; ++u) want[t][u] = want[u][t] = true;
+  }
+  for (std::size_t a = 0; a < n; ++a)
+    if (platform_.tiers[a].role == TierRole::offload)
+      for (std::size_t b = 0; b < n; ++b)
+        if (platform_.tiers[b].role == TierRole::offload) want[a][b] = true;
+  bool all_to_all = false;
+  for (const Op& op : trace_.ops) all_to_all |= collective_[op.id] != kNotCollective && op.kind == "all_to_all";
+  for (const Group& g : groups_) {
+    for (const auto& ring : g.rings)
+      for (std::size_t i = 0; i < ring.size(); ++i) {
+        const std::size_t a = g.tiers[ring[i]], b = g.tiers[ring[(i + 1) % ring.size()]];
+        want[a][b] = want[b][a] = true;  // both ways: reduce and broadcast run the chain back
+      }
+    for (std::size_t i = 1; i < g.tiers.size(); ++i)
+      want[g.tiers[0]][g.tiers[i]] = want[g.tiers[i]][g.tiers[0]] = true;  // scatter, gather, send
+    if (all_to_all)
+      for (std::size_t a : g.tiers)
+        for (std::size_t b : g.tiers) want[a][b] = true;
+  }
+  std::vector<std::vector<std::size_t>> out(n);
+  for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t b = 0; b < n; ++b)
+      if (want[a][b] && a != b) out[a].push_back(b);
+  return out;
 }
 
 void Simulation::count_route(std::size_t from, std::size_t to, std::uint64_t bytes) {
@@ -617,22 +657,30 @@ void Simulation::run_collective(const Op& op, const exec::Site& site) {
     const std::size_t rings = ring ? group.rings.size() : 1;
     const std::uint64_t per_ring = (op.message_bytes + rings - 1) / rings;
     const CollectivePattern pattern = collective_pattern(op.kind, per_ring, n);
-    std::vector<sg4::CommPtr> comms;
-    comms.reserve(pattern.flows.size() * rings);
-    double latency = 0;
+    // The rings' flows between the same two tiers travel as one flow of their sum (NCCL's
+    // channels between two GPUs share that path): fewer SimGrid activities, whose cost grows
+    // faster than their number.
+    std::map<std::pair<std::size_t, std::size_t>, std::uint64_t> flows;
     for (std::size_t c = 0; c < rings; ++c)
-    for (const Flow& f : pattern.flows) {
-      const auto& order = ring ? group.rings[c] : group.rings[0];
-      const std::size_t from = group.tiers[ring ? order[f.from] : f.from];
-      const std::size_t to = group.tiers[ring ? order[f.to] : f.to];
+      for (const Flow& f : pattern.flows) {
+        const auto& order = ring ? group.rings[c] : group.rings[0];
+        const std::size_t from = group.tiers[ring ? order[f.from] : f.from];
+        const std::size_t to = group.tiers[ring ? order[f.to] : f.to];
+        flows[{from, to}] += f.bytes;
+      }
+    std::vector<sg4::CommPtr> comms;
+    comms.reserve(flows.size());
+    double latency = 0;
+    for (const auto& [pair, bytes] : flows) {
+      const auto [from, to] = pair;
       if (!sg_.routed[from][to])
         throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
                                      "group '{}'",
                                      platform_.name, platform_.tiers[from].name,
                                      platform_.tiers[to].name, op.kind, op.name, op.group));
       latency = std::max(latency, sg_.routes[from][to]->latency_s);
-      count_route(from, to, f.bytes);
-      comms.push_back(sg4::Comm::sendto_async(sg_.tier_hosts[from], sg_.tier_hosts[to], f.bytes));
+      count_route(from, to, bytes);
+      comms.push_back(sg4::Comm::sendto_async(sg_.tier_hosts[from], sg_.tier_hosts[to], bytes));
     }
     if (!comms.empty()) sg4::Comm::wait_all(comms);
     // The algorithm's other latency-bound steps (see collectives.h).
@@ -719,12 +767,15 @@ Summary Simulation::run() {
   // share (two GPUs copying in through different PCIe switches: one ran at host-memory
   // speed). Recomputing the sharing in full keeps every flow within its links.
   engine.set_config("network/optim:Full");
-  sg_ = build_sg_platform(platform_);
+  find_collectives();
+  const auto wanted = wanted_routes();
+  sg_ = build_sg_platform(platform_, &wanted);
   mutex_ = sg4::Mutex::create();
   changed_ = sg4::ConditionVariable::create();
   for (std::size_t d : compute_devices_)
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
-  find_collectives();
+  for (const Op& op : trace_.ops)
+    max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op.device) : op.stream) + 1);
   tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
   split_plan();
   residency_.set_several_streams(streams_.size() > 1);

@@ -25,7 +25,9 @@ struct SgPlatform {
   std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines
 };
 
-/// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist).
-SgPlatform build_sg_platform(const PlatformSpec& platform);
+/// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist): the
+/// routes `wanted` lists (compute_routes), or all of them.
+SgPlatform build_sg_platform(const PlatformSpec& platform,
+                             const std::vector<std::vector<std::size_t>>* wanted = nullptr);
 
 }  // namespace memsim
