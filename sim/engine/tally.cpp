@@ -1,9 +1,66 @@
 #include "sim/engine/tally.h"
 
+#include <algorithm>
+
+#include "sim/engine/collectives.h"
+
 namespace memsim {
 
 Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams)
-    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams) {}
+    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams) {
+  for (const Op& op : trace.ops)
+    if (is_communication_kind(op.kind)) communicates_ = true;
+  if (communicates_) {
+    computing_.resize(devices);
+    communicating_.resize(devices);
+  }
+}
+
+void Tally::on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes) {
+  if (link >= link_bytes_.size()) link_bytes_.resize(link + 1, {0, 0});
+  link_bytes_[link][forward ? 0 : 1] += bytes;
+}
+
+namespace {
+
+// Sorted, merged intervals.
+std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+double length(const std::vector<std::pair<double, double>>& v) {
+  double sum = 0;
+  for (const auto& [a, b] : v) sum += b - a;
+  return sum;
+}
+
+// The length of a's intervals that no interval of b covers (both merged).
+double uncovered(const std::vector<std::pair<double, double>>& a,
+                 const std::vector<std::pair<double, double>>& b) {
+  double sum = 0;
+  std::size_t j = 0;
+  for (auto [lo, hi] : a) {
+    while (j < b.size() && b[j].second <= lo) ++j;
+    double at = lo;
+    for (std::size_t k = j; k < b.size() && b[k].first < hi; ++k) {
+      if (b[k].first > at) sum += b[k].first - at;
+      at = std::max(at, b[k].second);
+    }
+    if (hi > at) sum += hi - at;
+  }
+  return sum;
+}
+
+}  // namespace
 
 void Tally::on_event(const Event& e) {
   const double d = e.end_s - e.start_s;
@@ -13,12 +70,25 @@ void Tally::on_event(const Event& e) {
       const Op& op = trace_.ops[e.op];
       busy(op.device, op.stream).compute_s += d;
       ++ops_run_;
+      if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
       break;
     }
     case EventKind::recompute: {
       const Op& op = trace_.ops[e.op];
       busy(op.device, op.stream).recompute_s += d;
       recompute_flops_ += op.flops;
+      if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
+      break;
+    }
+    case EventKind::comm: {
+      const Op& op = trace_.ops[e.op];
+      communicating_[op.device].emplace_back(e.start_s, e.end_s);
+      ++ops_run_;
+      if (op.device == 0) {
+        auto& [count, bytes] = collectives_[op.kind];
+        ++count;
+        bytes += op.message_bytes;
+      }
       break;
     }
     case EventKind::stall: busy(e.device, e.lane).stall_s += d; break;
@@ -47,6 +117,27 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   for (const auto& [tiers, moved] : traffic_)
     s.traffic.push_back({platform.tiers[tiers.first].name, platform.tiers[tiers.second].name,
                          moved.first, moved.second});
+  if (communicates_)
+    for (std::size_t d = 0; d < accelerators_; ++d) {
+      const auto comm = merged(communicating_[d]);
+      const double busy_s = length(comm);
+      const double exposed = uncovered(comm, merged(computing_[d]));
+      if (busy_s > s.comm_time_s || (busy_s == s.comm_time_s && exposed > s.exposed_comm_time_s)) {
+        s.comm_time_s = busy_s;
+        s.exposed_comm_time_s = exposed;
+      }
+    }
+  for (const auto& [kind, sent] : collectives_) s.collectives.push_back({kind, sent.first, sent.second});
+  for (std::size_t l = 0; l < link_bytes_.size() && l < platform.links.size(); ++l) {
+    const auto& [fwd, bwd] = link_bytes_[l];
+    if (fwd == 0 && bwd == 0) continue;
+    const LinkSpec& spec = platform.links[l];
+    LinkSummary ls{spec.name, spec.bandwidth_Bps, spec.full_duplex, fwd, bwd, 0};
+    const double carried = spec.full_duplex ? static_cast<double>(std::max(fwd, bwd))
+                                            : static_cast<double>(fwd + bwd);
+    if (s.iteration_time_s > 0) ls.utilisation = carried / (spec.bandwidth_Bps * s.iteration_time_s);
+    s.links.push_back(std::move(ls));
+  }
   s.swap_in_bytes = swap_in_bytes_;
   s.swap_out_bytes = swap_out_bytes_;
   s.transfer_time_s = transfer_time_s_;

@@ -3,6 +3,8 @@
 // that is killed leaves either the whole file or none. Numbers are printed in their
 // shortest round-trip form: the same run gives byte-identical files.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/platform/platform.h"
 #include "sim/report/recorder.h"
@@ -19,6 +21,11 @@ std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformS
 /// Tiled tiers: one row per tile with its peak ("tier,tile,peak_bytes"); empty when the
 /// platform has no tiled tier.
 std::string tiles_csv(const Summary& s);
+
+/// Lines (name, text) with consecutive numbered names and the same text as one line each:
+/// gpu0.hbm ... gpu7.hbm -> "gpu0-7.hbm"; others as they are, in order.
+std::vector<std::pair<std::string, std::string>> group_identical(
+    const std::vector<std::pair<std::string, std::string>>& lines);
 
 /// The table printed on the terminal after a run.
 std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events = false);
