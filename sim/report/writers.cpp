@@ -279,9 +279,11 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
               : std::string();
       const std::string budget =
           u.budget_bytes ? fmt::format(" (budget {})", format_bytes(u.budget_bytes)) : std::string();
-      text = fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
-                         reserved, format_bytes(u.capacity_bytes), budget,
-                         format_seconds(u.peak_time_s), parts);
+      text = u.peak_allocated_bytes == 0
+                 ? fmt::format("peak 0 B of {}{} (idle)", format_bytes(u.capacity_bytes), budget)
+                 : fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
+                               reserved, format_bytes(u.capacity_bytes), budget,
+                               format_seconds(u.peak_time_s), parts);
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
         extra = fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
