@@ -92,14 +92,7 @@ Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>&
     if (op.phase == Phase::optimizer)
       for (BufferId b : op.inputs)
         if (step.buffers[b].category == Category::gradient) param_grad[b] = true;
-  Trace out;
-  out.name = step.name;
-  out.measured_on = step.measured_on;
-  out.parameters = step.parameters;
-  out.import_notes = step.import_notes;
-  out.groups = step.groups;
-  out.buffers = step.buffers;
-  for (Buffer& b : out.buffers) b.producer = kNoOp;
+  Trace out = step.without_ops();
   mb.clear();
   std::vector<OpId> body;
   for (const Op& op : step.ops)
@@ -160,13 +153,7 @@ class Sharder {
 
   Trace run() {
     find_parameters();
-    out_.name = in_.name;
-    out_.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, summary());
-    out_.measured_on = in_.measured_on;
-    out_.parameters = in_.parameters;
-    out_.import_notes = in_.import_notes;
-    out_.buffers = in_.buffers;
-    for (Buffer& b : out_.buffers) b.producer = kNoOp;  // set again as the ops are added
+    out_ = in_.without_ops();
     ProcessGroup dp{"dp", {}};
     for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r);
     out_.groups.push_back(std::move(dp));

@@ -172,6 +172,10 @@ struct Trace {
   /// empty for generated traces.
   std::vector<std::string> op_sources;
 
+  /// Everything but the ops: the same buffers, none of them produced yet (a pass that emits
+  /// the ops anew, adding its own, starts from it).
+  Trace without_ops() const;
+
   /// Appends a buffer and returns its id.
   BufferId add_buffer(std::string name, std::uint64_t bytes, Category category,
                       bool persistent = false);
