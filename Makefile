@@ -29,12 +29,14 @@ sanitize: deps
 
 # The libFuzzer harnesses of fuzz/, built with clang in their own folder, each run for
 # FUZZ_SECONDS (FUZZ=NAME... picks some: platform workload sweep native_trace et chakra).
+# FUZZ_SEED fixes libFuzzer's mutations (CI: the same inputs on every run); 0 picks anew.
 FUZZ_SECONDS ?= 60
+FUZZ_SEED ?= 0
 FUZZ ?=
 fuzz: deps
 	@cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMEMSIM_FUZZ=ON -DMEMSIM_BENCH=OFF > /dev/null
 	@cmake --build build-fuzz -j $(JOBS)
-	./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ)
+	FUZZ_SEED=$(FUZZ_SEED) ./scripts/fuzz.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ)
 
 bench: build
 	./$(BUILD)/memsim_bench

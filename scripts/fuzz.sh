@@ -42,7 +42,7 @@ for h in "${harnesses[@]}"; do
   log=$build/fuzz/$h.log
   echo "fuzz: $h for ${seconds}s ($(ls -A "$seed_dir" | wc -l) seeds, corpus $corpus)"
   # -rss_limit_mb: inputs are bounded, so memory is too; -timeout: no input takes seconds.
-  "$bin" "$corpus" "$seed_dir" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 \
+  "$bin" "$corpus" "$seed_dir" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -seed="${FUZZ_SEED:-0}" \
     -max_len="$(max_len "$h")" -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
