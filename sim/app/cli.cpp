@@ -26,6 +26,7 @@
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/events_csv.h"
+#include "sim/report/peak.h"
 #include "sim/report/writers.h"
 #include "sim/run/run.h"
 #include "sim/workload/analysis.h"
@@ -56,7 +57,7 @@ bool names_a_platform(const std::string& arg) {
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
             bool events, std::size_t max_events, const std::string& only_devices,
-            const ImportOptions& import, const std::string& durations) {
+            const ImportOptions& import, const std::string& durations, bool explain) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
@@ -131,6 +132,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const std::string json_text = summary_json(summary);
   write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
   write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
+  if (const std::string peak = peak_csv(summary); !peak.empty())
+    write_file_atomic(out_dir + "/peak.csv", peak);
   if (const std::string tiles = tiles_csv(summary); !tiles.empty())
     write_file_atomic(out_dir + "/tiles.csv", tiles);
   const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
@@ -150,6 +153,13 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     std::cout << json_text;
   else
     std::cout << terminal_summary(summary, out_dir, events);
+  // With --json the explanation goes to stderr, so stdout stays one JSON document.
+  if (explain) (json ? std::cerr : std::cout) << (json ? "" : "\n") << explain_text(summary);
+  return 0;
+}
+
+int cmd_explain(const std::string& out_dir) {
+  std::cout << explain_text(read_peak_explanation(out_dir));
   return 0;
 }
 
@@ -414,6 +424,9 @@ int cli_main(int argc, char** argv) {
                 "also write events.csv: every allocation and free with its tier, address and bytes");
   run->add_option("--max-events", max_events,
                   "most events in trace.json (default 1000000); later ones are left out, with a note");
+  bool explain = false;
+  run->add_flag("--explain", explain,
+                "after the summary, every buffer live at each tier's peak, by layer and category");
   std::string only_devices;
   run->add_option("--devices", only_devices,
                   "run on these compute devices only, separated by commas (default: all of them)");
@@ -439,6 +452,10 @@ int cli_main(int argc, char** argv) {
   info->add_option("--set", sets, "override a value, as for run");
   info->add_flag("--json", json, "print JSON");
   import_options(info);
+
+  auto* explain_cmd = app.add_subcommand(
+      "explain", "what was live at each tier's peak in a run's output folder, by layer and category");
+  explain_cmd->add_option("out", target, "the --out folder of a `memsim run` (default out)");
 
   std::vector<std::string> files;
   auto* validate_cmd = app.add_subcommand("validate", "check platform, workload and trace files");
@@ -477,7 +494,9 @@ int cli_main(int argc, char** argv) {
   if (step >= 0) import.step = step;
   try {
     if (run->parsed())
-      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices, import, durations);
+      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices, import, durations,
+                     explain);
+    if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) return cmd_info(target, sets, json, import);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file, import);

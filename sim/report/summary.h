@@ -9,6 +9,24 @@
 
 namespace memsim {
 
+/// A buffer live at a tier's peak.
+struct PeakBuffer {
+  std::string name;      // "" for an op's workspace
+  Category category = Category::other;
+  std::uint64_t bytes = 0;
+  std::string producer;  // the op that made it ("" when it was there from the start)
+  std::string layer;     // the producer's module (see layer_of), for activations
+};
+
+/// What the tier held at its peak and what was running then.
+struct PeakReport {
+  OpId op = kNoOp;        // the op running on the tier's device (or about to)
+  std::string op_name;
+  std::string phase;      // forward | backward | optimizer, "" without an op
+  bool recompute = false; // the op was being recomputed
+  std::vector<PeakBuffer> live;  // largest first
+};
+
 struct TierSummary {
   std::string name;
   std::string role;
@@ -60,6 +78,7 @@ struct Summary {
   std::uint64_t ops_run = 0;
   std::uint64_t ops_total = 0;
   std::vector<TierSummary> tiers;
+  std::vector<PeakReport> peaks;  // indexed like tiers (explain_peaks fills them)
   std::vector<TrafficSummary> traffic;  // per (source, destination) tier, in tier order
   std::optional<OomReport> oom;
   // Imported traces: what the importer left out or chose, and which op durations came from
@@ -67,6 +86,15 @@ struct Summary {
   std::vector<std::string> import_notes;
   std::uint64_t measured_ops = 0;  // timed by their measured duration
   std::uint64_t modelled_ops = 0;  // timed by the cost model
+
+  /// What tier `index` held at its peak (empty before explain_peaks).
+  const PeakReport& peak(std::size_t index) const {
+    static const PeakReport none;
+    return index < peaks.size() ? peaks[index] : none;
+  }
+  const PeakReport& peak(const TierSummary& tier) const {
+    return peak(static_cast<std::size_t>(&tier - tiers.data()));
+  }
 };
 
 }  // namespace memsim

@@ -29,6 +29,24 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
+// What was running at the tier's peak and its largest live buffers (peak.csv has them all).
+void add_peak_json(ordered_json& tj, const PeakReport& p) {
+  tj["peak_op"] = p.op_name.empty() ? ordered_json()
+                                    : ordered_json{{"name", p.op_name}, {"index", p.op},
+                                                   {"phase", p.phase}, {"recompute", p.recompute}};
+  ordered_json largest = ordered_json::array();
+  for (std::size_t i = 0; i < p.live.size() && i < kPeakBuffersShown; ++i) {
+    const PeakBuffer& b = p.live[i];
+    largest.push_back({{"name", b.name},
+                       {"bytes", b.bytes},
+                       {"category", to_string(b.category)},
+                       {"producer", b.producer.empty() ? ordered_json() : ordered_json(b.producer)},
+                       {"layer", b.layer.empty() ? ordered_json() : ordered_json(b.layer)}});
+  }
+  tj["peak_buffers"] = largest;
+  tj["peak_live_buffers"] = p.live.size();
+}
+
 // Shortest text that reads back as the same double.
 std::string num(double v) { return fmt::format("{}", v); }
 
@@ -70,6 +88,7 @@ std::string summary_json(const Summary& s) {
                      {"peak_time_s", t.usage.peak_time_s},
                      {"largest_free_block_at_peak_bytes", t.usage.largest_free_at_peak_bytes},
                      {"peak_by_category", categories_json(t.usage.peak_by_category)}};
+    add_peak_json(tj, s.peak(t));
     if (!t.tile_peaks.empty()) {
       std::vector<std::uint64_t> sorted = t.tile_peaks;
       std::sort(sorted.begin(), sorted.end());
@@ -148,6 +167,25 @@ std::string tiles_csv(const Summary& s) {
   return out.empty() ? out : "tier,tile,peak_bytes\n" + out;
 }
 
+std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir) {
+  std::vector<std::string> lines;
+  if (p.live.empty()) return lines;
+  const std::string more = out_dir.empty() ? "" : fmt::format(" (all of them: memsim explain {})", out_dir);
+  lines.push_back(p.op_name.empty()
+                      ? fmt::format("at the peak no op ran; {} buffers live{}", p.live.size(), more)
+                      : fmt::format("at the peak {} ({}{}) runs; {} buffers live{}", p.op_name, p.phase,
+                                    p.recompute ? ", recomputed" : "", p.live.size(), more));
+  std::string largest;
+  for (std::size_t i = 0; i < p.live.size() && i < kPeakBuffersOnTerminal; ++i) {
+    const PeakBuffer& b = p.live[i];
+    largest += fmt::format("{}{} {} ({}{})", largest.empty() ? "" : ", ",
+                           b.name.empty() ? "workspace" : b.name, format_bytes(b.bytes),
+                           to_string(b.category), b.layer.empty() ? "" : ", layer " + b.layer);
+  }
+  lines.push_back("largest: " + largest);
+  return lines;
+}
+
 std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events) {
   std::string out = fmt::format("{} on {}, policy {}\n",
                                 s.description.empty() ? s.workload : s.description, s.platform,
@@ -199,6 +237,7 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
       row(t.name, fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
                               reserved, format_bytes(u.capacity_bytes), budget,
                               format_seconds(u.peak_time_s), parts));
+      for (const std::string& line : peak_lines(s.peak(t), out_dir)) row("", line);
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
         row("", fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
@@ -216,9 +255,11 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
     row("", fmt::format("{} -> {}: {} in {} copies", t.from, t.to, format_bytes(t.bytes), t.copies));
   bool tiled = false;
   for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
+  bool peaked = false;
+  for (const auto& p : s.peaks) peaked |= !p.live.empty();
   if (!out_dir.empty())
-    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (tiled ? " tiles.csv" : "") +
-                           " trace.json" + (events ? " events.csv" : ""));
+    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (peaked ? " peak.csv" : "") +
+                           (tiled ? " tiles.csv" : "") + " trace.json" + (events ? " events.csv" : ""));
   return out;
 }
 

@@ -3,6 +3,7 @@
 // that is killed leaves either the whole file or none. Numbers are printed in their
 // shortest round-trip form: the same run gives byte-identical files.
 #include <string>
+#include <vector>
 
 #include "sim/platform/platform.h"
 #include "sim/report/recorder.h"
@@ -19,6 +20,14 @@ std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformS
 /// Tiled tiers: one row per tile with its peak ("tier,tile,peak_bytes"); empty when the
 /// platform has no tiled tier.
 std::string tiles_csv(const Summary& s);
+
+/// The largest live buffers at a tier's peak that summary.json lists (peak.csv has all),
+/// and how many the terminal names.
+inline constexpr std::size_t kPeakBuffersShown = 10;
+inline constexpr std::size_t kPeakBuffersOnTerminal = 3;
+
+/// The two lines under a tier's peak: the op running then, and its largest live buffers.
+std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir);
 
 /// The table printed on the terminal after a run.
 std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events = false);

@@ -90,6 +90,7 @@ RunResult run(const RunInputs& in) {
   out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
   out.recorder.keep_allocations(in.keep_allocations);
   out.summary = simulate(ctx, planned, out.recorder);
+  explain_peaks(out.summary, out.recorder, out.trace, platform);
   // Which ops the measured durations timed, and which the cost model.
   const bool measured_here = !out.trace.measured_on.empty() && out.trace.measured_on == platform.name;
   for (const Op& op : out.trace.ops)
