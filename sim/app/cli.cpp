@@ -4,15 +4,19 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <algorithm>
 #include <sstream>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "sim/app/advice.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
@@ -57,7 +61,7 @@ bool names_a_platform(const std::string& arg) {
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
             bool events, std::size_t max_events, const std::string& only_devices,
-            const ImportOptions& import, const std::string& durations, bool explain) {
+            const ImportOptions& import, const std::string& durations, bool explain, bool advice) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
@@ -129,6 +133,21 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
+  if (summary.oom && advice) {
+    // What would fit, by child runs of the same inputs; for one device and one workload.
+    if (workloads.size() != 1 || !only_devices.empty() || import.step || !import.kineto.empty() ||
+        !durations.empty()) {
+      std::cerr << "memsim: no advice on what would fit for a run with --devices, several workloads, "
+                   "--step, --kineto or --durations (--no-advice hides this note)\n";
+    } else {
+      const bool tty = isatty(STDERR_FILENO);
+      AdviceProgress progress;
+      if (tty) progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
+      summary.oom->advice = advise(RunRequest{device, workload, policy_arg, overrides}, summary, out_dir,
+                                   memsim_executable(), progress);
+      if (tty) std::cerr << "\r\033[K" << std::flush;
+    }
+  }
   const std::string json_text = summary_json(summary);
   write_file_atomic(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
   write_file_atomic(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
@@ -353,6 +372,21 @@ int cmd_calibrate(const std::string& device_arg, const std::vector<std::string>&
   std::cout << fmt::format("  error per op: fitted {:.2f}%, held out {:.2f}%; held-out total time {:+.2f}%\n",
                            100 * fit.fit_mean_abs_error, 100 * fit.held_out_mean_abs_error,
                            100 * fit.held_out_total_error);
+  // What "error per op" is, and why its mean can be large while the times add up.
+  std::cout << fmt::format("    (|predicted - measured| / measured, averaged over ops; fitted: median {:.2f}%, "
+                           "{:.2f}% weighted by measured time, total time {:+.2f}%)\n",
+                           100 * fit.fit_median_abs_error, 100 * fit.fit_time_weighted_error,
+                           100 * fit.fit_total_error);
+  if (fit.fit_ops_off_double > 0 && fit.fit_mean_abs_error > 2 * fit.fit_time_weighted_error)
+    std::cout << fmt::format(
+        "    the mean is large because {} of the {} fitted ops are off by more than 100%: they average {} "
+        "(the fitted ops {}) and hold {:.2f}% of the measured time; {}\n",
+        fit.fit_ops_off_double, fit.fitted_ops, format_seconds(fit.fit_ops_off_double_mean_s),
+        format_seconds(fit.fit_mean_measured_s), 100 * fit.fit_ops_off_double_time_share,
+        residuals == "absolute"
+            ? "absolute residuals fit seconds, so such short ops weigh little (--residuals relative "
+              "weighs every op alike)"
+            : "a roofline with one overhead per device cannot time both them and the long ops");
   if (!out.empty()) {
     std::string text;
     if (path_exists(device_arg)) {
@@ -424,6 +458,11 @@ int cli_main(int argc, char** argv) {
                 "also write events.csv: every allocation and free with its tier, address and bytes");
   run->add_option("--max-events", max_events,
                   "most events in trace.json (default 1000000); later ones are left out, with a note");
+  bool advice = false, no_advice = false;
+  run->add_flag("--advice", advice,
+                "on oom, run the candidates that find what would fit (a smaller batch, another policy); "
+                "the default, but not with --json");
+  run->add_flag("--no-advice", no_advice, "on oom, do not look for what would fit");
   bool explain = false;
   run->add_flag("--explain", explain,
                 "after the summary, every buffer live at each tier's peak, by layer and category");
@@ -495,7 +534,7 @@ int cli_main(int argc, char** argv) {
   try {
     if (run->parsed())
       return cmd_run(positional, policy, sets, out_dir, json, events, max_events, only_devices, import, durations,
-                     explain);
+                     explain, !no_advice && (advice || !json));
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) return cmd_info(target, sets, json, import);
     if (validate_cmd->parsed()) return cmd_validate(files);

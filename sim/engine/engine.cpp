@@ -552,7 +552,7 @@ Summary Simulation::run() {
   summary_.iteration_time_s = sg4::Engine::get_clock();
   // The accelerator stream that computed longest speaks for the step (with one stream: that
   // stream); a host's offloaded work shows in the iteration time, not here.
-  tally_->fill(summary_, platform_);
+  tally_->fill(summary_, platform_, summary_.iteration_time_s);
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;

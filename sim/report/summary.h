@@ -40,6 +40,36 @@ struct LiveBuffer {
   std::uint64_t bytes;
 };
 
+/// A change that makes the step fit, verified by running it (`memsim run`'s advice).
+struct FitAdvice {
+  std::string change;        // batch | policy
+  std::string policy;
+  std::int64_t batch = 0;    // 0: the workload has no batch parameter
+  std::int64_t first_fail = 0;  // for batch: the smallest batch found not to fit
+  double iteration_time_s = 0;
+  double slowdown = 0;       // the iteration time over that with enough memory (0: unknown)
+  std::string point;         // the folder of the run that shows it
+};
+
+/// What it would take, found by child runs after an oom (empty with --no-advice).
+struct OomAdvice {
+  std::uint64_t needs_bytes = 0;    // the tier's peak with enough memory (0: not found)
+  CategoryBytes needs_by_category{};
+  double needs_time_s = 0;          // the iteration time with enough memory
+  std::string needs_policy;         // the policy of that run
+  std::string needs_point;
+  std::vector<Category> exceeding;  // categories that alone hold more than the tier
+  std::uint64_t model_state_bytes = 0;  // weights, gradients and optimizer state at the peak
+  std::vector<FitAdvice> fits;
+  /// Each policy tried at this batch and how it went (ok, oom, error) with its time.
+  struct Tried {
+    std::string policy, status;
+    double iteration_time_s = 0;
+  };
+  std::vector<Tried> tried;
+  std::vector<std::string> notes;   // what was not tried, and why
+};
+
 struct OomReport {
   std::string op;
   OpId op_id = 0;
@@ -50,6 +80,7 @@ struct OomReport {
   std::uint64_t largest_free_block = 0;
   std::string reason;                    // "fragmentation: ...", "tile 17 ...", or ""
   std::vector<LiveBuffer> largest_live;  // largest first
+  std::optional<OomAdvice> advice;
 };
 
 /// What the copies carried from one tier to another (host traffic, NVMe traffic).
@@ -71,6 +102,12 @@ struct Summary {
   double stall_time_s = 0;    // of that stream
   double recompute_time_s = 0;
   double host_compute_time_s = 0;  // ops a policy moved to a host CPU (an offloaded optimizer)
+  // The rest of the iteration on the stream that speaks for it, so that iteration = compute
+  // + stall + recompute + exposed host + idle: host compute it waited through, and the
+  // time it neither computed nor stalled (waiting for a copy or another device without a
+  // stall, or done before the step's end).
+  double exposed_host_time_s = 0;
+  double idle_time_s = 0;
   double transfer_time_s = 0;  // total busy time of copies
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;

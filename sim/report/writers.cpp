@@ -29,6 +29,35 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
+ordered_json advice_json(const OomAdvice& a) {
+  ordered_json j;
+  j["needs_bytes"] = a.needs_bytes ? ordered_json(a.needs_bytes) : ordered_json();
+  j["needs_by_category"] = categories_json(a.needs_by_category);
+  j["needs_iteration_time_s"] = a.needs_time_s;
+  j["needs_policy"] = a.needs_policy;
+  j["needs_point"] = a.needs_point;
+  ordered_json exceeding = ordered_json::array();
+  for (Category c : a.exceeding) exceeding.push_back(to_string(c));
+  j["exceeding_categories"] = exceeding;
+  j["model_state_bytes"] = a.model_state_bytes;
+  ordered_json fits = ordered_json::array();
+  for (const FitAdvice& f : a.fits)
+    fits.push_back({{"change", f.change},
+                    {"policy", f.policy},
+                    {"batch", f.batch ? ordered_json(f.batch) : ordered_json()},
+                    {"first_fail", f.first_fail ? ordered_json(f.first_fail) : ordered_json()},
+                    {"iteration_time_s", f.iteration_time_s},
+                    {"slowdown", f.slowdown > 0 ? ordered_json(f.slowdown) : ordered_json()},
+                    {"point", f.point}});
+  j["would_fit"] = fits;
+  ordered_json tried = ordered_json::array();
+  for (const auto& t : a.tried)
+    tried.push_back({{"policy", t.policy}, {"status", t.status}, {"iteration_time_s", t.iteration_time_s}});
+  j["policies_tried"] = tried;
+  j["notes"] = a.notes;
+  return j;
+}
+
 // What was running at the tier's peak and its largest live buffers (peak.csv has them all).
 void add_peak_json(ordered_json& tj, const PeakReport& p) {
   tj["peak_op"] = p.op_name.empty() ? ordered_json()
@@ -45,6 +74,68 @@ void add_peak_json(ordered_json& tj, const PeakReport& p) {
   }
   tj["peak_buffers"] = largest;
   tj["peak_live_buffers"] = p.live.size();
+}
+
+std::string category_words(Category c) {
+  switch (c) {
+    case Category::activation: return "activations";
+    case Category::activation_grad: return "activation grads";
+    case Category::weight: return "weights";
+    case Category::gradient: return "gradients";
+    case Category::optimizer_state: return "optimizer state";
+    case Category::input: return "inputs";
+    case Category::workspace: return "workspace";
+    case Category::other: return "other";
+  }
+  return "other";
+}
+
+// What it would take to fit (memsim run's advice after an oom), as terminal rows.
+std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oom, std::uint64_t capacity) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  if (!oom.advice) return rows;
+  const OomAdvice& a = *oom.advice;
+  if (a.needs_bytes > 0) {
+    std::string why;
+    for (Category c : a.exceeding)
+      why += fmt::format("{}{} {}", why.empty() ? "" : ", ", category_words(c),
+                         format_bytes(a.needs_by_category[static_cast<int>(c)]));
+    if (!why.empty())
+      why = fmt::format(": {} alone {} more than the {}", why, a.exceeding.size() == 1 ? "is" : "are each",
+                        format_bytes(capacity));
+    else if (a.model_state_bytes > capacity)
+      why = fmt::format(": the model state alone (weights, gradients, optimizer state) is {}",
+                        format_bytes(a.model_state_bytes));
+    else
+      why = fmt::format(" (model state {}, activations {})", format_bytes(a.model_state_bytes),
+                        format_bytes(a.needs_by_category[static_cast<int>(Category::activation)]));
+    rows.emplace_back("needs", fmt::format("{} at the peak with enough memory (policy {}), {} here{}",
+                                           format_bytes(a.needs_bytes), a.needs_policy,
+                                           format_bytes(capacity), why));
+  }
+  bool first = true;
+  for (const FitAdvice& f : a.fits) {
+    std::string text;
+    if (f.change == "batch")
+      text = fmt::format("batch {} (policy {}; {} does not): {}, {}/", f.batch, f.policy,
+                         f.first_fail ? std::to_string(f.first_fail) : std::string("a larger one"),
+                         format_seconds(f.iteration_time_s), f.point);
+    else
+      text = fmt::format("policy {}{}: {}{}, {}/", f.policy, f.batch ? fmt::format(" at batch {}", f.batch) : "",
+                         format_seconds(f.iteration_time_s),
+                         f.slowdown > 0 ? fmt::format(", {:.2f}x the time with enough memory", f.slowdown) : "",
+                         f.point);
+    rows.emplace_back(first ? "would fit" : "", text);
+    first = false;
+  }
+  if (a.fits.empty()) rows.emplace_back("would fit", "nothing tried fits");
+  std::size_t fitting = 0;
+  for (const auto& t : a.tried) fitting += t.status == "ok";
+  if (!a.tried.empty())
+    rows.emplace_back("", fmt::format("{} of {} other policies fit at this batch (summary.json: oom.advice)",
+                                      fitting, a.tried.size()));
+  for (const std::string& n : a.notes) rows.emplace_back("", n);
+  return rows;
 }
 
 // Shortest text that reads back as the same double.
@@ -66,6 +157,8 @@ std::string summary_json(const Summary& s) {
   j["stall_time_s"] = s.stall_time_s;
   j["recompute_time_s"] = s.recompute_time_s;
   j["host_compute_time_s"] = s.host_compute_time_s;
+  j["exposed_host_time_s"] = s.exposed_host_time_s;
+  j["idle_time_s"] = s.idle_time_s;
   j["transfer_time_s"] = s.transfer_time_s;
   j["swap_out_bytes"] = s.swap_out_bytes;
   j["swap_in_bytes"] = s.swap_in_bytes;
@@ -115,6 +208,7 @@ std::string summary_json(const Summary& s) {
                 {"largest_free_block_bytes", o.largest_free_block},
                 {"reason", o.reason.empty() ? std::string("the tier is full") : o.reason},
                 {"largest_live_buffers", live}};
+    if (o.advice) j["oom"]["advice"] = advice_json(*o.advice);
   }
   return j.dump(2) + "\n";
 }
@@ -203,18 +297,24 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
     if (!o.reason.empty()) row("", o.reason);
     for (const auto& b : o.largest_live)
       row("", fmt::format("{:>10}  {} ({})", format_bytes(b.bytes), b.name, to_string(b.category)));
+    for (const auto& [label, text] : advice_rows(o, o.capacity_bytes)) row(label, text);
   }
   const double slower = s.compute_time_s > 0
                             ? 100.0 * (s.iteration_time_s - s.compute_time_s) / s.compute_time_s
                             : 0.0;
+  // The terms add up to the iteration time: host and idle are shown when there are any.
+  std::string terms = fmt::format("compute {}", format_seconds(s.compute_time_s));
+  if (s.exposed_host_time_s > 0) terms += fmt::format(" + host {}", format_seconds(s.exposed_host_time_s));
+  terms += fmt::format(" + stall {} + recompute {}", format_seconds(s.stall_time_s),
+                       format_seconds(s.recompute_time_s));
+  if (s.idle_time_s > 0) terms += fmt::format(" + idle {}", format_seconds(s.idle_time_s));
   row("iteration",
-      fmt::format("{} = compute {} + stall {} + recompute {}{}", format_seconds(s.iteration_time_s),
-                  format_seconds(s.compute_time_s), format_seconds(s.stall_time_s),
-                  format_seconds(s.recompute_time_s),
+      fmt::format("{} = {}{}", format_seconds(s.iteration_time_s), terms,
                   s.status == "ok" ? fmt::format("   ({:.1f}% slower than with enough memory)", slower)
                                    : std::string("   (stopped at the OOM)")));
   if (s.host_compute_time_s > 0)
-    row("host", fmt::format("CPU computed {} (offloaded ops)", format_seconds(s.host_compute_time_s)));
+    row("host", fmt::format("CPU computed {} (offloaded ops), {} of it while the accelerator waited",
+                            format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
   for (const auto& t : s.tiers) {
     const TierUsage& u = t.usage;
     if (t.role == "compute") {

@@ -107,6 +107,7 @@ PointResult PointStore::get(const ResolvedRun& run) {
     if (auto it = done_.find(run.id); it != done_.end()) {
       PointResult r = it->second;
       r.ran = false;
+      if (on_result_) on_result_(run, r);
       return r;
     }
     if (!in_flight_.count(run.id)) break;
@@ -126,6 +127,7 @@ PointResult PointStore::get(const ResolvedRun& run) {
   in_flight_.erase(run.id);
   if (r.status != "interrupted") done_[run.id] = r;
   changed_.notify_all();
+  if (on_result_) on_result_(run, r);
   return r;
 }
 
@@ -140,6 +142,7 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
   std::vector<std::string> args = run.request.run_args();
   args.push_back("--out");
   args.push_back(dir);
+  args.push_back("--no-advice");  // a point that runs out of memory is an answer, not a question
   std::string command = "memsim";
   json sets = json::array();
   for (std::size_t i = 0; i < args.size(); ++i) {
