@@ -101,8 +101,7 @@ std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oo
       why += fmt::format("{}{} {}", why.empty() ? "" : ", ", category_words(c),
                          format_bytes(a.needs_by_category[static_cast<int>(c)]));
     if (!why.empty())
-      why = fmt::format(": {} alone {} more than the {}", why, a.exceeding.size() == 1 ? "is" : "are each",
-                        format_bytes(capacity));
+      why = "; alone more than that: " + why;
     else if (a.model_state_bytes > capacity)
       why = fmt::format(": the model state alone (weights, gradients, optimizer state) is {}",
                         format_bytes(a.model_state_bytes));

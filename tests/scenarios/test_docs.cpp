@@ -83,3 +83,24 @@ TEST(Docs, PlatformExampleIsAValidPlatform) {
   fs::remove(file);
   fs::remove_all(file.string() + ".out");
 }
+
+// The sample output of README's tour is what `make run` prints now (its --out folder named
+// out, as make run names it).
+TEST(Docs, ReadmeSampleOutputIsTheDefaultRun) {
+  const std::string readme = slurp(std::string(MEMSIM_SOURCE_DIR) + "/README.md");
+  const std::string intro = "`make run` prints the verdict first";
+  auto at = readme.find(intro);
+  ASSERT_NE(at, std::string::npos) << "README.md has no line starting with " << intro;
+  at = readme.find("\n\n", at) + 2;
+  std::string sample;
+  std::istringstream lines(readme.substr(at));
+  for (std::string line; std::getline(lines, line) && line.starts_with("    ");) sample += line.substr(4) + "\n";
+  ASSERT_FALSE(sample.empty());
+  const std::string out = std::string(::testing::TempDir()) + "memsim_readme_sample_" + std::to_string(::getpid());
+  CliResult r = run_memsim("run --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string printed = r.out;
+  for (std::size_t p; (p = printed.find(out)) != std::string::npos;) printed.replace(p, out.size(), "out");
+  EXPECT_EQ(sample, printed) << "update README.md's sample output to what `memsim run --out out` prints";
+  fs::remove_all(out);
+}
