@@ -8,6 +8,7 @@
 #include <set>
 #include <algorithm>
 #include <sstream>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include "sim/core/error.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
+#include "sim/core/suggest.h"
 #include "sim/core/units.h"
 #include "sim/engine/engine.h"
 #include "sim/exec/replay.h"
@@ -72,6 +74,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   } else if (positional.size() >= 2) {
     device = positional[0];
     workloads.assign(positional.begin() + 1, positional.end());
+    if (positional.size() == 2 && !names_a_platform(positional[0]) && names_a_platform(positional[1]))
+      throw UsageError(fmt::format("run {} {}: the device comes first: memsim run {} {}", positional[0],
+                                   positional[1], positional[1], positional[0]));
   }
   const auto overrides = parse_overrides(sets);
   PlatformSpec platform = load_platform_arg(device, overrides);
@@ -410,27 +415,72 @@ void print_params(const std::vector<ParamSpec>& params) {
                                              : std::string(" (required)"));
 }
 
-int cmd_list() {
-  std::cout << "policies (--policy NAME, parameters with --set policy.KEY=VALUE):\n";
-  for (const auto& p : builtin_policies()) {
-    std::cout << fmt::format("  {:<18} {}\n", p.name, p.description);
-    print_params(p.params);
+ordered_json params_json(const std::vector<ParamSpec>& params) {
+  ordered_json j = ordered_json::array();
+  for (const auto& p : params)
+    j.push_back({{"name", p.name}, {"description", p.description},
+                 {"default", p.default_value ? ordered_json(*p.default_value) : ordered_json()},
+                 {"required", !p.default_value}});
+  return j;
+}
+
+const std::vector<std::string> kListed = {"policies", "allocators", "models", "presets"};
+
+// `memsim list [WHAT] [--json]`: every registered policy, allocator and model with its
+// parameters, and the built-in presets; WHAT picks one of them.
+int cmd_list(const std::string& what, bool json) {
+  if (!what.empty() && std::find(kListed.begin(), kListed.end(), what) == kListed.end())
+    throw UsageError(fmt::format("list {}: expected one of {}{}", what, fmt::join(kListed, ", "),
+                                 did_you_mean(what, kListed)));
+  auto wanted = [&](const char* part) { return what.empty() || what == part; };
+  struct Group {
+    const char* key;
+    const char* heading;
+    std::vector<std::tuple<std::string, std::string, std::vector<ParamSpec>>> items;
+  };
+  std::vector<Group> groups;
+  if (wanted("policies")) {
+    groups.push_back({"policies", "policies (--policy NAME, parameters with --set policy.KEY=VALUE):", {}});
+    for (const auto& p : builtin_policies()) groups.back().items.emplace_back(p.name, p.description, p.params);
   }
-  std::cout << "\nallocators (a tier's allocator:, parameters as keys of the tier):\n";
-  for (const auto& a : builtin_allocators()) {
-    std::cout << fmt::format("  {:<18} {}\n", a.name, a.description);
-    print_params(a.params);
+  if (wanted("allocators")) {
+    groups.push_back({"allocators", "allocators (a tier's allocator:, parameters as keys of the tier):", {}});
+    for (const auto& a : builtin_allocators()) groups.back().items.emplace_back(a.name, a.description, a.params);
   }
-  std::cout << "\nmodels (a workload spec's model:, parameters with --set workload.KEY=VALUE):\n";
-  for (const auto& m : builtin_models()) {
-    std::cout << fmt::format("  {:<18} {}\n", m.name, m.description);
-    print_params(m.params);
+  if (wanted("models")) {
+    groups.push_back({"models", "models (a workload spec's model:, parameters with --set workload.KEY=VALUE):", {}});
+    for (const auto& m : builtin_models()) groups.back().items.emplace_back(m.name, m.description, m.params);
   }
-  std::cout << "\nbuilt-in devices:   ";
-  for (const auto& n : preset_names("configs/devices")) std::cout << n << " ";
-  std::cout << "\nbuilt-in workloads: ";
-  for (const auto& n : preset_names("workloads")) std::cout << n << " ";
-  std::cout << "\n";
+  const auto devices = preset_names("configs/devices");
+  const auto workloads = preset_names("workloads");
+  if (json) {
+    ordered_json j;
+    for (const Group& g : groups) {
+      ordered_json items = ordered_json::array();
+      for (const auto& [name, description, params] : g.items)
+        items.push_back({{"name", name}, {"description", description}, {"params", params_json(params)}});
+      j[g.key] = items;
+    }
+    if (wanted("presets")) j["presets"] = {{"devices", devices}, {"workloads", workloads}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  bool first = true;
+  for (const Group& g : groups) {
+    std::cout << (first ? "" : "\n") << g.heading << "\n";
+    first = false;
+    for (const auto& [name, description, params] : g.items) {
+      std::cout << fmt::format("  {:<18} {}\n", name, description);
+      print_params(params);
+    }
+  }
+  if (wanted("presets")) {
+    std::cout << (first ? "" : "\n") << "built-in devices:   ";
+    for (const auto& n : devices) std::cout << n << " ";
+    std::cout << "\nbuilt-in workloads: ";
+    for (const auto& n : workloads) std::cout << n << " ";
+    std::cout << "\n";
+  }
   return 0;
 }
 
@@ -450,7 +500,7 @@ int cli_main(int argc, char** argv) {
                   "[DEVICE] [WORKLOAD]: files or built-in presets (default: a100-40gb resnet50)");
   run->add_option("--policy", policy, "policy name or policy YAML (default none; see `memsim list`)");
   run->add_option("--set", sets, "override a value: workload.batch=128, policy.KEY=V, gpu0.hbm.capacity=12GiB");
-  run->add_option("--out", out_dir, "output folder (default out)");
+  run->add_option("-o,--out", out_dir, "output folder (default out)");
   run->add_flag("--json", json, "print summary.json instead of the table");
   bool events = false;
   std::size_t max_events = kDefaultMaxTraceEvents;
@@ -502,7 +552,7 @@ int cli_main(int argc, char** argv) {
 
   auto* trace = app.add_subcommand("trace", "write a workload's trace in the native JSON format");
   trace->add_option("workload", target, "WORKLOAD (file or built-in preset)")->required();
-  trace->add_option("-o,--output", out_file, "output file ('-' for stdout)")->required();
+  trace->add_option("-o,--out,--output", out_file, "output file ('-' for stdout)")->required();
   trace->add_option("--set", sets, "override a workload value: workload.batch=8");
   import_options(trace);
 
@@ -515,16 +565,30 @@ int cli_main(int argc, char** argv) {
                     "one or more traces whose ops carry measured durations (fitted together)")
       ->required();
   calib->add_option("--device-name", calib_name, "which device of the platform (default: the first compute device)");
-  calib->add_option("-o,--output", out_file, "write the platform with the fitted efficiencies here");
+  calib->add_option("-o,--out,--output", out_file, "write the platform with the fitted efficiencies here");
   std::string calib_residuals = "absolute";
   calib->add_option("--residuals", calib_residuals,
                     "relative: every op counts alike; absolute: errors in seconds, so long ops count "
                     "more (for the step's time), with efficiencies held in (0, 1] (default absolute)")
       ->check(CLI::IsMember({"relative", "absolute"}));
 
-  app.add_subcommand("list", "list policies, allocators, models and built-in presets");
+  std::string list_what;
+  auto* list = app.add_subcommand("list", "list policies, allocators, models and built-in presets");
+  list->add_option("what", list_what, "one of policies, allocators, models, presets (default: all of them)");
+  list->add_flag("--json", json, "print JSON");
   const auto sweep_commands = add_sweep_commands(app);  // sweep, fit
 
+  // A mistyped command: CLI11 would take it for an argument and ask for a subcommand.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+      std::cerr << fmt::format("memsim: unknown command '{}'{} (commands: {}; memsim --help)\n", argv[1],
+                               did_you_mean(argv[1], commands), fmt::join(commands, ", "));
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -541,7 +605,8 @@ int cli_main(int argc, char** argv) {
     if (trace->parsed()) return cmd_trace(target, sets, out_file, import);
     if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
     if (auto code = sweep_commands->dispatch()) return *code;
-    return cmd_list();
+    if (list->parsed()) return cmd_list(list_what, json);
+    return 2;
   } catch (const UsageError& e) {
     std::cerr << "memsim: " << e.what() << "\n";
     return 2;

@@ -13,6 +13,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/paths.h"
+#include "sim/core/suggest.h"
 #include "sim/core/units.h"
 #include "sim/inputs/inputs.h"
 #include "sim/policy/policy.h"
@@ -131,7 +132,9 @@ int fit_command(const FitArgs& a) {
       const bool is_file = row.policy.ends_with(".yaml") || row.policy.ends_with(".yml") ||
                            path_exists(row.policy);
       if (!is_file && !find_policy(row.policy)) {
-        row.problem = fmt::format("no such policy (policies: {})", policy_list());
+        std::vector<std::string> names;
+        for (const auto& p : builtin_policies()) names.push_back(p.name);
+        row.problem = fmt::format("no such policy{} (policies: {})", did_you_mean(row.policy, names), policy_list());
         continue;
       }
       try {
@@ -237,7 +240,7 @@ class Commands : public SweepCommands {
     sweep_->add_option("file", sweep_opts_.file, "the sweep file (configs/sweeps/*.yaml)")->required();
     sweep_->add_flag("--list", sweep_opts_.list, "print the points and stop");
     sweep_->add_option("-j,--jobs", sweep_opts_.jobs, "points run at once (default: one per CPU)");
-    sweep_->add_option("--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
+    sweep_->add_option("-o,--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
     sweep_->add_flag("--force", sweep_opts_.force, "rerun points already finished");
     sweep_->add_option("--shard", shard_,
                        "I/N: run every N-th point from the I-th (default in a Slurm array job: "
@@ -259,7 +262,7 @@ class Commands : public SweepCommands {
     fit_->add_option("--max", fit_args_.options.max, "the largest value tried (default 1000000)");
     fit_->add_option("--set", fit_args_.sets, "override a value, as for run");
     fit_->add_option("-j,--jobs", fit_args_.jobs, "policies fitted at once (default: one per CPU)");
-    fit_->add_option("--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
+    fit_->add_option("-o,--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
     fit_->add_flag("--force", fit_args_.force, "rerun instead of reusing earlier runs");
     fit_->add_flag("--json", fit_args_.json, "print JSON");
   }

@@ -140,9 +140,9 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
   fs::remove(dir + "/error.json", ec);
 
   std::vector<std::string> args = run.request.run_args();
+  args.push_back("--no-advice");  // a point that runs out of memory is an answer, not a question
   args.push_back("--out");
   args.push_back(dir);
-  args.push_back("--no-advice");  // a point that runs out of memory is an answer, not a question
   std::string command = "memsim";
   json sets = json::array();
   for (std::size_t i = 0; i < args.size(); ++i) {

@@ -96,11 +96,14 @@ TEST(Docs, ReadmeSampleOutputIsTheDefaultRun) {
   std::istringstream lines(readme.substr(at));
   for (std::string line; std::getline(lines, line) && line.starts_with("    ");) sample += line.substr(4) + "\n";
   ASSERT_FALSE(sample.empty());
-  const std::string out = std::string(::testing::TempDir()) + "memsim_readme_sample_" + std::to_string(::getpid());
-  CliResult r = run_memsim("run --out " + out);
-  ASSERT_EQ(r.exit_code, 0) << r.err;
-  std::string printed = r.out;
-  for (std::size_t p; (p = printed.find(out)) != std::string::npos;) printed.replace(p, out.size(), "out");
+  const fs::path dir = fs::path(::testing::TempDir()) / ("memsim_readme_sample_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string printed;
+  FILE* p = popen(("cd '" + dir.string() + "' && '" + MEMSIM_BINARY + "' run --out out").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf;
+  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) printed.append(buf.data(), n);
+  EXPECT_EQ(pclose(p), 0);
   EXPECT_EQ(sample, printed) << "update README.md's sample output to what `memsim run --out out` prints";
-  fs::remove_all(out);
+  fs::remove_all(dir);
 }
