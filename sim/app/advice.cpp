@@ -89,8 +89,8 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
   for (const Override& o : request.overrides)
     if (o.target != "policy") shared.push_back(o);
 
-  // 1. The peak with enough memory: the same run with the tier four times the size of all
-  // its buffers and workspace could need (a budget, a cap below, stays; then policy none).
+  // 1. The peak with enough memory: the same run with the tier 64 times what it may hold.
+  // A budget still caps it; when that run still runs out, policy none (no budget) answers.
   {
     const std::uint64_t big = std::max<std::uint64_t>(oom.capacity_bytes, 1) * 64;
     auto roomy = [&](RunRequest r) {
