@@ -2,9 +2,13 @@
 policy that fit, each verified by the run it quotes; `memsim fit` records each probe's
 peak and says why a search ends at 0."""
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
-from conftest import memsim
+import pytest
+
+from conftest import memsim, memsim_binary
 
 
 def point_summary(point):
@@ -74,3 +78,18 @@ def test_fit_says_why_it_ends_at_zero(tmp_path):
     r = memsim("fit", "a100-80gb", "llama-7b", "--out", tmp_path / "fit")
     assert "none: 0 because the model state alone is " in r.stdout
     assert "more than gpu0.hbm's 80 GiB" in r.stdout
+
+
+@pytest.mark.skipif(shutil.which("script") is None, reason="util-linux's script is not installed")
+def test_progress_only_on_a_terminal(tmp_path):
+    """fit and the advice say how far they are on a terminal (under `script`, a pseudo-
+    terminal), and nothing on a pipe."""
+    binary = memsim_binary()
+    for args, line in ((f"fit v100-16gb resnet50 --out {tmp_path}/fit", "memsim fit: run 1 (none at batch 1: ok)"),
+                       (f"run v100-16gb resnet50 --set workload.batch=256 --out {tmp_path}/oom",
+                        "what would fit: run 1 (none at batch 256: ok)")):
+        tty = subprocess.run(["script", "-qec", f"{binary} {args} > /dev/null", "/dev/null"],
+                             capture_output=True, text=True)
+        assert line in tty.stdout.replace("\r", "\n"), tty.stdout
+        piped = memsim(*args.split(), "--force") if args.startswith("fit") else memsim(*args.split())
+        assert piped.stderr == ""
