@@ -41,6 +41,12 @@ sanitize: deps
 bench: build
 	./$(BUILD)/memsim_bench
 	./$(BUILD)/memsim_et_import_bench
+	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
+
+# Data-parallel scale: Llama 7B under ZeRO-3 on 8 to 1,024 H100s (wall time and memory).
+.PHONY: parallel-bench
+parallel-bench: build
+	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
 
 # The Pareto table of docs/policies.md: every policy on resnet50 and bert-base (a few
 # minutes: checkmate takes up to its time limit per point).

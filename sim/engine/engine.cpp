@@ -13,6 +13,7 @@
 
 #include "sim/core/error.h"
 #include "sim/cost/cost_model.h"
+#include "sim/engine/collectives.h"
 #include "sim/engine/sg_platform.h"
 #include "sim/engine/tally.h"
 #include "sim/exec/residency.h"
@@ -49,6 +50,32 @@ struct OomSite {
   }
 };
 
+// Per tier: the reserved bytes of the devices that run ops of `trace` (the CUDA context, and
+// NCCL's buffers where the step communicates).
+std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const Trace& trace) {
+  std::vector<std::uint64_t> out(platform.tiers.size(), 0);
+  const auto devices = platform.compute_devices();
+  const bool communicates = trace.communicates();
+  std::vector<bool> runs(devices.size(), false);
+  for (const Op& op : trace.ops)
+    if (op.device < runs.size()) runs[op.device] = true;
+  for (std::size_t k = 0; k < devices.size(); ++k)
+    if (runs[k]) {
+      const DeviceSpec& d = platform.devices[devices[k]];
+      out[*d.compute_tier] = d.reserved_bytes(communicates);
+    }
+  return out;
+}
+
+// The planners' caps leave the reserved bytes out (run.cpp); the allocators hold them too.
+std::vector<std::uint64_t> with_reserved(std::vector<std::uint64_t> caps,
+                                         const std::vector<std::uint64_t>& reserved,
+                                         const PlatformSpec& platform) {
+  for (std::size_t t = 0; t < caps.size(); ++t)
+    caps[t] = std::min(platform.tiers[t].capacity_bytes, caps[t] + reserved[t]);
+  return caps;
+}
+
 // The engine drives the residency machine (sim/exec/residency.h) with simulated time: it is
 // the machine's Memory, with allocators, copy engines and SimGrid's clock.
 class Simulation final : public RuntimeView, private exec::Memory {
@@ -60,7 +87,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
         runtime_(planned.hooks ? *planned.hooks : no_hooks_),
         recorder_(recorder),
         liveness_(ctx.liveness),
-        memory_(ctx.platform, ctx.trace, ctx.tier_caps),
+        reserved_(reserved_per_tier(ctx.platform, ctx.trace)),
+        memory_(ctx.platform, ctx.trace, with_reserved(ctx.tier_caps, reserved_, ctx.platform)),
         durations_(ctx.durations),
         compute_devices_(ctx.platform.op_devices()),
         accelerators_(ctx.platform.compute_devices().size()),
@@ -106,6 +134,15 @@ class Simulation final : public RuntimeView, private exec::Memory {
   void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
               bool recompute = false);
+  // Communication: which ops are collectives the engine runs over the network, and running
+  // one (every simulated member waits for the others, then the group's flows run).
+  void find_collectives();
+  std::vector<std::vector<std::size_t>> wanted_routes() const;
+  void run_collective(const Op& op, const exec::Site& site);
+  void count_route(std::size_t from, std::size_t to, std::uint64_t bytes);
+  std::uint32_t comm_stream(std::uint32_t device_slot) const {
+    return static_cast<std::uint32_t>(platform_.devices[compute_devices_[device_slot]].streams);
+  }
 
   // exec::Memory: the machine's driver.
   friend class exec::Residency<Simulation>;
@@ -158,6 +195,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   RuntimeHooks& runtime_;
   Recorder& recorder_;
   const Liveness& liveness_;
+  std::vector<std::uint64_t> reserved_;  // per tier: bytes outside the allocator (CUDA, NCCL)
   MemoryState memory_;
   const std::vector<double>& durations_;
   std::vector<std::size_t> compute_devices_;  // the devices ops name (op_devices): hosts last
@@ -171,6 +209,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr changed_;
   int waiters_ = 0;
+  std::uint64_t changes_ = 0;  // notify() calls so far
 
   OpId current_op_ = 0;
   // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
@@ -188,6 +227,24 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::vector<Action> hook_actions_;
   std::uint32_t max_streams_ = 1;
   Summary summary_;
+
+  struct Group {
+    std::vector<std::size_t> tiers;  // each rank's compute tier, in group order
+    std::uint32_t simulated = 0;     // ranks whose ops this run simulates
+    /// NCCL's rings, as orders of the group's positions: one within a node; across nodes
+    /// with g ranks on each, g rings, ring c entering every node at its c-th rank, so that
+    /// each ring crosses between nodes on its own NIC (rail) and each carries 1/g of the data.
+    std::vector<std::vector<std::uint32_t>> rings;
+  };
+  static constexpr std::uint32_t kNotCollective = 0xffffffffu;
+  std::vector<Group> groups_;
+  std::vector<std::uint32_t> collective_;  // per op: its group in groups_, or kNotCollective
+  struct Rendezvous {
+    std::uint32_t arrived = 0, left = 0;
+    bool done = false;
+  };
+  std::map<std::pair<std::uint32_t, std::uint64_t>, Rendezvous> rendezvous_;  // (group, k-th)
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> issued_;   // (group, device)
 };
 
 void Simulation::guarded(const std::function<void()>& body) {
@@ -211,7 +268,11 @@ void Simulation::split_plan() {
   for (const Step& step : plan_.steps) {
     if (step.kind == StepKind::compute) {
       const Op& op = trace_.ops.at(step.id);
-      current = &stream_of(op.device, op.stream);  // taken anew: streams_ may have grown
+      // A collective runs on its device's communication stream (NCCL's own), after the
+      // compute streams.
+      const std::uint32_t stream =
+          collective_[op.id] != kNotCollective ? comm_stream(op.device) : op.stream;
+      current = &stream_of(op.device, stream);  // taken anew: streams_ may have grown
     }
     current->steps.push_back(step);
   }
@@ -233,6 +294,12 @@ void Simulation::place_initial_buffers() {
                                     trace_.ops[trace_.buffers[p.buffer].producer].name));
     home[p.buffer] = p.tier;
   }
+  // Memory outside the allocator's use first: the CUDA context, NCCL's channel buffers.
+  for (std::size_t t = 0; t < reserved_.size(); ++t)
+    if (reserved_[t] > 0 && !memory_.allocate_anonymous(t, reserved_[t], Category::runtime, 0.0)) {
+      report_oom(t, reserved_[t], OomSite{OomSite::Kind::start});
+      return;
+    }
   for (const Buffer& b : trace_.buffers) {
     if (b.producer != kNoOp) continue;
     residency_.present_at_start(b.id);
@@ -265,12 +332,17 @@ void Simulation::flush() {
 }
 
 void Simulation::notify() {
+  ++changes_;
   if (waiters_ > 0) changed_->notify_all();
 }
 
 void Simulation::wait_for_change() {
+  // Flushing and taking the mutex may yield to other actors: a change made meanwhile is not
+  // waited for (a notify_all while this actor is not yet waiting would be lost).
+  const std::uint64_t seen = changes_;
   flush();
   std::unique_lock lock(*mutex_);
+  if (changes_ != seen) return;
   ++waiters_;
   changed_->wait(lock);
   --waiters_;
@@ -384,6 +456,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
       slot->acquire();
       const double t0 = now_s();
       const std::uint64_t bytes = trace_.buffers[b].bytes;
+      count_route(from, to, bytes);
       sg4::Comm::sendto(sg_.tier_hosts[from], sg_.tier_hosts[to], bytes);
       const double t1 = now_s();
       slot->release();
@@ -448,6 +521,10 @@ void Simulation::release_workspace(const Op&, const exec::Workspace& at) {
 }
 
 void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
+  if (collective_[op.id] != kNotCollective) {
+    run_collective(op, site);
+    return;
+  }
   const double t0 = now_s();
   if (can_defer())
     deferred_s_ += durations_[op.id];
@@ -456,6 +533,164 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   const double t1 = now_s();
   emit({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device, site.stream,
         op.id, kNoId, 0, kNoId, kNoId});
+}
+
+void Simulation::find_collectives() {
+  // A communication op whose group the trace defines, with every rank a compute device
+  // here, runs over the network; others (an imported group known only by name, a group
+  // larger than the platform) keep their modelled duration.
+  collective_.assign(trace_.ops.size(), kNotCollective);
+  std::map<std::string, std::uint32_t> index;
+  for (const ProcessGroup& g : trace_.groups) {
+    Group group;
+    bool placed = g.ranks.size() >= 2;
+    for (std::uint32_t r : g.ranks) {
+      if (r >= accelerators_) {
+        placed = false;
+        break;
+      }
+      group.tiers.push_back(*platform_.devices[compute_devices_[r]].compute_tier);
+    }
+    if (!placed) continue;
+    // Ranks per node, in group order.
+    std::vector<std::uint32_t> node_order;
+    std::map<std::uint32_t, std::vector<std::uint32_t>> by_node;
+    for (std::uint32_t i = 0; i < g.ranks.size(); ++i) {
+      const std::uint32_t node = platform_.devices[compute_devices_[g.ranks[i]]].node;
+      if (!by_node.count(node)) node_order.push_back(node);
+      by_node[node].push_back(i);
+    }
+    const std::size_t per_node = by_node.begin()->second.size();
+    bool even = by_node.size() > 1 && per_node > 1;
+    for (const auto& [node, members] : by_node) even &= members.size() == per_node;
+    const std::size_t rings = even ? per_node : 1;
+    for (std::size_t c = 0; c < rings; ++c) {
+      std::vector<std::uint32_t> ring;
+      if (!even) {
+        for (std::uint32_t i = 0; i < g.ranks.size(); ++i) ring.push_back(i);
+      } else {
+        for (std::uint32_t node : node_order) {
+          const auto& m = by_node[node];
+          for (std::size_t j = 0; j < m.size(); ++j) ring.push_back(m[(j + c) % m.size()]);
+        }
+      }
+      group.rings.push_back(std::move(ring));
+    }
+    index.emplace(g.name, static_cast<std::uint32_t>(groups_.size()));
+    groups_.push_back(std::move(group));
+  }
+  std::vector<std::vector<bool>> member(groups_.size(), std::vector<bool>(accelerators_, false));
+  for (const Op& op : trace_.ops) {
+    if (op.group.empty() || !is_communication_kind(op.kind)) continue;
+    auto it = index.find(op.group);
+    if (it == index.end()) continue;
+    collective_[op.id] = it->second;
+    if (op.device < accelerators_ && !member[it->second][op.device]) {
+      member[it->second][op.device] = true;
+      ++groups_[it->second].simulated;
+    }
+  }
+}
+
+std::vector<std::vector<std::size_t>> Simulation::wanted_routes() const {
+  // The routes a run can take: from and to every tier of a device that runs ops (copies),
+  // between the stores (NVMe to host memory), and between ring neighbours and all-to-all
+  // peers of the groups.
+  const std::size_t n = platform_.tiers.size();
+  std::vector<std::vector<bool>> want(n, std::vector<bool>(n, false));
+  std::vector<bool> runs(platform_.devices.size(), false);
+  for (const Op& op : trace_.ops)
+    if (op.device < compute_devices_.size()) runs[compute_devices_[op.device]] = true;
+  for (const Buffer& b : trace_.buffers)
+    if (b.device < compute_devices_.size()) runs[compute_devices_[b.device]] = true;
+  for (std::size_t d = 0; d < platform_.devices.size(); ++d) {
+    if (!runs[d]) continue;
+    for (std::size_t t : platform_.devices[d].tiers)
+      for (std::size_t u = 0; u < n; ++u) want[t][u] = want[u][t] = true;
+  }
+  for (std::size_t a = 0; a < n; ++a)
+    if (platform_.tiers[a].role == TierRole::offload)
+      for (std::size_t b = 0; b < n; ++b)
+        if (platform_.tiers[b].role == TierRole::offload) want[a][b] = true;
+  bool all_to_all = false;
+  for (const Op& op : trace_.ops) all_to_all |= collective_[op.id] != kNotCollective && op.kind == "all_to_all";
+  for (const Group& g : groups_) {
+    for (const auto& ring : g.rings)
+      for (std::size_t i = 0; i < ring.size(); ++i) {
+        const std::size_t a = g.tiers[ring[i]], b = g.tiers[ring[(i + 1) % ring.size()]];
+        want[a][b] = want[b][a] = true;  // both ways: reduce and broadcast run the chain back
+      }
+    for (std::size_t i = 1; i < g.tiers.size(); ++i)
+      want[g.tiers[0]][g.tiers[i]] = want[g.tiers[i]][g.tiers[0]] = true;  // scatter, gather, send
+    if (all_to_all)
+      for (std::size_t a : g.tiers)
+        for (std::size_t b : g.tiers) want[a][b] = true;
+  }
+  std::vector<std::vector<std::size_t>> out(n);
+  for (std::size_t a = 0; a < n; ++a)
+    for (std::size_t b = 0; b < n; ++b)
+      if (want[a][b] && a != b) out[a].push_back(b);
+  return out;
+}
+
+void Simulation::count_route(std::size_t from, std::size_t to, std::uint64_t bytes) {
+  for (const RouteElement& e : sg_.routes[from][to]->elements)
+    if (e.kind == RouteElement::Kind::link) tally_->on_link_bytes(e.index, e.forward, bytes);
+}
+
+void Simulation::run_collective(const Op& op, const exec::Site& site) {
+  flush();
+  const std::uint32_t g = collective_[op.id];
+  const Group& group = groups_[g];
+  const std::uint64_t k = issued_[{g, op.device}]++;
+  Rendezvous& rv = rendezvous_[{g, k}];
+  const double t0 = now_s();
+  if (++rv.arrived < group.simulated) {
+    // The others run it when the last member arrives: NCCL's kernel waits for its peers.
+    while (!rv.done && !stopped_) wait_for_change();
+  } else {
+    const auto n = static_cast<std::uint32_t>(group.tiers.size());
+    // Ring algorithms split the tensor over the group's rings; the others run once, in
+    // group order.
+    const bool ring = op.kind == "all_reduce" || op.kind == "all_gather" ||
+                      op.kind == "reduce_scatter" || op.kind == "barrier";
+    const std::size_t rings = ring ? group.rings.size() : 1;
+    const std::uint64_t per_ring = (op.message_bytes + rings - 1) / rings;
+    const CollectivePattern pattern = collective_pattern(op.kind, per_ring, n);
+    // The rings' flows between the same two tiers travel as one flow of their sum (NCCL's
+    // channels between two GPUs share that path): fewer SimGrid activities, whose cost grows
+    // faster than their number.
+    std::map<std::pair<std::size_t, std::size_t>, std::uint64_t> flows;
+    for (std::size_t c = 0; c < rings; ++c)
+      for (const Flow& f : pattern.flows) {
+        const auto& order = ring ? group.rings[c] : group.rings[0];
+        const std::size_t from = group.tiers[ring ? order[f.from] : f.from];
+        const std::size_t to = group.tiers[ring ? order[f.to] : f.to];
+        flows[{from, to}] += f.bytes;
+      }
+    std::vector<sg4::CommPtr> comms;
+    comms.reserve(flows.size());
+    double latency = 0;
+    for (const auto& [pair, bytes] : flows) {
+      const auto [from, to] = pair;
+      if (!sg_.routed[from][to])
+        throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
+                                     "group '{}'",
+                                     platform_.name, platform_.tiers[from].name,
+                                     platform_.tiers[to].name, op.kind, op.name, op.group));
+      latency = std::max(latency, sg_.routes[from][to]->latency_s);
+      count_route(from, to, bytes);
+      comms.push_back(sg4::Comm::sendto_async(sg_.tier_hosts[from], sg_.tier_hosts[to], bytes));
+    }
+    if (!comms.empty()) sg4::Comm::wait_all(comms);
+    // The algorithm's other latency-bound steps (see collectives.h).
+    if (pattern.steps > 1) sg4::this_actor::sleep_for((pattern.steps - 1) * latency);
+    rv.done = true;
+    notify();
+  }
+  emit({EventKind::comm, t0, now_s(), site.device, site.stream, op.id, kNoId, op.message_bytes,
+        kNoId, kNoId});
+  if (++rv.left == group.simulated) rendezvous_.erase({g, k});
 }
 
 void Simulation::evict(BufferId b, std::size_t to) {
@@ -532,11 +767,15 @@ Summary Simulation::run() {
   // share (two GPUs copying in through different PCIe switches: one ran at host-memory
   // speed). Recomputing the sharing in full keeps every flow within its links.
   engine.set_config("network/optim:Full");
-  sg_ = build_sg_platform(platform_);
+  find_collectives();
+  const auto wanted = wanted_routes();
+  sg_ = build_sg_platform(platform_, &wanted);
   mutex_ = sg4::Mutex::create();
   changed_ = sg4::ConditionVariable::create();
   for (std::size_t d : compute_devices_)
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
+  for (const Op& op : trace_.ops)
+    max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op.device) : op.stream) + 1);
   tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
   split_plan();
   residency_.set_several_streams(streams_.size() > 1);
@@ -552,7 +791,7 @@ Summary Simulation::run() {
   summary_.iteration_time_s = sg4::Engine::get_clock();
   // The accelerator stream that computed longest speaks for the step (with one stream: that
   // stream); a host's offloaded work shows in the iteration time, not here.
-  tally_->fill(summary_, platform_, summary_.iteration_time_s);
+  tally_->fill(summary_, platform_);
   summary_.workload = trace_.name;
   summary_.description = trace_.description;
   summary_.platform = platform_.name;

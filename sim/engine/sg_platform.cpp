@@ -6,7 +6,8 @@ namespace sg4 = simgrid::s4u;
 
 namespace memsim {
 
-SgPlatform build_sg_platform(const PlatformSpec& platform) {
+SgPlatform build_sg_platform(const PlatformSpec& platform,
+                             const std::vector<std::vector<std::size_t>>* wanted) {
   SgPlatform sg;
   auto* zone = sg4::create_full_zone(platform.name.empty() ? "platform" : platform.name);
   for (const auto& d : platform.devices) sg.device_hosts.push_back(zone->create_host(d.name, kHostSpeed));
@@ -30,7 +31,8 @@ SgPlatform build_sg_platform(const PlatformSpec& platform) {
   }
   const std::size_t n_tiers = platform.tiers.size();
   sg.routed.assign(n_tiers, std::vector<bool>(n_tiers, false));
-  const RouteTable routes = compute_routes(platform);
+  sg.routes = compute_routes(platform, wanted);
+  const RouteTable& routes = sg.routes;
   for (std::size_t src = 0; src < n_tiers; ++src)
     for (std::size_t dst = 0; dst < n_tiers; ++dst) {
       if (!routes[src][dst]) continue;

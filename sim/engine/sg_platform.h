@@ -9,6 +9,7 @@
 #include <simgrid/s4u.hpp>
 
 #include "sim/platform/platform.h"
+#include "sim/platform/routes.h"
 
 namespace memsim {
 
@@ -20,10 +21,13 @@ struct SgPlatform {
   std::vector<simgrid::s4u::Host*> device_hosts;  // by platform device index
   std::vector<simgrid::s4u::Host*> tier_hosts;    // by tier index
   std::vector<std::vector<bool>> routed;          // tier x tier: a route exists
+  RouteTable routes;                              // what each route crosses (link traffic)
   std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines
 };
 
-/// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist).
-SgPlatform build_sg_platform(const PlatformSpec& platform);
+/// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist): the
+/// routes `wanted` lists (compute_routes), or all of them.
+SgPlatform build_sg_platform(const PlatformSpec& platform,
+                             const std::vector<std::vector<std::size_t>>* wanted = nullptr);
 
 }  // namespace memsim

@@ -2,10 +2,65 @@
 
 #include <algorithm>
 
+#include "sim/engine/collectives.h"
+
 namespace memsim {
 
 Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams)
-    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams) {}
+    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams) {
+  for (const Op& op : trace.ops)
+    if (is_communication_kind(op.kind)) communicates_ = true;
+  if (communicates_) {
+    computing_.resize(devices);
+    communicating_.resize(devices);
+  }
+}
+
+void Tally::on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes) {
+  if (link >= link_bytes_.size()) link_bytes_.resize(link + 1, {0, 0});
+  link_bytes_[link][forward ? 0 : 1] += bytes;
+}
+
+namespace {
+
+// Sorted, merged intervals.
+std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
+  std::sort(v.begin(), v.end());
+  std::vector<std::pair<double, double>> out;
+  for (const auto& iv : v) {
+    if (iv.second <= iv.first) continue;
+    if (!out.empty() && iv.first <= out.back().second)
+      out.back().second = std::max(out.back().second, iv.second);
+    else
+      out.push_back(iv);
+  }
+  return out;
+}
+
+double length(const std::vector<std::pair<double, double>>& v) {
+  double sum = 0;
+  for (const auto& [a, b] : v) sum += b - a;
+  return sum;
+}
+
+// The length of a's intervals that no interval of b covers (both merged).
+double uncovered(const std::vector<std::pair<double, double>>& a,
+                 const std::vector<std::pair<double, double>>& b) {
+  double sum = 0;
+  std::size_t j = 0;
+  for (auto [lo, hi] : a) {
+    while (j < b.size() && b[j].second <= lo) ++j;
+    double at = lo;
+    for (std::size_t k = j; k < b.size() && b[k].first < hi; ++k) {
+      if (b[k].first > at) sum += b[k].first - at;
+      at = std::max(at, b[k].second);
+    }
+    if (hi > at) sum += hi - at;
+  }
+  return sum;
+}
+
+}  // namespace
 
 void Tally::on_event(const Event& e) {
   const double d = e.end_s - e.start_s;
@@ -17,6 +72,7 @@ void Tally::on_event(const Event& e) {
       b.compute_s += d;
       b.work.emplace_back(e.start_s, e.end_s);
       ++ops_run_;
+      if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
       break;
     }
     case EventKind::recompute: {
@@ -25,6 +81,18 @@ void Tally::on_event(const Event& e) {
       b.recompute_s += d;
       b.work.emplace_back(e.start_s, e.end_s);
       recompute_flops_ += op.flops;
+      if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
+      break;
+    }
+    case EventKind::comm: {
+      const Op& op = trace_.ops[e.op];
+      communicating_[op.device].emplace_back(e.start_s, e.end_s);
+      ++ops_run_;
+      if (op.device == 0) {
+        auto& [count, bytes] = collectives_[op.kind];
+        ++count;
+        bytes += op.message_bytes;
+      }
       break;
     }
     case EventKind::stall: {
@@ -45,45 +113,9 @@ void Tally::on_event(const Event& e) {
   }
 }
 
-namespace {
-
-using Spans = std::vector<std::pair<double, double>>;
-
-// The union of `spans`, sorted and without overlaps.
-Spans merged(Spans spans) {
-  std::sort(spans.begin(), spans.end());
-  Spans out;
-  for (const auto& [a, b] : spans) {
-    if (b <= a) continue;
-    if (!out.empty() && a <= out.back().second)
-      out.back().second = std::max(out.back().second, b);
-    else
-      out.emplace_back(a, b);
-  }
-  return out;
-}
-
-// How long `spans` (merged) cover outside `busy` (merged) within [0, end].
-double outside(const Spans& spans, const Spans& busy, double end) {
-  double total = 0;
-  std::size_t k = 0;
-  for (auto [a, b] : spans) {
-    b = std::min(b, end);
-    double at = a;
-    while (k < busy.size() && busy[k].second <= at) ++k;
-    for (std::size_t j = k; j < busy.size() && busy[j].first < b && at < b; ++j) {
-      if (busy[j].first > at) total += busy[j].first - at;
-      at = std::max(at, busy[j].second);
-    }
-    if (at < b) total += b - at;
-  }
-  return total;
-}
-
-}  // namespace
-
-void Tally::fill(Summary& s, const PlatformSpec& platform, double iteration_time_s) const {
+void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   const Busy* speaker = nullptr;
+  std::size_t speaker_device = 0;
   for (std::size_t i = 0; i < accelerators_ * streams_; ++i)
     if (const Busy& b = busy_[i]; b.compute_s > s.compute_time_s ||
         (b.compute_s == s.compute_time_s && b.stall_s > s.stall_time_s)) {
@@ -91,24 +123,50 @@ void Tally::fill(Summary& s, const PlatformSpec& platform, double iteration_time
       s.stall_time_s = b.stall_s;
       s.recompute_time_s = b.recompute_s;
       speaker = &b;
+      speaker_device = i / streams_;
     }
-  Spans host;
+  std::vector<std::pair<double, double>> host;
   for (std::size_t i = accelerators_ * streams_; i < busy_.size(); ++i) {
     s.host_compute_time_s += busy_[i].compute_s;
     host.insert(host.end(), busy_[i].work.begin(), busy_[i].work.end());
   }
-  // The rest of the step on the stream that speaks: host compute it waited through, then
-  // idle (waiting for a copy or another device without a stall, or done before the end).
-  const double rest = iteration_time_s - s.compute_time_s - s.stall_time_s - s.recompute_time_s;
-  if (speaker && rest > 1e-9 * iteration_time_s) {  // not a rounding error of the sum
-    Spans busy = speaker->work;
-    busy.insert(busy.end(), speaker->stalls.begin(), speaker->stalls.end());
-    s.exposed_host_time_s = std::min(rest, outside(merged(host), merged(busy), iteration_time_s));
-    s.idle_time_s = rest - s.exposed_host_time_s;
-  }
   for (const auto& [tiers, moved] : traffic_)
     s.traffic.push_back({platform.tiers[tiers.first].name, platform.tiers[tiers.second].name,
                          moved.first, moved.second});
+  if (communicates_)
+    for (std::size_t d = 0; d < accelerators_; ++d) {
+      const auto comm = merged(communicating_[d]);
+      const double busy_s = length(comm);
+      const double exposed = uncovered(comm, merged(computing_[d]));
+      if (busy_s > s.comm_time_s || (busy_s == s.comm_time_s && exposed > s.exposed_comm_time_s)) {
+        s.comm_time_s = busy_s;
+        s.exposed_comm_time_s = exposed;
+      }
+    }
+  // The rest of the step on the stream that speaks: exposed communication, host compute it
+  // waited through (outside its own work, stalls and communication), then idle (waiting for
+  // a copy or another device without a stall, or done before the end).
+  const double rest = s.iteration_time_s - s.compute_time_s - s.stall_time_s - s.recompute_time_s -
+                      s.exposed_comm_time_s;
+  if (speaker && rest > 1e-9 * s.iteration_time_s) {  // not a rounding error of the sum
+    std::vector<std::pair<double, double>> waited = speaker->work;
+    waited.insert(waited.end(), speaker->stalls.begin(), speaker->stalls.end());
+    if (communicates_)
+      waited.insert(waited.end(), communicating_[speaker_device].begin(), communicating_[speaker_device].end());
+    s.exposed_host_time_s = std::min(rest, uncovered(merged(host), merged(waited)));
+    s.idle_time_s = rest - s.exposed_host_time_s;
+  }
+  for (const auto& [kind, sent] : collectives_) s.collectives.push_back({kind, sent.first, sent.second});
+  for (std::size_t l = 0; l < link_bytes_.size() && l < platform.links.size(); ++l) {
+    const auto& [fwd, bwd] = link_bytes_[l];
+    if (fwd == 0 && bwd == 0) continue;
+    const LinkSpec& spec = platform.links[l];
+    LinkSummary ls{spec.name, spec.bandwidth_Bps, spec.full_duplex, fwd, bwd, 0};
+    const double carried = spec.full_duplex ? static_cast<double>(std::max(fwd, bwd))
+                                            : static_cast<double>(fwd + bwd);
+    if (s.iteration_time_s > 0) ls.utilisation = carried / (spec.bandwidth_Bps * s.iteration_time_s);
+    s.links.push_back(std::move(ls));
+  }
   s.swap_in_bytes = swap_in_bytes_;
   s.swap_out_bytes = swap_out_bytes_;
   s.transfer_time_s = transfer_time_s_;

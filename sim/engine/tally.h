@@ -5,7 +5,9 @@
 // The engine hands every event to the recorder and to the tally; at the end the tally fills
 // the summary's totals. No SimGrid here.
 #include <cstdint>
+#include <array>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,12 +25,15 @@ class Tally {
   Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams);
 
   void on_event(const Event& e);
+  /// Bytes that crossed link `link` in one direction (copies and collectives).
+  void on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes);
 
   /// The totals into `summary`: the accelerator stream that computed longest speaks for the
   /// step (compute, stall and recompute time); hosts' compute is host_compute_time_s, and the
-  /// rest of the step on that stream is split into host compute it waited through
-  /// (exposed_host_time_s) and idle time, so the iteration line adds up.
-  void fill(Summary& summary, const PlatformSpec& platform, double iteration_time_s) const;
+  /// rest of the step on that stream is split into exposed communication, host compute it
+  /// waited through (exposed_host_time_s) and idle time, so the iteration line adds up.
+  /// Reads summary.iteration_time_s.
+  void fill(Summary& summary, const PlatformSpec& platform) const;
 
  private:
   struct Busy {
@@ -39,6 +44,7 @@ class Tally {
     std::vector<std::pair<double, double>> stalls;  // when it stalled
   };
   Busy& busy(std::uint32_t device, std::uint32_t stream) { return busy_[device * streams_ + stream]; }
+  using Interval = std::pair<double, double>;
 
   const Trace& trace_;
   std::size_t accelerators_;
@@ -47,6 +53,12 @@ class Tally {
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<std::uint64_t, std::uint64_t>>
       traffic_;  // (from, to) tier -> (bytes, copies)
   std::uint64_t swap_in_bytes_ = 0, swap_out_bytes_ = 0, ops_run_ = 0;
+  // Communication: per compute device, when its compute streams worked and when it
+  // communicated (kept only when the step communicates), and per (kind) what rank 0 sent.
+  bool communicates_ = false;
+  std::vector<std::vector<Interval>> computing_, communicating_;
+  std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
+  std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward
   double transfer_time_s_ = 0, recompute_flops_ = 0;
 };
 

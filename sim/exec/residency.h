@@ -210,6 +210,13 @@ bool Residency<M>::make_resident(BufferId b, const Site& site, const Op& op) {
 template <class M>
 bool Residency<M>::run(const Op& op, const Site& site, bool recompute) {
   const OpId previous = memory_.enter(op, recompute);
+  // Ops on other streams it waits for, as a CUDA event makes it wait (never on a re-run).
+  if (!recompute)
+    for (OpId w : op.waits_for)
+      while (!op_done_[w]) {
+        if (memory_.stopped()) return false;
+        memory_.wait_for_change();
+      }
   for (BufferId b : op.reads()) {
     if (!make_resident(b, site, op)) return false;
     if (reads_) reads_->push_back(b);

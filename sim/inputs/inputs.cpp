@@ -48,6 +48,9 @@ Override parse_override(const std::string& text) {
   if ((head == "workload" || head == "policy" || head == "platform") && dot != std::string::npos) {
     o.target = head;
     o.key = key.substr(dot + 1);
+  } else if (head == "parallel" && dot != std::string::npos) {
+    o.target = "workload";  // the workload's parallel: section
+    o.key = key;
   } else {
     o.target = "platform";  // gpu0.hbm.capacity, pcie0.bandwidth
     o.key = key;

@@ -1,5 +1,9 @@
 #include "sim/platform/platform.h"
 
+#include <algorithm>
+#include <cctype>
+#include <map>
+
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
@@ -73,9 +77,9 @@ void load_efficiency_table(const ConfigNode& table, std::optional<double>& defau
   }
 }
 
-void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) {
+void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, std::uint32_t node) {
   n.allow_only({"kind", "compute", "launch_overhead", "streams", "copy_engines", "efficiency",
-                "memory_efficiency", "exchange", "tiers"});
+                "memory_efficiency", "exchange", "tiers", "reserved"});
   if (name.find('.') != std::string::npos) n.fail("a device name may not contain '.'");
   DeviceSpec d;
   d.name = name;
@@ -102,6 +106,9 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
     d.exchange_Bps = positive(x->at("bandwidth"), UnitKind::bandwidth);
     if (auto s = x->find("sync")) d.sync_s = s->as_unit(UnitKind::time);
   }
+  d.node = node;
+  if (auto r = n.find("reserved"))
+    for (const auto& [what, bytes] : r->entries()) d.reserved.emplace_back(what, bytes.as_bytes());
   auto tiers = n.at("tiers");
   if (tiers.entries().empty()) tiers.fail_expected("at least one tier");
   for (const auto& [tier_name, tier] : tiers.entries()) {
@@ -122,6 +129,16 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
     d.tiers.push_back(p.tiers.size());
     p.tiers.push_back(std::move(t));
   }
+  if (!d.reserved.empty()) {
+    if (!d.compute_tier) n.at("reserved").fail("only a device with a compute tier has reserved memory");
+    std::uint64_t sum = 0;
+    for (const auto& r : d.reserved) sum += r.second;
+    if (sum >= p.tiers[*d.compute_tier].capacity_bytes)
+      n.at("reserved").fail(fmt::format("reserved memory ({} bytes) must be less than compute tier "
+                                        "'{}' ({} bytes)",
+                                        sum, p.tiers[*d.compute_tier].name,
+                                        p.tiers[*d.compute_tier].capacity_bytes));
+  }
   if (d.compute_tier) {
     bool any_rate = false;
     for (double r : d.peak_flops) any_rate |= r > 0;
@@ -132,7 +149,49 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n) 
   p.devices.push_back(std::move(d));
 }
 
+// Names of node k of a multi-node platform (see platform.h): a trailing number is
+// renumbered across the nodes, a name without one gets the node's number.
+class NodeNames {
+ public:
+  NodeNames(std::uint32_t nodes, const std::vector<std::string>& names) : nodes_(nodes) {
+    for (const auto& n : names) {
+      auto [prefix, number] = split(n);
+      if (number) span_[prefix] = std::max(span_[prefix], *number + 1);
+    }
+  }
+  std::string operator()(const std::string& name, std::uint32_t k) const {
+    if (nodes_ == 1) return name;
+    auto [prefix, number] = split(name);
+    if (!number) return name + std::to_string(k);
+    return prefix + std::to_string(*number + static_cast<std::uint64_t>(k) * span_.at(prefix));
+  }
+
+ private:
+  static std::pair<std::string, std::optional<std::uint64_t>> split(const std::string& name) {
+    std::size_t i = name.size();
+    while (i > 0 && std::isdigit(static_cast<unsigned char>(name[i - 1]))) --i;
+    if (i == name.size() || i == 0 || name.size() - i > 9) return {name, std::nullopt};
+    return {name.substr(0, i), std::stoull(name.substr(i))};
+  }
+  std::uint32_t nodes_;
+  std::map<std::string, std::uint64_t> span_;
+};
+
+std::vector<std::string> keys_of(const std::optional<ConfigNode>& map) {
+  std::vector<std::string> out;
+  if (map && map->is_map())
+    for (const auto& [k, v] : map->entries()) out.push_back(k);
+  return out;
+}
+
 }  // namespace
+
+std::uint64_t DeviceSpec::reserved_bytes(bool communicates) const {
+  std::uint64_t sum = 0;
+  for (const auto& [what, bytes] : reserved)
+    if (what != "nccl" || communicates) sum += bytes;
+  return sum;
+}
 
 std::string_view to_string(DeviceKind k) { return kDeviceKinds[static_cast<int>(k)]; }
 std::string_view to_string(TierRole r) { return kTierRoles[static_cast<int>(r)]; }
@@ -183,47 +242,121 @@ std::vector<std::size_t> PlatformSpec::compute_devices() const {
 }
 
 PlatformSpec load_platform(const ConfigNode& root) {
-  root.allow_only({"name", "description", "devices", "switches", "links"});
+  root.allow_only({"name", "description", "devices", "switches", "links", "nodes", "fabric"});
   PlatformSpec p;
   p.source = root.file();
   p.name = root.at("name").as_string();
+  if (auto n = root.find("nodes")) p.nodes = static_cast<std::uint32_t>(n->as_int_in(1, 65536));
+  std::optional<ConfigNode> fabric = root.find("fabric");
+  if (fabric) {
+    fabric->allow_only({"switches", "links"});
+    if (p.nodes == 1 && !root.find("nodes")) fabric->fail("a fabric joins nodes: give 'nodes: N' too");
+  }
   auto devices = root.at("devices");
-  for (const auto& [name, dev] : devices.entries()) load_device(p, name, dev);
+  const std::optional<ConfigNode> switches = root.find("switches");
+  const std::optional<ConfigNode> links = root.find("links");
+  std::vector<std::string> switch_names;
+  if (switches)
+    for (const auto& s : switches->items()) switch_names.push_back(s.as_string());
+  const NodeNames device_name(p.nodes, keys_of(devices));
+  const NodeNames switch_name(p.nodes, switch_names);
+  const NodeNames link_name(p.nodes, keys_of(links));
+  std::vector<std::string> fabric_switches;
+  if (fabric)
+    if (auto fs = fabric->find("switches"))
+      for (const auto& s : fs->items()) fabric_switches.push_back(s.as_string());
+  std::vector<std::string> fabric_node_links;  // fabric links with an end in the node
+  auto is_fabric_switch = [&](const std::string& n) {
+    return std::find(fabric_switches.begin(), fabric_switches.end(), n) != fabric_switches.end();
+  };
+  std::optional<ConfigNode> fabric_links = fabric ? fabric->find("links") : std::nullopt;
+  if (fabric_links)
+    for (const auto& [name, n] : fabric_links->entries()) {
+      auto ends = n.find("endpoints");
+      bool local = false;
+      if (ends && ends->is_sequence())
+        for (const auto& e : ends->items()) local |= !is_fabric_switch(e.as_string());
+      if (local) fabric_node_links.push_back(name);
+    }
+  const NodeNames fabric_link_name(p.nodes, fabric_node_links);
+  // An endpoint in node k: a tier (device.tier) or a switch of the node, renamed.
+  auto in_node = [&](const std::string& end, std::uint32_t k) {
+    if (is_fabric_switch(end)) return end;
+    auto dot = end.find('.');
+    if (dot != std::string::npos) return device_name(end.substr(0, dot), k) + end.substr(dot);
+    if (std::find(switch_names.begin(), switch_names.end(), end) != switch_names.end())
+      return switch_name(end, k);
+    return end;  // not a name of the node: reported below as unknown
+  };
+
+  for (std::uint32_t k = 0; k < p.nodes; ++k)
+    for (const auto& [name, dev] : devices.entries()) {
+      const std::string renamed = device_name(name, k);
+      if (p.find_device(renamed))
+        dev.fail(fmt::format("device '{}' (node {}'s '{}') is already a device of another node", renamed, k, name));
+      load_device(p, renamed, dev, k);
+    }
   if (p.compute_devices().empty())
     devices.fail("no device has a compute tier (a tier with role: compute)");
-  if (auto switches = root.find("switches")) {
-    for (const auto& s : switches->items()) {
-      std::string name = s.as_string();
-      if (p.find_tier(name) || p.find_device(name) ||
-          std::find(p.switches.begin(), p.switches.end(), name) != p.switches.end())
-        s.fail(fmt::format("switch name '{}' is already used", name));
-      p.switches.push_back(name);
-    }
-  }
+  auto add_switch = [&](const ConfigNode& at, const std::string& name) {
+    if (p.find_tier(name) || p.find_device(name) ||
+        std::find(p.switches.begin(), p.switches.end(), name) != p.switches.end())
+      at.fail(fmt::format("switch name '{}' is already used", name));
+    p.switches.push_back(name);
+  };
+  for (std::uint32_t k = 0; k < p.nodes; ++k)
+    if (switches)
+      for (const auto& s : switches->items()) add_switch(s, switch_name(s.as_string(), k));
+  if (fabric)
+    if (auto fs = fabric->find("switches"))
+      for (const auto& s : fs->items()) add_switch(s, s.as_string());
   auto is_node = [&](const std::string& name) {
     return p.find_tier(name) ||
            std::find(p.switches.begin(), p.switches.end(), name) != p.switches.end();
   };
-  if (auto links = root.find("links")) {
-    for (const auto& [name, n] : links->entries()) {
-      n.allow_only({"endpoints", "bandwidth", "latency", "duplex"});
-      LinkSpec l;
-      l.name = name;
-      auto ends = n.at("endpoints");
-      auto items = ends.items();
-      if (items.size() != 2) ends.fail_expected("two tier names like [gpu0.hbm, host.dram]");
-      for (const auto& e : items)
-        if (!is_node(e.as_string()))
-          e.fail_expected("a tier (device.tier, e.g. gpu0.hbm) or a switch of this platform");
-      l.from = items[0].as_string();
-      l.to = items[1].as_string();
-      if (l.from == l.to) ends.fail("a link must join two different tiers");
-      l.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
-      if (auto lat = n.find("latency")) l.latency_s = lat->as_unit(UnitKind::time);
-      if (auto dup = n.find("duplex")) l.full_duplex = dup->as_choice({"full", "half"}) == "full";
-      p.links.push_back(std::move(l));
+  auto add_link = [&](const std::string& name, const ConfigNode& n, const std::string& from,
+                      const std::string& to) {
+    n.allow_only({"endpoints", "bandwidth", "latency", "duplex"});
+    LinkSpec l;
+    l.name = name;
+    auto ends = n.at("endpoints");
+    auto items = ends.items();
+    if (items.size() != 2) ends.fail_expected("two tier names like [gpu0.hbm, host.dram]");
+    const std::string renamed[2] = {from, to};
+    for (int i = 0; i < 2; ++i)
+      if (!is_node(renamed[i]))
+        items[i].fail_expected("a tier (device.tier, e.g. gpu0.hbm) or a switch of this platform");
+    l.from = from;
+    l.to = to;
+    if (l.from == l.to) ends.fail("a link must join two different tiers");
+    for (const LinkSpec& other : p.links)
+      if (other.name == l.name) n.fail(fmt::format("link name '{}' is already used", l.name));
+    l.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
+    if (auto lat = n.find("latency")) l.latency_s = lat->as_unit(UnitKind::time);
+    if (auto dup = n.find("duplex")) l.full_duplex = dup->as_choice({"full", "half"}) == "full";
+    p.links.push_back(std::move(l));
+  };
+  auto ends_of = [](const ConfigNode& n) {
+    std::vector<std::string> out;
+    if (auto e = n.find("endpoints"); e && e->is_sequence())
+      for (const auto& item : e->items()) out.push_back(item.as_string());
+    out.resize(2);
+    return out;
+  };
+  for (std::uint32_t k = 0; k < p.nodes; ++k)
+    if (links)
+      for (const auto& [name, n] : links->entries()) {
+        const auto e = ends_of(n);
+        add_link(link_name(name, k), n, in_node(e[0], k), in_node(e[1], k));
+      }
+  if (fabric_links)
+    for (const auto& [name, n] : fabric_links->entries()) {
+      const auto e = ends_of(n);
+      const bool local = std::find(fabric_node_links.begin(), fabric_node_links.end(), name) !=
+                         fabric_node_links.end();
+      for (std::uint32_t k = 0; k < (local ? p.nodes : 1); ++k)
+        add_link(local ? fabric_link_name(name, k) : name, n, in_node(e[0], k), in_node(e[1], k));
     }
-  }
   return p;
 }
 
@@ -238,7 +371,7 @@ std::optional<std::vector<std::string>> platform_override_path(const ConfigNode&
     start = dot + 1;
   }
   if (!root.is_map()) return std::nullopt;
-  if (parts[0] == "name") return parts;
+  if (parts[0] == "name" || (parts[0] == "nodes" && parts.size() == 1)) return parts;
   auto devices = root.find("devices");
   if (devices && devices->is_map() && devices->has(parts[0]) && parts.size() >= 2) {
     auto dev = devices->at(parts[0]);

@@ -21,6 +21,21 @@
 //   links:
 //     pcie0: {endpoints: [gpu0.hbm, host.dram], bandwidth: 31.5GB/s, latency: 1us}
 //
+// A multi-node platform describes one node as above and says how many there are, and the
+// fabric between them:
+//
+//   nodes: 4                 # the node, 4 times: gpu0-7 on node 0, gpu8-15 on node 1, ...
+//   fabric:
+//     switches: [rail0, spine]           # shared by every node
+//     links:                             # made once per node where an end is in the node
+//       ib0: {endpoints: [gpu0.hbm, rail0], bandwidth: 50GB/s, latency: 2us}
+//       up0: {endpoints: [rail0, spine], bandwidth: 1600GB/s}   # fabric-only: made once
+//
+// In node k a name that ends in a number is renumbered across the nodes (gpu8 is node 1's
+// gpu0, pcie-sw4 node 1's pcie-sw0), and one that does not gets the node's number (host1,
+// nvswitch1); the links of a node and of the fabric are renamed alike (ib8 is node 1's ib0).
+// With one node nothing is renamed.
+//
 // Tier roles: `compute` (an op's operands must be here; one per device that runs ops),
 // `offload` (a place to swap to), `scratch` (on-chip memory that takes an op's workspace
 // when it fits). A tier's entry also holds its allocator's parameters (`memsim list`); a
@@ -77,6 +92,15 @@ struct DeviceSpec {
   std::optional<std::size_t> scratch_tier;   // takes op workspace when it fits
   double exchange_Bps = 0;                   // > 0: bulk-synchronous ops (IPU-like)
   double sync_s = 0;                         // the sync step of each bulk-synchronous op
+  /// Memory of the compute tier the allocator never gets (`reserved: {cuda_context: 500MiB,
+  /// nccl: 256MiB}`), by name in file order. An entry named `nccl` (the communicator's
+  /// channel buffers) is taken only by a step that communicates.
+  std::vector<std::pair<std::string, std::uint64_t>> reserved;
+  /// The node it belongs to on a multi-node platform (`nodes: N`), else 0.
+  std::uint32_t node = 0;
+
+  /// The reserved bytes of a step that communicates (`communicates`) or not.
+  std::uint64_t reserved_bytes(bool communicates) const;
 
   /// Fraction of peak FLOP/s an op of this kind reaches: efficiency[kind], else its default.
   double efficiency_for(const std::string& op_kind) const;
@@ -100,6 +124,7 @@ struct LinkSpec {
 struct PlatformSpec {
   std::string name;
   std::string source;  // the file it came from
+  std::uint32_t nodes = 1;  // copies of the node description (multi-node platforms)
   std::vector<DeviceSpec> devices;
   std::vector<TierSpec> tiers;
   std::vector<LinkSpec> links;

@@ -1,19 +1,26 @@
 #include "sim/platform/routes.h"
 
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <stdexcept>
+#include <string>
+#include <tuple>
+#include <unordered_map>
 
 namespace memsim {
 
-RouteTable compute_routes(const PlatformSpec& p) {
+RouteTable compute_routes(const PlatformSpec& p, const std::vector<std::vector<std::size_t>>* wanted) {
   const std::size_t n_tiers = p.tiers.size();
   const std::size_t n_nodes = n_tiers + p.switches.size();
+  std::unordered_map<std::string, std::size_t> index;
+  for (std::size_t t = 0; t < n_tiers; ++t) index.emplace(p.tiers[t].name, t);
+  for (std::size_t i = 0; i < p.switches.size(); ++i) index.emplace(p.switches[i], n_tiers + i);
   auto node_of = [&](const std::string& name) -> std::size_t {
-    if (auto t = p.find_tier(name)) return *t;
-    for (std::size_t i = 0; i < p.switches.size(); ++i)
-      if (p.switches[i] == name) return n_tiers + i;
-    throw std::logic_error("link endpoint not checked by the loader: " + name);
+    auto it = index.find(name);
+    if (it == index.end()) throw std::logic_error("link endpoint not checked by the loader: " + name);
+    return it->second;
   };
   struct Hop {
     std::size_t to;
@@ -32,34 +39,42 @@ RouteTable compute_routes(const PlatformSpec& p) {
   };
 
   RouteTable table(n_tiers, std::vector<std::optional<Route>>(n_tiers));
+  std::vector<double> width(n_nodes);
+  std::vector<std::size_t> hops(n_nodes), prev(n_nodes);
+  std::vector<const Hop*> via(n_nodes);
+  std::vector<bool> done(n_nodes);
   for (std::size_t src = 0; src < n_tiers; ++src) {
-    // Dijkstra on the label (bottleneck bandwidth desc, hops asc), O(V^2): platforms are small.
-    std::vector<double> width(n_nodes, -1);
-    std::vector<std::size_t> hops(n_nodes, SIZE_MAX), prev(n_nodes, SIZE_MAX);
-    std::vector<const Hop*> via(n_nodes, nullptr);
-    std::vector<bool> done(n_nodes, false);
+    if (wanted && (*wanted)[src].empty()) continue;
+    // Dijkstra on the label (bottleneck bandwidth desc, hops asc, node index asc), with a
+    // heap: the node settled next is the widest, then the nearest, then the first in order.
+    std::fill(width.begin(), width.end(), -1.0);
+    std::fill(hops.begin(), hops.end(), SIZE_MAX);
+    std::fill(prev.begin(), prev.end(), SIZE_MAX);
+    std::fill(via.begin(), via.end(), nullptr);
+    std::fill(done.begin(), done.end(), false);
+    using Label = std::tuple<double, std::size_t, std::size_t>;  // -width, hops, node
+    std::priority_queue<Label, std::vector<Label>, std::greater<Label>> heap;
     width[src] = node_bw(src);
     hops[src] = 0;
-    for (std::size_t iter = 0; iter < n_nodes; ++iter) {
-      std::size_t u = SIZE_MAX;
-      for (std::size_t v = 0; v < n_nodes; ++v)
-        if (!done[v] && width[v] >= 0 &&
-            (u == SIZE_MAX || width[v] > width[u] || (width[v] == width[u] && hops[v] < hops[u])))
-          u = v;
-      if (u == SIZE_MAX) break;
+    heap.emplace(-width[src], 0, src);
+    while (!heap.empty()) {
+      const auto [neg_w, h, u] = heap.top();
+      heap.pop();
+      if (done[u] || -neg_w != width[u] || h != hops[u]) continue;  // settled, or stale
       done[u] = true;
-      for (const Hop& h : adj[u]) {
-        const double w = std::min({width[u], p.links[h.link].bandwidth_Bps, node_bw(h.to)});
-        if (!done[h.to] && (w > width[h.to] || (w == width[h.to] && hops[u] + 1 < hops[h.to]))) {
-          width[h.to] = w;
-          hops[h.to] = hops[u] + 1;
-          prev[h.to] = u;
-          via[h.to] = &h;
+      for (const Hop& e : adj[u]) {
+        const double w = std::min({width[u], p.links[e.link].bandwidth_Bps, node_bw(e.to)});
+        if (!done[e.to] && (w > width[e.to] || (w == width[e.to] && hops[u] + 1 < hops[e.to]))) {
+          width[e.to] = w;
+          hops[e.to] = hops[u] + 1;
+          prev[e.to] = u;
+          via[e.to] = &e;
+          heap.emplace(-w, hops[e.to], e.to);
         }
       }
     }
-    for (std::size_t dst = 0; dst < n_tiers; ++dst) {
-      if (dst == src || prev[dst] == SIZE_MAX) continue;
+    auto add = [&](std::size_t dst) {
+      if (dst == src || prev[dst] == SIZE_MAX) return;
       Route r;
       r.bottleneck_Bps = width[dst];
       std::vector<RouteElement> middle;
@@ -76,7 +91,11 @@ RouteTable compute_routes(const PlatformSpec& p) {
       r.elements.push_back({RouteElement::Kind::tier, dst, true});
       r.latency_s += p.tiers[src].latency_s + p.tiers[dst].latency_s;
       table[src][dst] = std::move(r);
-    }
+    };
+    if (wanted)
+      for (std::size_t dst : (*wanted)[src]) add(dst);
+    else
+      for (std::size_t dst = 0; dst < n_tiers; ++dst) add(dst);
   }
   return table;
 }

@@ -30,7 +30,10 @@ struct Route {
 
 /// routes[from][to]; nullopt when no links join them (and on the diagonal).
 using RouteTable = std::vector<std::vector<std::optional<Route>>>;
-RouteTable compute_routes(const PlatformSpec& platform);
+/// Every pair's route, or with `wanted` only those from each tier to the tiers it lists
+/// (the others nullopt): a 1,024-GPU platform has 1.6 M pairs and a run needs a few thousand.
+RouteTable compute_routes(const PlatformSpec& platform,
+                          const std::vector<std::vector<std::size_t>>* wanted = nullptr);
 
 /// The offload tier a compute tier swaps to: the one with the widest route (then the
 /// fewest hops, then file order); nullopt when none is reachable.

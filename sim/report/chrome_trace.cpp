@@ -207,7 +207,8 @@ void Writer::put_slice(const Item& item) {
   const Op* op = e.op == kNoOp ? nullptr : &trace_.ops[e.op];
   const std::string_view kind = to_string(e.kind);
   std::string_view name = kind;
-  if ((e.kind == EventKind::compute || e.kind == EventKind::recompute) && op) name = op->name;
+  if ((e.kind == EventKind::compute || e.kind == EventKind::recompute || e.kind == EventKind::comm) && op)
+    name = op->name;
   begin_event(name, 'X', start, device_pid(platform_device(e)), item.tid);
   out_ += ",\"dur\":";
   put_us(out_, end - start);
@@ -343,7 +344,11 @@ void Writer::put_metadata() {
   for (const auto& [pid, tid] : threads) {
     std::string name;
     if (tid < kCopyTidBase) {
-      name = fmt::format("stream{}", tid - 1);
+      // The stream after a device's compute streams is its communication stream.
+      const std::size_t device = pid - 1;  // device_pid's inverse
+      const bool comm = device < platform_.devices.size() &&
+                        tid - 1 == static_cast<std::uint32_t>(platform_.devices[device].streams);
+      name = comm ? std::string("comm (NCCL)") : fmt::format("stream{}", tid - 1);
     } else {
       const std::uint32_t direction = tid / kCopyTidBase - 1, engine = tid % kCopyTidBase - 1;
       name = direction == 0 ? "copy_out" : "copy_in";

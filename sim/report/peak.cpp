@@ -68,6 +68,22 @@ std::vector<PeakLiveSet::Entry> PeakLiveSet::live_at_peak(std::size_t tier) cons
   return out;
 }
 
+std::string category_words(Category c) {
+  switch (c) {
+    case Category::activation: return "activations";
+    case Category::activation_grad: return "activation grads";
+    case Category::weight: return "weights";
+    case Category::gradient: return "gradients";
+    case Category::optimizer_state: return "optimizer state";
+    case Category::input: return "inputs";
+    case Category::workspace: return "workspace";
+    case Category::other: return "other";
+    case Category::comm: return "communication buffers";
+    case Category::runtime: return "runtime (CUDA context, NCCL)";
+  }
+  return "other";
+}
+
 std::string layer_of(const std::string& op_name) {
   std::string_view name = op_name;
   for (std::string_view suffix : {".backward", ".recompute"})
@@ -126,20 +142,6 @@ std::vector<std::string> csv_split(const std::string& line) {
     }
   }
   return fields;
-}
-
-std::string category_words(Category c) {
-  switch (c) {
-    case Category::activation: return "activations";
-    case Category::activation_grad: return "activation grads";
-    case Category::weight: return "weights";
-    case Category::gradient: return "gradients";
-    case Category::optimizer_state: return "optimizer";
-    case Category::input: return "inputs";
-    case Category::workspace: return "workspace";
-    case Category::other: return "other";
-  }
-  return "other";
 }
 
 std::string plural(std::size_t n, const char* word) {

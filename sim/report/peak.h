@@ -53,6 +53,9 @@ class PeakLiveSet {
 void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trace,
                    const PlatformSpec& platform);
 
+/// A category in words, plural, for sentences ("activations", "optimizer state").
+std::string category_words(Category c);
+
 /// The module a buffer's producer belongs to: the op's name without a trailing ".backward"
 /// or ".recompute" and without its last component ("layer3.0.bn1" -> "layer3.0";
 /// "conv1" -> "conv1").

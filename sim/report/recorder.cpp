@@ -9,6 +9,7 @@ std::string_view to_string(EventKind k) {
     case EventKind::swap_out: return "swap_out";
     case EventKind::swap_in: return "swap_in";
     case EventKind::stall: return "stall";
+    case EventKind::comm: return "comm";
   }
   return "?";
 }

@@ -13,7 +13,9 @@
 
 namespace memsim {
 
-enum class EventKind : std::uint8_t { compute, recompute, swap_out, swap_in, stall };
+/// comm: a communication op on a device's communication stream (NCCL's), from the moment
+/// the device reaches it to the moment the whole collective has landed.
+enum class EventKind : std::uint8_t { compute, recompute, swap_out, swap_in, stall, comm };
 std::string_view to_string(EventKind k);
 
 inline constexpr std::uint32_t kNoId = 0xffffffffu;

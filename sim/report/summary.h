@@ -90,6 +90,23 @@ struct TrafficSummary {
   std::uint64_t copies = 0;
 };
 
+/// What crossed one link in the step: copies and communication, each way (forward: from its
+/// first endpoint to its second), and its busiest direction's share of the step.
+struct LinkSummary {
+  std::string name;
+  double bandwidth_Bps = 0;
+  bool full_duplex = true;
+  std::uint64_t bytes_forward = 0, bytes_backward = 0;
+  double utilisation = 0;  // bytes over bandwidth x iteration time (the busier direction)
+};
+
+/// A rank's communication ops of one kind: how many and the bytes of their tensors.
+struct CollectiveSummary {
+  std::string kind;  // all_reduce, all_gather, ...
+  std::uint64_t count = 0;
+  std::uint64_t bytes = 0;  // sum of Op::message_bytes
+};
+
 struct Summary {
   std::string status = "ok";  // ok | oom
   std::string workload;       // trace name
@@ -109,6 +126,17 @@ struct Summary {
   double exposed_host_time_s = 0;
   double idle_time_s = 0;
   double transfer_time_s = 0;  // total busy time of copies
+  // Communication (collectives over a process group), of the rank that communicated longest:
+  // its communication stream's busy time, and of that the part its compute streams were idle
+  // (not overlapped with compute).
+  double comm_time_s = 0;
+  double exposed_comm_time_s = 0;
+  std::vector<CollectiveSummary> collectives;  // of the first rank, per kind
+  std::vector<LinkSummary> links;              // links that carried anything, in file order
+  /// Training across devices: how many ranks the step is one of, and whether rank 0 was
+  /// simulated for all of them (symmetric ranks, their traffic still on the links).
+  std::uint32_t ranks = 1;
+  bool symmetric = false;
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;
   double recompute_flops = 0;

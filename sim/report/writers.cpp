@@ -1,7 +1,9 @@
 #include "sim/report/writers.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 
@@ -76,20 +78,6 @@ void add_peak_json(ordered_json& tj, const PeakReport& p) {
   tj["peak_live_buffers"] = p.live.size();
 }
 
-std::string category_words(Category c) {
-  switch (c) {
-    case Category::activation: return "activations";
-    case Category::activation_grad: return "activation grads";
-    case Category::weight: return "weights";
-    case Category::gradient: return "gradients";
-    case Category::optimizer_state: return "optimizer state";
-    case Category::input: return "inputs";
-    case Category::workspace: return "workspace";
-    case Category::other: return "other";
-  }
-  return "other";
-}
-
 // What it would take to fit (memsim run's advice after an oom), as terminal rows.
 std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oom, std::uint64_t capacity) {
   std::vector<std::pair<std::string, std::string>> rows;
@@ -137,6 +125,51 @@ std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oo
   return rows;
 }
 
+// "gpu3.hbm" -> ("gpu", 3, ".hbm"); nullopt for a name without such a number.
+struct Numbered {
+  std::string prefix;
+  std::uint64_t number;
+  std::string suffix;
+};
+std::optional<Numbered> numbered(const std::string& name) {
+  const std::size_t dot = name.find('.');
+  const std::string head = name.substr(0, dot);
+  std::size_t i = head.size();
+  while (i > 0 && std::isdigit(static_cast<unsigned char>(head[i - 1]))) --i;
+  if (i == head.size() || head.size() - i > 9) return std::nullopt;
+  return Numbered{head.substr(0, i), std::stoull(head.substr(i)),
+                  dot == std::string::npos ? std::string() : name.substr(dot)};
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> group_identical(
+    const std::vector<std::pair<std::string, std::string>>& lines) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (std::size_t i = 0; i < lines.size();) {
+    const auto first = numbered(lines[i].first);
+    std::size_t j = i + 1;
+    if (first)
+      while (j < lines.size() && lines[j].second == lines[i].second) {
+        const auto next = numbered(lines[j].first);
+        if (!next || next->prefix != first->prefix || next->suffix != first->suffix ||
+            next->number != first->number + (j - i))
+          break;
+        ++j;
+      }
+    if (j - i > 1)
+      out.emplace_back(fmt::format("{}{}-{}{}", first->prefix, first->number, first->number + (j - i - 1),
+                                   first->suffix),
+                       lines[i].second);
+    else
+      out.push_back(lines[i]);
+    i = j;
+  }
+  return out;
+}
+
+namespace {
+
 // Shortest text that reads back as the same double.
 std::string num(double v) { return fmt::format("{}", v); }
 
@@ -159,6 +192,22 @@ std::string summary_json(const Summary& s) {
   j["exposed_host_time_s"] = s.exposed_host_time_s;
   j["idle_time_s"] = s.idle_time_s;
   j["transfer_time_s"] = s.transfer_time_s;
+  j["comm_time_s"] = s.comm_time_s;
+  j["exposed_comm_time_s"] = s.exposed_comm_time_s;
+  j["ranks"] = {{"count", s.ranks}, {"symmetric", s.symmetric}};
+  ordered_json collectives = ordered_json::array();
+  for (const auto& c : s.collectives)
+    collectives.push_back({{"kind", c.kind}, {"count", c.count}, {"bytes", c.bytes}});
+  j["collectives"] = collectives;
+  ordered_json links = ordered_json::array();
+  for (const auto& l : s.links)
+    links.push_back({{"name", l.name},
+                     {"bandwidth_Bps", l.bandwidth_Bps},
+                     {"duplex", l.full_duplex ? "full" : "half"},
+                     {"bytes_forward", l.bytes_forward},
+                     {"bytes_backward", l.bytes_backward},
+                     {"utilisation", l.utilisation}});
+  j["links"] = links;
   j["swap_out_bytes"] = s.swap_out_bytes;
   j["swap_in_bytes"] = s.swap_in_bytes;
   ordered_json traffic = ordered_json::array();
@@ -224,7 +273,8 @@ std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
     const std::string& device =
         platform.devices[copy ? e.device : devices[e.device]].name;
     const std::string lane = copy ? std::string(e.lane == 0 ? "copy_out" : "copy_in")
-                                  : fmt::format("stream{}", e.lane);
+                             : e.kind == EventKind::comm ? std::string("comm")
+                                                         : fmt::format("stream{}", e.lane);
     const Op* op = e.op == kNoOp ? nullptr : &trace.ops[e.op];
     out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(e.kind), num(e.start_s),
                        num(e.end_s), num(e.end_s - e.start_s), device, lane,
@@ -260,20 +310,25 @@ std::string tiles_csv(const Summary& s) {
   return out.empty() ? out : "tier,tile,peak_bytes\n" + out;
 }
 
-std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir) {
+std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir, const std::string& device) {
   std::vector<std::string> lines;
   if (p.live.empty()) return lines;
+  // A replica's names carry its device ("gpu3:layer1.0.conv1"): shown without it.
+  const std::string prefix = device + ":";
+  auto bare = [&](const std::string& name) {
+    return !device.empty() && name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+  };
   const std::string more = out_dir.empty() ? "" : fmt::format(" (all of them: memsim explain {})", out_dir);
   lines.push_back(p.op_name.empty()
                       ? fmt::format("at the peak no op ran; {} buffers live{}", p.live.size(), more)
-                      : fmt::format("at the peak {} ({}{}) runs; {} buffers live{}", p.op_name, p.phase,
+                      : fmt::format("at the peak {} ({}{}) runs; {} buffers live{}", bare(p.op_name), p.phase,
                                     p.recompute ? ", recomputed" : "", p.live.size(), more));
   std::string largest;
   for (std::size_t i = 0; i < p.live.size() && i < kPeakBuffersOnTerminal; ++i) {
     const PeakBuffer& b = p.live[i];
     largest += fmt::format("{}{} {} ({}{})", largest.empty() ? "" : ", ",
-                           b.name.empty() ? "workspace" : b.name, format_bytes(b.bytes),
-                           to_string(b.category), b.layer.empty() ? "" : ", layer " + b.layer);
+                           b.name.empty() ? "workspace" : bare(b.name), format_bytes(b.bytes),
+                           to_string(b.category), b.layer.empty() ? "" : ", layer " + bare(b.layer));
   }
   lines.push_back("largest: " + largest);
   return lines;
@@ -301,11 +356,13 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
   const double slower = s.compute_time_s > 0
                             ? 100.0 * (s.iteration_time_s - s.compute_time_s) / s.compute_time_s
                             : 0.0;
-  // The terms add up to the iteration time: host and idle are shown when there are any.
+  // The terms add up to the iteration time: host, exposed communication and idle are shown
+  // when there are any.
   std::string terms = fmt::format("compute {}", format_seconds(s.compute_time_s));
   if (s.exposed_host_time_s > 0) terms += fmt::format(" + host {}", format_seconds(s.exposed_host_time_s));
   terms += fmt::format(" + stall {} + recompute {}", format_seconds(s.stall_time_s),
                        format_seconds(s.recompute_time_s));
+  if (s.comm_time_s > 0) terms += fmt::format(" + exposed comm {}", format_seconds(s.exposed_comm_time_s));
   if (s.idle_time_s > 0) terms += fmt::format(" + idle {}", format_seconds(s.idle_time_s));
   row("iteration",
       fmt::format("{} = {}{}", format_seconds(s.iteration_time_s), terms,
@@ -314,15 +371,31 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
   if (s.host_compute_time_s > 0)
     row("host", fmt::format("CPU computed {} (offloaded ops), {} of it while the accelerator waited",
                             format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
+  if (s.ranks > 1)
+    row("ranks", fmt::format("{} data-parallel ranks{}", s.ranks,
+                             s.symmetric ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
+                                         : " (each simulated)"));
+  if (!s.collectives.empty()) {
+    std::string parts;
+    for (const auto& c : s.collectives)
+      parts += fmt::format("{}{} {} x, {}", parts.empty() ? "" : "; ", c.kind, c.count, format_bytes(c.bytes));
+    row("comm", fmt::format("{} per rank; busy {}, exposed {}", parts, format_seconds(s.comm_time_s),
+                            format_seconds(s.exposed_comm_time_s)));
+  }
+  // The tiers, each as a line; identical lines of consecutive devices (gpu0.hbm ... gpu7.hbm)
+  // are printed once ("gpu0-7.hbm") rather than once per rank.
+  std::vector<std::pair<std::string, std::string>> lines;
   for (const auto& t : s.tiers) {
     const TierUsage& u = t.usage;
+    std::string text, extra;
     if (t.role == "compute") {
       std::string parts;
       const std::pair<Category, const char*> shown[] = {
           {Category::activation, "activations"}, {Category::activation_grad, "activation grads"},
           {Category::weight, "weights"},         {Category::gradient, "gradients"},
           {Category::optimizer_state, "optimizer"}, {Category::input, "inputs"},
-          {Category::workspace, "workspace"},    {Category::other, "other"}};
+          {Category::workspace, "workspace"},    {Category::other, "other"},
+          {Category::comm, "comm"},              {Category::runtime, "runtime (CUDA context, NCCL)"}};
       for (const auto& [c, name] : shown)
         if (u.peak_by_category[static_cast<int>(c)] > 0)
           parts += fmt::format("{}{} {}", parts.empty() ? "" : ", ", name,
@@ -333,25 +406,45 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
               : std::string();
       const std::string budget =
           u.budget_bytes ? fmt::format(" (budget {})", format_bytes(u.budget_bytes)) : std::string();
-      row(t.name, fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
-                              reserved, format_bytes(u.capacity_bytes), budget,
-                              format_seconds(u.peak_time_s), parts));
-      for (const std::string& line : peak_lines(s.peak(t), out_dir)) row("", line);
+      text = fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
+                         reserved, format_bytes(u.capacity_bytes), budget,
+                         format_seconds(u.peak_time_s), parts);
+      // The op at the peak and its largest buffers, named as any rank names them.
+      for (const std::string& line : peak_lines(s.peak(t), out_dir, t.name.substr(0, t.name.find('.'))))
+        extra += (extra.empty() ? "" : "\n") + line;
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
-        row("", fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
-                            format_bytes(u.limit_bytes() / t.tile_peaks.size()), t.tile_peaks.size()));
+        extra += std::string(extra.empty() ? "" : "\n") + fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
+                            format_bytes(u.limit_bytes() / t.tile_peaks.size()), t.tile_peaks.size());
       }
     } else {
-      row(t.name, fmt::format("peak {} of {}{}", format_bytes(u.peak_allocated_bytes),
-                              format_bytes(u.capacity_bytes),
-                              t.role == "scratch" ? " (op workspace)" : ""));
+      text = fmt::format("peak {} of {}{}", format_bytes(u.peak_allocated_bytes),
+                         format_bytes(u.capacity_bytes), t.role == "scratch" ? " (op workspace)" : "");
     }
+    lines.emplace_back(t.name, extra.empty() ? text : text + "\n" + extra);
+  }
+  for (const auto& [name, text] : group_identical(lines)) {
+    std::size_t at = 0;
+    for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+      row(at == 0 ? name : "", text.substr(at, nl - at));
+    row(at == 0 ? name : "", text.substr(at));
   }
   row("copies", fmt::format("swapped out {}, in {}; copies busy {}", format_bytes(s.swap_out_bytes),
                             format_bytes(s.swap_in_bytes), format_seconds(s.transfer_time_s)));
   for (const auto& t : s.traffic)
     row("", fmt::format("{} -> {}: {} in {} copies", t.from, t.to, format_bytes(t.bytes), t.copies));
+  if (s.comm_time_s > 0 && !s.links.empty()) {
+    // The busiest links, grouped like the tiers (nvlink0-7 rather than eight lines).
+    std::vector<std::pair<std::string, std::string>> link_lines;
+    for (const auto& l : s.links)
+      link_lines.emplace_back(l.name, fmt::format("{} out, {} in; {:.0f}% busy", format_bytes(l.bytes_forward),
+                                                  format_bytes(l.bytes_backward), 100 * l.utilisation));
+    const auto grouped = group_identical(link_lines);
+    const std::size_t shown = std::min<std::size_t>(grouped.size(), 6);
+    for (std::size_t i = 0; i < shown; ++i)
+      row(i == 0 ? "links" : "", fmt::format("{}: {}", grouped[i].first, grouped[i].second));
+    if (grouped.size() > shown) row("", fmt::format("... {} more in summary.json", grouped.size() - shown));
+  }
   bool tiled = false;
   for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
   bool peaked = false;

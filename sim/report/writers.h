@@ -3,6 +3,7 @@
 // that is killed leaves either the whole file or none. Numbers are printed in their
 // shortest round-trip form: the same run gives byte-identical files.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/platform/platform.h"
@@ -27,7 +28,14 @@ inline constexpr std::size_t kPeakBuffersShown = 10;
 inline constexpr std::size_t kPeakBuffersOnTerminal = 3;
 
 /// The two lines under a tier's peak: the op running then, and its largest live buffers.
-std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir);
+/// Names lose the "gpu3:" prefix of `device`'s replica, so identical ranks read alike.
+std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir,
+                                    const std::string& device = "");
+
+/// Lines (name, text) with consecutive numbered names and the same text as one line each:
+/// gpu0.hbm ... gpu7.hbm -> "gpu0-7.hbm"; others as they are, in order.
+std::vector<std::pair<std::string, std::string>> group_identical(
+    const std::vector<std::pair<std::string, std::string>>& lines);
 
 /// The table printed on the terminal after a run.
 std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events = false);

@@ -36,12 +36,51 @@ std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget*
   return caps;
 }
 
+namespace {
+
+// What the planners may use of each tier: its cap, less what is reserved outside the
+// allocator on the devices that run the step (the engine takes those bytes at the start).
+std::vector<std::uint64_t> planning_caps(const PlatformSpec& platform, const Trace& trace,
+                                         std::vector<std::uint64_t> caps) {
+  const bool communicates = trace.communicates();
+  const auto devices = platform.compute_devices();
+  std::vector<bool> runs(devices.size(), false);
+  for (const Op& op : trace.ops)
+    if (op.device < runs.size()) runs[op.device] = true;
+  for (std::size_t k = 0; k < devices.size(); ++k) {
+    const DeviceSpec& d = platform.devices[devices[k]];
+    if (!runs[k]) continue;
+    const std::uint64_t r = d.reserved_bytes(communicates);
+    std::uint64_t& cap = caps[*d.compute_tier];
+    cap = cap > r ? cap - r : 0;
+  }
+  return caps;
+}
+
+}  // namespace
+
 RunResult run(const RunInputs& in) {
   if (!in.policy) throw PolicyError("run(): no policy given");
   const PlatformSpec& platform = in.platform;
   const Policy& policy = *in.policy;
   const auto compute = platform.compute_devices();
   std::vector<std::uint32_t> slots = in.slots;
+  // A rank of a data-parallel step: the ranks take the first compute devices; with symmetric
+  // ranks only rank 0 is simulated (its peers' traffic is on the links all the same).
+  const ParallelLayout layout = in.workloads.size() == 1 ? in.workloads[0].parallel : ParallelLayout{};
+  if (layout.ranks > 1) {
+    if (in.workloads.size() != 1)
+      throw InputError("a data-parallel step (parallel.dp) runs alone: give one workload");
+    if (compute.size() < layout.ranks)
+      throw InputError(fmt::format("{}: parallel.dp is {}, but platform {} has {} compute device(s)",
+                                   in.workloads[0].name, layout.ranks, platform.name, compute.size()));
+    if (!in.slots.empty())
+      throw InputError(fmt::format("{}: a data-parallel step takes the first {} compute devices; "
+                                   "--devices does not apply to it",
+                                   in.workloads[0].name, layout.ranks));
+    slots.clear();
+    for (std::uint32_t k = 0; k < (layout.symmetric ? 1 : layout.ranks); ++k) slots.push_back(k);
+  }
   if (slots.empty())
     for (std::uint32_t k = 0; k < compute.size(); ++k) slots.push_back(k);
   std::vector<std::string> names;
@@ -61,7 +100,7 @@ RunResult run(const RunInputs& in) {
   const std::vector<Trace>& traces = replicas.empty() ? in.workloads : replicas;
 
   RunResult out;
-  out.trace = combine_per_device(traces, names, in.slots);
+  out.trace = combine_per_device(traces, names, layout.ranks > 1 ? slots : in.slots);
   if (in.durations == RunInputs::Durations::measured)
     out.trace.measured_on = platform.name;
   else if (in.durations == RunInputs::Durations::model)
@@ -74,7 +113,8 @@ RunResult run(const RunInputs& in) {
     for (std::size_t k = 0; k < traces.size(); ++k)
       baselines[slots[k]] = k == 0 || in.workloads.size() == 1 ? first : exec::baseline_peak_bytes(traces[k]);
   }
-  const std::vector<std::uint64_t> caps = tier_caps(platform, budget ? &*budget : nullptr, baselines);
+  const std::vector<std::uint64_t> caps = planning_caps(
+      platform, out.trace, tier_caps(platform, budget ? &*budget : nullptr, baselines));
 
   std::string label;
   if (auto rewritten = policy.rewrite(out.trace, platform)) {
@@ -96,6 +136,22 @@ RunResult run(const RunInputs& in) {
   for (const Op& op : out.trace.ops)
     ++(measured_here && op.measured_s ? out.summary.measured_ops : out.summary.modelled_ops);
   out.plan = std::move(planned.plan);
+  if (layout.ranks > 1) {
+    out.summary.ranks = layout.ranks;
+    out.summary.symmetric = layout.symmetric;
+    if (layout.symmetric) {
+      // Rank 0 speaks for its peers: their compute tiers held what its held.
+      const std::size_t t0 = *platform.devices[compute[0]].compute_tier;
+      for (std::uint32_t r = 1; r < layout.ranks; ++r) {
+        const std::size_t t = *platform.devices[compute[r]].compute_tier;
+        if (t < out.summary.tiers.size() && t0 < out.summary.tiers.size()) {
+          out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
+          out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
+          if (t < out.summary.peaks.size()) out.summary.peaks[t] = out.summary.peaks[t0];
+        }
+      }
+    }
+  }
   return out;
 }
 
@@ -103,7 +159,8 @@ Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy&
                  Recorder& recorder) {
   const Liveness liveness = compute_liveness(trace);
   const std::vector<double> durations = op_durations(trace, platform);
-  const PlanningContext ctx{trace, liveness, platform, durations, tier_caps(platform, nullptr, {})};
+  const std::vector<std::uint64_t> caps = planning_caps(platform, trace, tier_caps(platform, nullptr, {}));
+  const PlanningContext ctx{trace, liveness, platform, durations, caps};
   const PlanResult planned = policy.plan(ctx);
   return simulate(ctx, planned, recorder);
 }
@@ -111,8 +168,8 @@ Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy&
 PlanResult plan_for(const Policy& policy, const Trace& trace, const PlatformSpec& platform) {
   const Liveness liveness = compute_liveness(trace);
   const std::vector<double> durations = op_durations(trace, platform);
-  PlanResult planned =
-      policy.plan(PlanningContext{trace, liveness, platform, durations, tier_caps(platform, nullptr, {})});
+  const std::vector<std::uint64_t> caps = planning_caps(platform, trace, tier_caps(platform, nullptr, {}));
+  PlanResult planned = policy.plan(PlanningContext{trace, liveness, platform, durations, caps});
   planned.hooks.reset();
   return planned;
 }

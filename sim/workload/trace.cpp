@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::array<std::string_view, kCategoryCount> kCategoryNames{
     "weight", "gradient", "optimizer_state", "activation", "activation_grad",
-    "input",  "workspace", "other"};
+    "input",  "workspace", "other", "comm", "runtime"};
 constexpr std::array<std::string_view, 3> kPhaseNames{"forward", "backward", "optimizer"};
 constexpr std::array<std::string_view, kDTypeCount> kDTypeNames{
     "fp32", "tf32", "fp16", "bf16", "fp8", "int64", "int32", "int8", "bool"};
@@ -54,6 +54,19 @@ OpId Trace::add_op(Op op) {
   for (BufferId out : op.outputs) buffers.at(out).producer = op.id;
   ops.push_back(std::move(op));
   return ops.back().id;
+}
+
+const ProcessGroup* Trace::find_group(const std::string& group_name) const {
+  for (const ProcessGroup& g : groups)
+    if (g.name == group_name) return &g;
+  return nullptr;
+}
+
+bool Trace::communicates() const {
+  if (groups.empty()) return false;
+  for (const Op& op : ops)
+    if (!op.group.empty() && find_group(op.group)) return true;
+  return false;
 }
 
 std::uint64_t Trace::total_bytes(Category c) const {
@@ -103,6 +116,16 @@ void validate(const Trace& trace, const std::string& source,
     }
     if (op.flops < 0 || op.bytes_moved < 0)
       bad(fmt::format("op '{}' has negative flops or bytes", op.name));
+    for (OpId w : op.waits_for)
+      if (w >= op.id)
+        bad_op(op.id, fmt::format("op '{}' waits for op {}, which is not an earlier op", op.name, w));
+  }
+  for (const ProcessGroup& g : trace.groups) {
+    if (g.ranks.empty()) bad(fmt::format("process group '{}' has no ranks", g.name));
+    std::vector<std::uint32_t> sorted = g.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      bad(fmt::format("process group '{}' lists a rank twice", g.name));
   }
   for (std::size_t i = 0; i < n_buffers; ++i)
     if (trace.buffers[i].producer != kNoOp && made_by[i] == kNoOp)
@@ -173,6 +196,11 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
                          : fmt::format("{} workloads on {} devices", traces.size(), traces.size());
   out.parameters = traces[0].parameters;
   out.measured_on = traces[0].measured_on;
+  out.parallel = traces[0].parallel;
+  // Process groups are shared: a rank's step names the group, the group names the devices.
+  for (const Trace& t : traces)
+    for (const ProcessGroup& g : t.groups)
+      if (!out.find_group(g.name)) out.groups.push_back(g);
   std::size_t n_buffers = 0, n_ops = 0;
   for (const auto& t : traces) {
     n_buffers += t.buffers.size();
@@ -188,6 +216,7 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
       const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
       out.buffers[id].device = slot(k);
     }
+    const auto op_base = static_cast<OpId>(out.ops.size());
     for (const Op& op : t.ops) {
       if (op.device != 0)
         throw InputError(fmt::format("{}: op '{}' already names device {}; only single-device traces "
@@ -198,6 +227,7 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
       copy.device = slot(k);
       for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
         for (BufferId& b : *list) b += base;
+      for (OpId& w : copy.waits_for) w += op_base;
       out.add_op(std::move(copy));
     }
   }

@@ -32,8 +32,10 @@ enum class Category : std::uint8_t {
   input,            // the mini-batch: samples and labels
   workspace,        // per-op scratch (also the category of Op::workspace_bytes)
   other,
+  comm,             // communication buffers: DDP's buckets, FSDP's gathered parameters
+  runtime,          // memory outside the allocator: the CUDA context, NCCL's channel buffers
 };
-inline constexpr int kCategoryCount = 8;
+inline constexpr int kCategoryCount = 10;
 std::string_view to_string(Category c);
 std::optional<Category> category_from_string(std::string_view s);
 
@@ -115,11 +117,34 @@ struct Op {
   std::uint64_t workspace_bytes = 0;     // transient, freed right after the op
   std::optional<double> measured_s;      // a duration measured on real hardware
   // Communication ops (kind all_reduce, all_gather, ...): the message and who takes part.
-  std::uint64_t message_bytes = 0;       // bytes each rank contributes or receives
-  std::string group;                     // the process group: "0 (default_pg), 2 ranks"
+  /// The whole tensor the collective works on, per rank: an all-reduce's buffer, an
+  /// all-gather's gathered output, a reduce-scatter's unreduced input; a send's message.
+  std::uint64_t message_bytes = 0;
+  /// The process group, by name: one of Trace::groups (then the engine runs it over the
+  /// group's devices), or an imported group it knows only by name ("0 (default_pg)").
+  std::string group;
+  /// Ops on other streams this one waits for (a CUDA event): FSDP's all-gather of the next
+  /// layer waits until the current layer starts, so that prefetching stays one layer ahead.
+  std::vector<OpId> waits_for;
 
   /// What the op reads: `inputs`, then `updates` (an in-place target is read too).
   OpReads reads() const { return {inputs, updates}; }
+};
+
+/// A process group: the compute devices (as Op::device numbers them) a collective runs over,
+/// in ring order. In a rank's step (one device's trace) they are the ranks, which become
+/// devices when the step is placed (combine_per_device).
+struct ProcessGroup {
+  std::string name;  // "dp"
+  std::vector<std::uint32_t> ranks;
+};
+
+/// How a step is trained across devices (the workload's `parallel:` section), for the run
+/// to lay it out: how many ranks, and whether one of them stands for all (symmetric ranks).
+struct ParallelLayout {
+  std::uint32_t ranks = 1;      // data-parallel ranks the step is one of
+  bool symmetric = true;        // simulate rank 0 only, with its peers' traffic on the links
+  std::string summary;          // "dp 8, zero 3" for the description
 };
 
 struct Trace {
@@ -132,6 +157,14 @@ struct Trace {
   std::vector<std::string> import_notes;
   std::vector<Buffer> buffers;
   std::vector<Op> ops;
+  std::vector<ProcessGroup> groups;
+  ParallelLayout parallel;
+
+  /// The group named `name`, or null.
+  const ProcessGroup* find_group(const std::string& name) const;
+  /// Whether some op communicates over a group the trace defines (then NCCL's buffers are
+  /// reserved on its devices).
+  bool communicates() const;
 
   /// Appends a buffer and returns its id.
   BufferId add_buffer(std::string name, std::uint64_t bytes, Category category,

@@ -54,6 +54,20 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
   out << "  \"description\": " << str(trace.description) << ",\n";
   if (!trace.measured_on.empty()) out << "  \"measured_on\": " << str(trace.measured_on) << ",\n";
   if (trace.parameters) out << "  \"parameters\": " << trace.parameters << ",\n";
+  if (trace.parallel.ranks > 1)
+    out << fmt::format("  \"parallel\": {{\"ranks\": {}, \"symmetric\": {}, \"summary\": {}}},\n",
+                       trace.parallel.ranks, trace.parallel.symmetric ? "true" : "false",
+                       str(trace.parallel.summary));
+  if (!trace.groups.empty()) {
+    out << "  \"groups\": [\n";
+    for (std::size_t i = 0; i < trace.groups.size(); ++i) {
+      std::string ranks;
+      for (std::uint32_t r : trace.groups[i].ranks) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+      out << fmt::format("    {{\"name\": {}, \"ranks\": [{}]}}{}\n", str(trace.groups[i].name), ranks,
+                         i + 1 < trace.groups.size() ? "," : "");
+    }
+    out << "  ],\n";
+  }
   out << "  \"buffers\": [\n";
   for (std::size_t i = 0; i < trace.buffers.size(); ++i) {
     const Buffer& b = trace.buffers[i];
@@ -74,6 +88,12 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
     if (op.measured_s) extra += ", \"measured_s\": " + num(*op.measured_s);
     if (op.message_bytes) extra += fmt::format(", \"message_bytes\": {}", op.message_bytes);
     if (!op.group.empty()) extra += ", \"group\": " + str(op.group);
+    if (!op.waits_for.empty()) {
+      extra += ", \"waits_for\": [";
+      for (std::size_t w = 0; w < op.waits_for.size(); ++w)
+        extra += (w ? "," : "") + std::to_string(op.waits_for[w]);
+      extra += "]";
+    }
     out << fmt::format(
         "    {{\"name\": {}, \"kind\": {}, \"phase\": \"{}\", \"dtype\": \"{}\", \"inputs\": {}, "
         "\"outputs\": {}, \"flops\": {}, \"bytes\": {}{}}}{}\n",
@@ -92,7 +112,7 @@ bool is_native_trace(const ConfigNode& root) {
 
 Trace read_trace(const ConfigNode& root) {
   root.allow_only({"format", "version", "name", "description", "measured_on", "parameters",
-                   "buffers", "ops"});
+                   "buffers", "ops", "groups", "parallel"});
   auto version = root.at("version");
   if (version.as_int() != kTraceFormatVersion)
     version.fail_expected(fmt::format("format version {}", kTraceFormatVersion));
@@ -101,6 +121,24 @@ Trace read_trace(const ConfigNode& root) {
   if (auto d = root.find("description")) t.description = d->as_string();
   if (auto m = root.find("measured_on")) t.measured_on = m->as_string();
   if (auto p = root.find("parameters")) t.parameters = static_cast<std::uint64_t>(p->as_int_in(0, INT64_MAX));
+
+  if (auto par = root.find("parallel")) {
+    par->allow_only({"ranks", "symmetric", "summary"});
+    t.parallel.ranks = static_cast<std::uint32_t>(par->at("ranks").as_int_in(1, 1 << 20));
+    if (auto sym = par->find("symmetric")) t.parallel.symmetric = sym->as_bool();
+    if (auto sum = par->find("summary")) t.parallel.summary = sum->as_string();
+  }
+  if (auto groups = root.find("groups"))
+    for (const auto& g : groups->items()) {
+      g.allow_only({"name", "ranks"});
+      ProcessGroup pg;
+      pg.name = g.at("name").as_string();
+      if (t.find_group(pg.name)) g.at("name").fail(fmt::format("process group '{}' is defined twice", pg.name));
+      for (const auto& r : g.at("ranks").items())
+        pg.ranks.push_back(static_cast<std::uint32_t>(r.as_int_in(0, 1 << 20)));
+      if (pg.ranks.empty()) g.at("ranks").fail_expected("a list of at least one rank");
+      t.groups.push_back(std::move(pg));
+    }
 
   std::map<std::int64_t, BufferId> ids;
   auto buffer_nodes = root.at("buffers").items();
@@ -114,7 +152,7 @@ Trace read_trace(const ConfigNode& root) {
     if (!cat)
       cat_node.fail_expected(
           "a category (weight, gradient, optimizer_state, activation, activation_grad, input, "
-          "workspace, other)");
+          "workspace, other, comm, runtime)");
     bool persistent = false;
     if (auto p = n.find("persistent")) persistent = p->as_bool();
     const BufferId b = t.add_buffer(n.at("name").as_string(), read_bytes(n.at("bytes")), *cat, persistent);
@@ -124,7 +162,8 @@ Trace read_trace(const ConfigNode& root) {
   std::vector<OpId> producer_seen(t.buffers.size(), kNoOp);
   for (const auto& n : op_nodes) {
     n.allow_only({"name", "kind", "phase", "dtype", "device", "stream", "inputs", "outputs",
-                  "updates", "flops", "bytes", "workspace_bytes", "measured_s", "message_bytes", "group"});
+                  "updates", "flops", "bytes", "workspace_bytes", "measured_s", "message_bytes", "group",
+                  "waits_for"});
     Op op;
     op.name = n.at("name").as_string();
     op.kind = n.at("kind").as_string();
@@ -149,6 +188,13 @@ Trace read_trace(const ConfigNode& root) {
     if (auto m = n.find("message_bytes")) op.message_bytes = read_bytes(*m);
     if (auto g = n.find("group")) op.group = g->as_string();
     const OpId id = static_cast<OpId>(t.ops.size());
+    if (auto w = n.find("waits_for"))
+      for (const auto& item : w->items()) {
+        const std::int64_t before = item.as_int();
+        if (before < 0 || before >= static_cast<std::int64_t>(id))
+          item.fail_expected(fmt::format("the index of an earlier op (0 to {})", static_cast<std::int64_t>(id) - 1));
+        op.waits_for.push_back(static_cast<OpId>(before));
+      }
     for (BufferId b : op.outputs) {
       if (producer_seen[b] != kNoOp)
         outputs_node.fail(fmt::format("buffer '{}' is already written by op '{}'",

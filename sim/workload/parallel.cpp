@@ -1,0 +1,369 @@
+#include "sim/workload/parallel.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+
+std::vector<ParamSpec> parallel_param_specs() {
+  return {
+      {"dp", "data-parallel ranks: the step is one of dp, each on its own device", "1"},
+      {"zero", "0 DDP (all-reduce), 1 optimizer state sharded, 2 and gradients, 3 and parameters "
+               "(FSDP's full shard)", "0"},
+      {"bucket", "gradient bucket: DDP's bucket_cap_mb (its first bucket is 1 MiB), ZeRO-1/2's "
+                 "reduce and all-gather bucket", "25MiB"},
+      {"bucket_view", "zero 0: gradients are views into the buckets (gradient_as_bucket_view), "
+                      "no bucket memory", "false"},
+      {"prefetch", "zero 3: the next unit's all-gather starts when the current unit starts "
+                   "(false: when it ends)", "true"},
+      {"reshard_after_forward", "zero 3: free a unit's gathered parameters after its forward "
+                                "and gather them again for backward", "true"},
+      {"symmetric", "simulate rank 0 only, its peers' traffic still on the links (false: "
+                    "simulate every rank)", "true"},
+  };
+}
+
+ParallelSettings read_parallel_settings(const Params& params) {
+  ParallelSettings s;
+  s.dp = static_cast<std::uint32_t>(params.get("dp").as_int_in(1, 1 << 20));
+  s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
+  s.bucket_bytes = params.get("bucket").as_positive_bytes();
+  s.bucket_view = params.get("bucket_view").as_bool();
+  s.prefetch = params.get("prefetch").as_bool();
+  s.reshard_after_forward = params.get("reshard_after_forward").as_bool();
+  s.symmetric = params.get("symmetric").as_bool();
+  return s;
+}
+
+std::string parameter_unit(const std::string& name) {
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = name.find('.', start);
+    const std::string part = name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return name.substr(0, dot);
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  return name.substr(0, name.find('.'));
+}
+
+namespace {
+
+constexpr std::uint64_t kFirstBucketBytes = 1ull << 20;  // DDP's _DEFAULT_FIRST_BUCKET_BYTES
+
+struct Param {
+  BufferId weight = 0, grad = 0;
+  std::vector<BufferId> master, state;
+  OpId step = kNoOp;
+  OpId ready = kNoOp;  // the last op before the optimizer that writes the gradient
+};
+
+std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 1) / n; }
+
+class Sharder {
+ public:
+  Sharder(const Trace& step, const ParallelSettings& s) : in_(step), s_(s) {}
+
+  Trace run() {
+    find_parameters();
+    out_.name = in_.name;
+    out_.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, summary());
+    out_.measured_on = in_.measured_on;
+    out_.parameters = in_.parameters;
+    out_.import_notes = in_.import_notes;
+    out_.buffers = in_.buffers;
+    for (Buffer& b : out_.buffers) b.producer = kNoOp;  // set again as the ops are added
+    ProcessGroup dp{"dp", {}};
+    for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r);
+    out_.groups.push_back(std::move(dp));
+    out_.parallel = {s_.dp, s_.symmetric, summary()};
+    before_.resize(in_.ops.size());
+    after_.resize(in_.ops.size());
+    ops_ = in_.ops;
+    if (s_.zero >= 1) shard_optimizer();
+    if (s_.zero == 3)
+      shard_parameters();
+    else
+      bucket_gradients();
+    emit_all();
+    return std::move(out_);
+  }
+
+ private:
+  std::string summary() const { return fmt::format("dp {}, zero {}", s_.dp, s_.zero); }
+
+  void find_parameters() {
+    std::map<BufferId, std::size_t> by_grad;
+    for (const Op& op : in_.ops) {
+      if (op.phase != Phase::optimizer || op.updates.empty()) continue;
+      Param p;
+      bool have_grad = false;
+      for (BufferId b : op.inputs)
+        if (in_.buffers[b].category == Category::gradient) {
+          p.grad = b;
+          have_grad = true;
+          break;
+        }
+      if (!have_grad || in_.buffers[op.updates[0]].category != Category::weight) continue;
+      p.weight = op.updates[0];
+      for (std::size_t i = 1; i < op.updates.size(); ++i) {
+        const BufferId b = op.updates[i];
+        if (in_.buffers[b].category == Category::weight) p.master.push_back(b);
+        if (in_.buffers[b].category == Category::optimizer_state) p.state.push_back(b);
+      }
+      p.step = op.id;
+      by_grad[p.grad] = params_.size();
+      params_.push_back(std::move(p));
+    }
+    if (params_.empty())
+      throw InputError(fmt::format("{}: parallel.dp {} needs the step's optimizer steps (an op per "
+                                   "parameter that reads its gradient and updates its weight) to "
+                                   "find the parameters, and the step has none",
+                                   in_.name, s_.dp));
+    for (const Op& op : in_.ops) {
+      if (op.phase == Phase::optimizer) continue;
+      for (const auto* list : {&op.outputs, &op.updates})
+        for (BufferId b : *list)
+          if (auto it = by_grad.find(b); it != by_grad.end()) params_[it->second].ready = op.id;
+    }
+  }
+
+  BufferId add_buffer(std::string name, std::uint64_t bytes, Category c, bool persistent) {
+    return out_.add_buffer(std::move(name), bytes, c, persistent);
+  }
+
+  static Op comm_op(std::string name, std::string kind, Phase phase, std::uint64_t message) {
+    Op op;
+    op.name = std::move(name);
+    op.kind = std::move(kind);
+    op.phase = phase;
+    op.message_bytes = message;
+    op.group = "dp";
+    return op;
+  }
+
+  // ZeRO-1 and up: master weights and optimizer state hold this rank's shard; the step
+  // updates only it (its FLOPs in proportion) and reads the gradient's shard.
+  void shard_optimizer() {
+    for (Param& p : params_) {
+      for (BufferId b : p.master) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, s_.dp);
+      for (BufferId b : p.state) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, s_.dp);
+      Op& step = ops_[p.step];
+      step.flops /= s_.dp;
+      step.bytes_moved /= s_.dp;
+    }
+  }
+
+  // ZeRO-2 and 3: this rank's shard of a gradient, which its step reads instead.
+  BufferId grad_shard(const Param& p) {
+    const Buffer& g = in_.buffers[p.grad];
+    const BufferId b = add_buffer(g.name + ".shard", shard(g.bytes, s_.dp), Category::gradient, false);
+    for (BufferId& in : ops_[p.step].inputs)
+      if (in == p.grad) in = b;
+    return b;
+  }
+
+  // Buckets in the order backward makes the gradients; each is reduced once its last
+  // gradient is ready.
+  void bucket_gradients() {
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < params_.size(); ++i)
+      if (params_[i].ready != kNoOp) order.push_back(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t a, std::size_t b) { return params_[a].ready < params_[b].ready; });
+    std::vector<std::vector<std::size_t>> buckets;
+    std::uint64_t filled = 0;
+    for (std::size_t i : order) {
+      const std::uint64_t bytes = in_.buffers[params_[i].grad].bytes;
+      // The bucket being filled: DDP caps its first at 1 MiB, so that communication starts early.
+      const std::uint64_t cap =
+          s_.zero == 0 && buckets.size() == 1 ? std::min(kFirstBucketBytes, s_.bucket_bytes) : s_.bucket_bytes;
+      if (buckets.empty() || (filled > 0 && filled + bytes > cap)) {
+        buckets.emplace_back();
+        filled = 0;
+      }
+      buckets.back().push_back(i);
+      filled += bytes;
+    }
+    for (std::size_t k = 0; k < buckets.size(); ++k) {
+      const auto& bucket = buckets[k];
+      std::uint64_t grad_bytes = 0, weight_bytes = 0;
+      OpId ready = 0, last_step = 0;
+      for (std::size_t i : bucket) {
+        grad_bytes += in_.buffers[params_[i].grad].bytes;
+        weight_bytes += in_.buffers[params_[i].weight].bytes;
+        ready = std::max(ready, params_[i].ready);
+        last_step = std::max(last_step, params_[i].step);
+      }
+      const std::string name = fmt::format("bucket{}", k);
+      if (s_.zero == 0) {
+        Op ar = comm_op(name + ".all_reduce", "all_reduce", Phase::backward, grad_bytes);
+        for (std::size_t i : bucket) ar.updates.push_back(params_[i].grad);
+        if (!s_.bucket_view)
+          ar.updates.push_back(add_buffer("ddp." + name, grad_bytes, Category::comm, true));
+        after_[ready].push_back(std::move(ar));
+        continue;
+      }
+      // ZeRO-1 reduces into the full gradients (the step reads its slice of them); ZeRO-2
+      // into a shard, and the full gradients die.
+      Op rs = comm_op(name + ".reduce_scatter", "reduce_scatter", Phase::backward, grad_bytes);
+      for (std::size_t i : bucket) {
+        if (s_.zero == 1) {
+          rs.updates.push_back(params_[i].grad);
+        } else {
+          rs.inputs.push_back(params_[i].grad);
+          rs.outputs.push_back(grad_shard(params_[i]));
+        }
+      }
+      after_[ready].push_back(std::move(rs));
+      // The updated shards of the (full) weights are gathered after the step.
+      Op ag = comm_op(name + ".all_gather", "all_gather", Phase::optimizer, weight_bytes);
+      for (std::size_t i : bucket) ag.updates.push_back(params_[i].weight);
+      after_[last_step].push_back(std::move(ag));
+    }
+  }
+
+  struct Unit {
+    std::string name;
+    std::vector<std::size_t> params;
+    std::uint64_t weight_bytes = 0, grad_bytes = 0;
+    OpId first_forward = kNoOp, first_backward = kNoOp, ready = 0;
+    BufferId gathered_forward = kNoOp, gathered_backward = kNoOp;
+  };
+
+  // ZeRO-3 / FSDP: each unit's weights are gathered before use and resharded after, its
+  // gradients reduce-scattered after its backward.
+  void shard_parameters() {
+    std::map<std::string, std::size_t> index;
+    std::vector<Unit> units;
+    std::map<BufferId, std::size_t> unit_of_weight;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      const Param& p = params_[i];
+      const std::string u = parameter_unit(in_.buffers[p.weight].name);
+      auto [it, fresh] = index.try_emplace(u, units.size());
+      if (fresh) units.push_back({u, {}, 0, 0, kNoOp, kNoOp, 0, kNoOp, kNoOp});
+      Unit& unit = units[it->second];
+      unit.params.push_back(i);
+      unit.weight_bytes += in_.buffers[p.weight].bytes;
+      unit.grad_bytes += in_.buffers[p.grad].bytes;
+      if (p.ready != kNoOp) unit.ready = std::max(unit.ready, p.ready);
+      unit_of_weight[p.weight] = it->second;
+      out_.buffers[p.weight].bytes = shard(in_.buffers[p.weight].bytes, s_.dp);
+    }
+    for (const Op& op : in_.ops) {
+      if (op.phase == Phase::optimizer) continue;
+      for (BufferId b : op.inputs)
+        if (auto it = unit_of_weight.find(b); it != unit_of_weight.end()) {
+          Unit& u = units[it->second];
+          OpId& first = op.phase == Phase::forward ? u.first_forward : u.first_backward;
+          if (first == kNoOp) first = op.id;
+        }
+    }
+    for (Unit& u : units) {
+      if (u.first_forward != kNoOp)
+        u.gathered_forward = add_buffer(u.name + ".gathered", u.weight_bytes, Category::comm, false);
+      if (u.first_backward != kNoOp)
+        u.gathered_backward = s_.reshard_after_forward || u.gathered_forward == kNoOp
+                                  ? add_buffer(u.name + ".gathered.backward", u.weight_bytes,
+                                               Category::comm, false)
+                                  : u.gathered_forward;
+    }
+    // Gathers: in the order the units are used; the next waits for the current one to start
+    // (prefetch) or for the op before its own first use.
+    auto gather = [&](Phase phase) {
+      std::vector<std::size_t> order;
+      for (std::size_t i = 0; i < units.size(); ++i) {
+        const Unit& u = units[i];
+        const bool needed = phase == Phase::forward
+                                ? u.first_forward != kNoOp
+                                : u.first_backward != kNoOp && u.gathered_backward != u.gathered_forward;
+        if (needed) order.push_back(i);
+      }
+      auto first = [&](std::size_t i) {
+        return phase == Phase::forward ? units[i].first_forward : units[i].first_backward;
+      };
+      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first(a) < first(b); });
+      for (std::size_t k = 0; k < order.size(); ++k) {
+        const Unit& u = units[order[k]];
+        // Issued where FSDP issues it: with prefetch, when the unit before it starts (its
+        // pre-forward or pre-backward hook), so that it is ahead of that unit's
+        // reduce-scatter on the communication stream; else when the unit itself starts.
+        // Either way it waits for the op before that moment.
+        const OpId at = s_.prefetch && k > 0 ? first(order[k - 1]) : first(order[k]);
+        Op ag = comm_op(u.name + (phase == Phase::forward ? ".all_gather" : ".all_gather.backward"),
+                        "all_gather", phase, u.weight_bytes);
+        for (std::size_t i : u.params) ag.inputs.push_back(params_[i].weight);
+        ag.outputs.push_back(phase == Phase::forward ? u.gathered_forward : u.gathered_backward);
+        if (at > 0) ag.waits_for.push_back(at - 1);
+        before_[at].push_back(std::move(ag));
+      }
+    };
+    gather(Phase::forward);
+    gather(Phase::backward);
+    // Readers of a weight read the unit's gathered buffer (once per op).
+    for (Op& op : ops_) {
+      if (op.phase == Phase::optimizer) continue;
+      std::vector<BufferId> inputs;
+      for (BufferId b : op.inputs) {
+        BufferId to = b;
+        if (auto it = unit_of_weight.find(b); it != unit_of_weight.end()) {
+          const Unit& u = units[it->second];
+          to = op.phase == Phase::forward ? u.gathered_forward : u.gathered_backward;
+        }
+        if (std::find(inputs.begin(), inputs.end(), to) == inputs.end()) inputs.push_back(to);
+      }
+      op.inputs = std::move(inputs);
+    }
+    for (const Unit& u : units) {
+      Op rs = comm_op(u.name + ".reduce_scatter", "reduce_scatter", Phase::backward, u.grad_bytes);
+      bool any = false;
+      for (std::size_t i : u.params) {
+        if (params_[i].ready == kNoOp) continue;
+        rs.inputs.push_back(params_[i].grad);
+        rs.outputs.push_back(grad_shard(params_[i]));
+        any = true;
+      }
+      if (any) after_[u.ready].push_back(std::move(rs));
+    }
+  }
+
+  void emit_all() {
+    std::vector<OpId> new_id(in_.ops.size(), kNoOp);
+    auto emit = [&](Op op) {
+      for (OpId& w : op.waits_for) w = new_id[w];
+      return out_.add_op(std::move(op));
+    };
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      for (Op& op : before_[i]) emit(std::move(op));
+      Op op = std::move(ops_[i]);
+      for (OpId& w : op.waits_for) w = new_id[w];
+      new_id[i] = out_.add_op(std::move(op));
+      for (Op& op2 : after_[i]) emit(std::move(op2));
+    }
+  }
+
+  const Trace& in_;
+  const ParallelSettings& s_;
+  Trace out_;
+  std::vector<Param> params_;
+  std::vector<Op> ops_;  // the step's ops, as this rank runs them
+  std::vector<std::vector<Op>> before_, after_;  // communication placed around each op
+};
+
+}  // namespace
+
+Trace parallelize(const Trace& step, const ParallelSettings& settings) {
+  if (settings.dp <= 1) return step;
+  for (const Op& op : step.ops)
+    if (op.device != 0)
+      throw InputError(fmt::format("{}: parallel.dp needs a single-device step; op '{}' runs on device {}",
+                                   step.name, op.name, op.device));
+  return Sharder(step, settings).run();
+}
+
+}  // namespace memsim

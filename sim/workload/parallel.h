@@ -1,0 +1,59 @@
+#pragma once
+// Training across devices, data-parallel part: a workload's `parallel:` section turns the
+// step a model generator emits (one device, the whole model) into the step of one rank of
+// `dp`, with the communication PyTorch DDP, DeepSpeed ZeRO and FSDP put in it:
+//
+//   parallel:
+//     dp: 8                        # data-parallel ranks
+//     zero: 3                      # 0 DDP, 1 optimizer state sharded, 2 and gradients, 3 and parameters
+//     bucket: 25MiB                # gradient bucket (DDP's bucket_cap_mb; ZeRO-1/2's reduce bucket)
+//
+// zero 0 (DDP): gradients are all-reduced in buckets as backward makes them, on the
+//   communication stream; a bucket is a persistent `comm` buffer (gradient_as_bucket_view
+//   false, PyTorch's default; `bucket_view: true` all-reduces the gradients in place).
+// zero 1: master weights and optimizer state hold 1/dp of each parameter; each bucket of
+//   gradients is reduce-scattered in place (the step reads this rank's slice of the full
+//   gradients, which live until the step); after the step the weights are all-gathered.
+// zero 2: as 1, but each bucket is reduce-scattered into this rank's shard, and the full
+//   gradients die after it.
+// zero 3 (FSDP's full shard): the weights are shards too; each unit (a transformer block,
+//   `layers.3`; a residual block, `layer1.0`; else a top-level module) is all-gathered into
+//   a `comm` buffer before its forward and again before its backward (`reshard_after_forward`
+//   false keeps the forward's); with `prefetch` the next unit's gather is issued when the
+//   current unit starts (ahead of the current unit's reduce-scatter on the communication
+//   stream, as FSDP's pre-forward and pre-backward hooks issue it), without it when the
+//   current unit ends; each unit's gradients are reduce-scattered after its backward.
+// Every shard is ceil(bytes / dp): per-GPU model state for mixed-precision Adam (16 bytes per
+// parameter) is 16P (DDP), 4P + 12P/N (ZeRO-1), 2P + 14P/N (ZeRO-2), 16P/N (ZeRO-3).
+#include <cstdint>
+#include <vector>
+
+#include "sim/core/params.h"
+#include "sim/workload/trace.h"
+
+namespace memsim {
+
+struct ParallelSettings {
+  std::uint32_t dp = 1;
+  int zero = 0;
+  std::uint64_t bucket_bytes = 25ull << 20;
+  bool bucket_view = false;
+  bool prefetch = true;
+  bool reshard_after_forward = true;
+  bool symmetric = true;
+};
+
+/// The keys of `parallel:` with their defaults, for `memsim list` and the checks.
+std::vector<ParamSpec> parallel_param_specs();
+/// Reads them; a bad value is an InputError located at the value.
+ParallelSettings read_parallel_settings(const Params& params);
+
+/// Rank 0's step of `step` (a single-device step) under `settings`. Throws InputError for a
+/// step it cannot shard (no optimizer step to find the parameters by).
+Trace parallelize(const Trace& step, const ParallelSettings& settings);
+
+/// The FSDP unit a parameter belongs to: its name up to the first numeric component
+/// ("layers.3.attn.wq.weight" -> "layers.3"), else its first component ("fc.weight" -> "fc").
+std::string parameter_unit(const std::string& name);
+
+}  // namespace memsim

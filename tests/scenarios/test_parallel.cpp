@@ -1,0 +1,142 @@
+// Data-parallel training from the command line: the questions of issue 15, asked as a user
+// asks them, answered by runs of the binary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("memsim_par_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+json run_json(const std::string& args, const std::string& out) {
+  const CliResult r = run_memsim(args + " --out " + out);
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  return json::parse(slurp(out + "/summary.json"));
+}
+
+// The rows of a CSV file as maps from its header.
+std::vector<std::map<std::string, std::string>> csv(const std::string& path) {
+  std::istringstream in(slurp(path));
+  std::string line;
+  std::getline(in, line);
+  auto split = [](const std::string& l) {
+    std::vector<std::string> out;
+    std::string cell;
+    std::istringstream s(l);
+    while (std::getline(s, cell, ',')) out.push_back(cell);
+    if (!l.empty() && l.back() == ',') out.emplace_back();
+    return out;
+  };
+  const auto header = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const auto cells = split(line);
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(Parallel, Llama7BTrainsOnEightH100sWithZero3AndNotWithDdp) {
+  const std::string out = temp_dir("llama_z3");
+  const CliResult r = run_memsim("run dgx-h100 llama-7b --set parallel.dp=8 --set parallel.zero=3 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json s = json::parse(slurp(out + "/summary.json"));
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_EQ(s["ranks"]["count"], 8);
+  // The per-GPU peak, the same on every rank, with the gathered parameters and the CUDA
+  // context and NCCL buffers as their own categories.
+  const json& gpu0 = s["tiers"]["gpu0.hbm"];
+  EXPECT_EQ(gpu0["peak_allocated_bytes"], s["tiers"]["gpu7.hbm"]["peak_allocated_bytes"]);
+  EXPECT_GT(gpu0["peak_by_category"]["comm"].get<std::uint64_t>(), 0u);
+  EXPECT_EQ(gpu0["peak_by_category"]["runtime"].get<std::uint64_t>(), (700ull + 256ull) << 20);
+  EXPECT_GT(s["exposed_comm_time_s"].get<double>(), 0.0);
+  EXPECT_LT(s["exposed_comm_time_s"].get<double>(), s["comm_time_s"].get<double>());
+  std::uint64_t nvswitch = 0;
+  for (const json& l : s["links"])
+    if (l["name"].get<std::string>().rfind("nvlink", 0) == 0) nvswitch += l["bytes_forward"].get<std::uint64_t>();
+  EXPECT_GT(nvswitch, 0u);
+  EXPECT_NE(r.out.find("gpu0-7.hbm  peak"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exposed comm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("links       nvlink0-7"), std::string::npos) << r.out;
+
+  // DDP keeps 16 bytes per parameter on every GPU: 107.8 GB of model state on an 80 GiB GPU.
+  const CliResult ddp = run_memsim("run dgx-h100 llama-7b --set parallel.dp=8 --set parallel.zero=0 --out " +
+                                   temp_dir("llama_ddp"));
+  ASSERT_EQ(ddp.exit_code, 0) << ddp.err;
+  EXPECT_NE(ddp.out.find("status      oom"), std::string::npos) << ddp.out;
+  EXPECT_NE(ddp.out.find("start of iteration: resident buffers"), std::string::npos) << ddp.out;
+}
+
+TEST(Parallel, DdpResNet50AllReducesItsGradientsAndWaitsForTheLastBucket) {
+  const std::string out = temp_dir("ddp_r50");
+  const json s = run_json("run dgx-a100 resnet50 --set parallel.dp=8", out);
+  ASSERT_EQ(s["status"], "ok");
+  std::uint64_t all_reduced = 0;
+  for (const json& c : s["collectives"])
+    if (c["kind"] == "all_reduce") all_reduced += c["bytes"].get<std::uint64_t>();
+  EXPECT_EQ(all_reduced, 25'557'032ull * 4);  // every fp32 gradient, once
+  // The last bucket goes out after the last gradient is made; backward has nothing left to
+  // hide it behind, so the step is at least the compute plus that bucket's tail.
+  double last_backward_end = 0, last_all_reduce_end = 0;
+  for (const auto& row : csv(out + "/timeline.csv")) {
+    if (row.at("device") != "gpu0") continue;
+    const double end = std::stod(row.at("end_s"));
+    if (row.at("kind") == "compute" && row.at("phase") == "backward") last_backward_end = std::max(last_backward_end, end);
+    if (row.at("kind") == "comm" && row.at("op_kind") == "all_reduce") last_all_reduce_end = std::max(last_all_reduce_end, end);
+  }
+  ASSERT_GT(last_all_reduce_end, last_backward_end);
+  EXPECT_GE(s["iteration_time_s"].get<double>() + 1e-12,
+            s["compute_time_s"].get<double>() + (last_all_reduce_end - last_backward_end));
+}
+
+TEST(Parallel, SymmetricRanksGiveTheAnswerOfEveryRankSimulated) {
+  // Rank 0 alone with its peers' traffic on the links, against all eight ranks simulated.
+  for (int zero = 0; zero <= 3; ++zero) {
+    const std::string base = "run dgx-a100 bert-base --set workload.batch=8 --set parallel.dp=8 --set parallel.zero=" +
+                             std::to_string(zero);
+    const json one = run_json(base, temp_dir("sym_one_" + std::to_string(zero)));
+    const json all = run_json(base + " --set parallel.symmetric=false", temp_dir("sym_all_" + std::to_string(zero)));
+    EXPECT_EQ(one["ranks"]["symmetric"], true);
+    EXPECT_EQ(all["ranks"]["symmetric"], false);
+    for (const char* key : {"iteration_time_s", "compute_time_s", "comm_time_s", "exposed_comm_time_s", "links", "collectives"})
+      EXPECT_EQ(one[key], all[key]) << key << ", zero " << zero;
+    for (const char* tier : {"gpu0.hbm", "gpu7.hbm"})
+      EXPECT_EQ(one["tiers"][tier]["peak_allocated_bytes"], all["tiers"][tier]["peak_allocated_bytes"])
+          << tier << ", zero " << zero;
+  }
+}
+
+TEST(Parallel, ADataParallelStepNeedsAsManyDevicesAsRanks) {
+  const CliResult r = run_memsim("run a100-40gb resnet18 --set parallel.dp=8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("parallel.dp is 8, but platform a100-40gb has 1 compute device(s)"), std::string::npos) << r.err;
+  const CliResult bad = run_memsim("run dgx-a100 resnet18 --set parallel.zero=4");
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("parallel.zero"), std::string::npos) << bad.err;
+}
+
+TEST(Parallel, ASuperPodOfManyNodesIsAFewLines) {
+  const CliResult r = run_memsim("info dgx-h100-superpod --set nodes=4 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_NE(r.out.find("gpu31"), std::string::npos);
+  EXPECT_EQ(r.out.find("gpu32"), std::string::npos);
+  (void)j;
+}

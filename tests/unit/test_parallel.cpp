@@ -1,0 +1,187 @@
+// Data parallelism without SimGrid: the flows of NCCL's ring, the sharding arithmetic of
+// DDP and ZeRO-1/2/3 on Llama 7B over 8 ranks, where the communication is placed, and the
+// multi-node platform's naming.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <sstream>
+#include <set>
+
+#include "sim/core/config.h"
+#include "sim/core/presets.h"
+#include "sim/engine/collectives.h"
+#include "sim/platform/platform.h"
+#include "sim/workload/parallel.h"
+#include "sim/workload/trace_io.h"
+#include "sim/workload/workload.h"
+
+using namespace memsim;
+
+namespace {
+
+Trace llama_7b(int dp, int zero) {
+  const Preset* preset = find_preset("workloads", "llama-7b");
+  EXPECT_NE(preset, nullptr);
+  ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
+  spec.override_value({"parallel", "dp"}, std::to_string(dp), "test");
+  spec.override_value({"parallel", "zero"}, std::to_string(zero), "test");
+  return generate_workload(spec);
+}
+
+// A rank's model state: weights and master weights, optimizer state (all persistent), and
+// the gradients its optimizer steps read (full or shards).
+struct ModelState {
+  std::uint64_t weights = 0, optimizer = 0, gradients = 0, comm_persistent = 0;
+  std::uint64_t buffers = 0;  // how many were counted (each shard rounds up by < dp bytes)
+  std::uint64_t total() const { return weights + optimizer + gradients; }
+};
+ModelState model_state(const Trace& t) {
+  ModelState m;
+  for (const Buffer& b : t.buffers) {
+    if (!b.persistent) continue;
+    if (b.category == Category::weight) m.weights += b.bytes, ++m.buffers;
+    if (b.category == Category::optimizer_state) m.optimizer += b.bytes, ++m.buffers;
+    if (b.category == Category::comm) m.comm_persistent += b.bytes;
+  }
+  std::set<BufferId> grads;
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::optimizer)
+      for (BufferId b : op.inputs)
+        if (t.buffers[b].category == Category::gradient) grads.insert(b);
+  for (BufferId b : grads) m.gradients += t.buffers[b].bytes, ++m.buffers;
+  return m;
+}
+
+}  // namespace
+
+TEST(CollectivePattern, RingAllReduceSendsTwoNMinusOneChunksToTheNextRank) {
+  const CollectivePattern p = collective_pattern("all_reduce", 800, 4);
+  ASSERT_EQ(p.flows.size(), 4u);
+  EXPECT_EQ(p.steps, 6u);
+  for (std::uint32_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(p.flows[r].from, r);
+    EXPECT_EQ(p.flows[r].to, (r + 1) % 4);
+    EXPECT_EQ(p.flows[r].bytes, 6u * 200u);
+  }
+  EXPECT_EQ(collective_pattern("all_gather", 800, 4).flows[0].bytes, 3u * 200u);
+  EXPECT_EQ(collective_pattern("reduce_scatter", 800, 4).steps, 3u);
+  EXPECT_EQ(collective_pattern("all_to_all", 800, 4).flows.size(), 12u);
+  EXPECT_EQ(collective_pattern("broadcast", 800, 4).flows.size(), 3u);
+  EXPECT_EQ(collective_pattern("broadcast", 800, 4).flows[0].bytes, 800u);
+  EXPECT_TRUE(collective_pattern("all_reduce", 800, 1).flows.empty());
+  EXPECT_TRUE(is_communication_kind("reduce_scatter"));
+  EXPECT_FALSE(is_communication_kind("matmul"));
+}
+
+TEST(Parallel, ModelStatePerGpuFollowsTheShardingArithmeticForLlama7BOnEightRanks) {
+  // Mixed-precision AdamW: bf16 weights and gradients (2 + 2 bytes per parameter), fp32
+  // master weights (4) and two fp32 moments (8): 16P in all.
+  const double N = 8;
+  const Trace ddp = llama_7b(8, 0);
+  const double P = static_cast<double>(ddp.parameters);
+  ASSERT_NEAR(P, 6'738'415'616.0, 0);
+  const std::map<int, double> expected{{0, 16 * P}, {1, 4 * P + 12 * P / N}, {2, 2 * P + 14 * P / N}, {3, 16 * P / N}};
+  for (const auto& [zero, bytes] : expected) {
+    const Trace t = zero == 0 ? ddp : llama_7b(8, zero);
+    const ModelState m = model_state(t);
+    // Each shard is rounded up to a whole byte: at most N - 1 bytes per buffer.
+    EXPECT_NEAR(static_cast<double>(m.total()), bytes, static_cast<double>(m.buffers) * (N - 1)) << "zero " << zero;
+    EXPECT_EQ(t.parallel.ranks, 8u);
+    ASSERT_EQ(t.groups.size(), 1u);
+    EXPECT_EQ(t.groups[0].ranks.size(), 8u);
+  }
+  // DDP's buckets are persistent comm buffers of the gradients' size on top (PyTorch's
+  // default gradient_as_bucket_view=False); ZeRO-3's gathered parameters are transient.
+  EXPECT_EQ(model_state(ddp).comm_persistent, static_cast<std::uint64_t>(2 * P));
+  EXPECT_EQ(model_state(llama_7b(8, 3)).comm_persistent, 0u);
+}
+
+TEST(Parallel, DdpAllReducesEveryGradientOnceInBucketsAsBackwardMakesThem) {
+  const Trace t = llama_7b(8, 0);
+  std::uint64_t reduced = 0, grads = 0;
+  std::set<BufferId> seen;
+  OpId last_backward = 0;
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::backward && op.kind != "all_reduce") last_backward = op.id;
+  bool overlapped = false;
+  for (const Op& op : t.ops) {
+    if (op.kind != "all_reduce") continue;
+    EXPECT_EQ(op.group, "dp");
+    EXPECT_LE(op.message_bytes, (25u << 20) + 2 * 131'072'000u);  // one large tensor may exceed it
+    reduced += op.message_bytes;
+    for (BufferId b : op.updates)
+      if (t.buffers[b].category == Category::gradient) EXPECT_TRUE(seen.insert(b).second);
+    overlapped |= op.id < last_backward;
+  }
+  for (const Buffer& b : t.buffers)
+    if (b.category == Category::gradient) grads += b.bytes;
+  EXPECT_EQ(reduced, grads);
+  EXPECT_TRUE(overlapped);  // buckets go out while backward still runs
+}
+
+TEST(Parallel, ZeroThreeGathersEachBlockBeforeItsForwardAndItsBackward) {
+  const Trace t = llama_7b(8, 3);
+  std::map<std::string, int> gathers;
+  for (const Op& op : t.ops)
+    if (op.kind == "all_gather") ++gathers[parameter_unit(op.name)];
+  EXPECT_EQ(gathers["model.layers.0"], 2);
+  EXPECT_EQ(gathers["model.layers.31"], 2);
+  // A block's forward reads its gathered parameters, never the shards.
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::forward && op.kind == "linear")
+      for (BufferId b : op.inputs) EXPECT_NE(t.buffers[b].category, Category::weight) << op.name;
+  // Each gather after the first waits for an op before it (prefetch: the previous block's start).
+  int waiting = 0;
+  for (const Op& op : t.ops)
+    if (op.kind == "all_gather" && !op.waits_for.empty()) {
+      ++waiting;
+      EXPECT_LT(op.waits_for[0], op.id);
+    }
+  EXPECT_GT(waiting, 60);
+}
+
+TEST(Parallel, TheNativeTraceKeepsGroupsWaitsAndLayout) {
+  const Trace t = llama_7b(4, 3);
+  std::ostringstream out;
+  write_trace_json(t, out);
+  const Trace back = read_trace(ConfigNode::parse_text(out.str(), "t.json"));
+  ASSERT_EQ(back.groups.size(), 1u);
+  EXPECT_EQ(back.groups[0].ranks, t.groups[0].ranks);
+  EXPECT_EQ(back.parallel.ranks, 4u);
+  ASSERT_EQ(back.ops.size(), t.ops.size());
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    EXPECT_EQ(back.ops[i].waits_for, t.ops[i].waits_for);
+    EXPECT_EQ(back.ops[i].group, t.ops[i].group);
+  }
+}
+
+TEST(Parallel, UnitsAreBlocksOrTopLevelModules) {
+  EXPECT_EQ(parameter_unit("model.layers.3.self_attn.q_proj.weight"), "model.layers.3");
+  EXPECT_EQ(parameter_unit("layer1.0.conv1.weight"), "layer1.0");
+  EXPECT_EQ(parameter_unit("fc.weight"), "fc");
+  EXPECT_EQ(parameter_unit("lm_head.weight"), "lm_head");
+}
+
+TEST(MultiNode, NodesAreRenumberedAcrossTheFabric) {
+  const Preset* preset = find_preset("configs/devices", "dgx-h100-superpod");
+  ASSERT_NE(preset, nullptr);
+  ConfigNode root = ConfigNode::parse_text(preset->text, preset->path);
+  root.override_value({"nodes"}, "4", "test");
+  const PlatformSpec p = load_platform(root);
+  EXPECT_EQ(p.nodes, 4u);
+  EXPECT_EQ(p.compute_devices().size(), 32u);
+  EXPECT_EQ(p.devices[*p.find_device("gpu8")].node, 1u);
+  EXPECT_TRUE(p.find_tier("host3.dram"));
+  EXPECT_TRUE(p.find_tier("gpu31.hbm"));
+  int nics = 0, nvlinks = 0;
+  for (const LinkSpec& l : p.links) {
+    nics += l.name.rfind("ib", 0) == 0;
+    nvlinks += l.name.rfind("nvlink", 0) == 0;
+  }
+  EXPECT_EQ(nics, 32);  // one NIC per GPU
+  EXPECT_EQ(nvlinks, 32);
+  bool rail = false;
+  for (const LinkSpec& l : p.links)
+    if (l.name == "ib9") rail = l.from == "gpu9.hbm" && l.to == "rail1";
+  EXPECT_TRUE(rail);
+}
