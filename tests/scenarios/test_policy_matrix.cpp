@@ -128,7 +128,8 @@ TEST(ZeroOffload, OptimizerOpsAnAcceleratorStillNeedsStayThere) {
 
 // The iteration line adds up for every policy: compute + host + stall + recompute + idle of
 // the stream that speaks for the step is its iteration time, on a run whose capped tier
-// makes policies swap and recompute, and on one whose optimizer step can go to the host.
+// makes policies swap and recompute, and on one whose optimizer step can go to the host;
+// and with exposed communication, on data-parallel ranks.
 TEST(IterationLine, AddsUpForEveryPolicy) {
   const std::string out = std::string(::testing::TempDir()) + "memsim_sums_" + std::to_string(::getpid());
   int with_host = 0;
@@ -152,5 +153,15 @@ TEST(IterationLine, AddsUpForEveryPolicy) {
       EXPECT_EQ(r.out.find(" + idle ") != std::string::npos, s["idle_time_s"].get<double>() > 0) << r.out;
     }
   EXPECT_GE(with_host, 1);  // zero-offload's step on the host CPU
+  // Data-parallel ranks: exposed communication is a term too.
+  CliResult r = run_bounded(fmt::format("run dgx-a100 resnet18 --set parallel.dp=8 --set workload.batch=32 --out '{}'", out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json s = json::parse(slurp(out + "/summary.json"));
+  EXPECT_GT(s["exposed_comm_time_s"].get<double>(), 0.0);
+  EXPECT_NE(r.out.find(" + exposed comm "), std::string::npos) << r.out;
+  EXPECT_NEAR(s["compute_time_s"].get<double>() + s["exposed_host_time_s"].get<double>() +
+                  s["stall_time_s"].get<double>() + s["recompute_time_s"].get<double>() +
+                  s["exposed_comm_time_s"].get<double>() + s["idle_time_s"].get<double>(),
+              s["iteration_time_s"].get<double>(), 1e-9 * s["iteration_time_s"].get<double>());
   fs::remove_all(out);
 }
