@@ -406,9 +406,11 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
               : std::string();
       const std::string budget =
           u.budget_bytes ? fmt::format(" (budget {})", format_bytes(u.budget_bytes)) : std::string();
-      text = fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
-                         reserved, format_bytes(u.capacity_bytes), budget,
-                         format_seconds(u.peak_time_s), parts);
+      text = u.peak_allocated_bytes == 0
+                 ? fmt::format("peak 0 B of {}{} (idle)", format_bytes(u.capacity_bytes), budget)
+                 : fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
+                               reserved, format_bytes(u.capacity_bytes), budget,
+                               format_seconds(u.peak_time_s), parts);
       // The op at the peak and its largest buffers, named as any rank names them.
       for (const std::string& line : peak_lines(s.peak(t), out_dir, t.name.substr(0, t.name.find('.'))))
         extra += (extra.empty() ? "" : "\n") + line;

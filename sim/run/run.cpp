@@ -67,7 +67,15 @@ RunResult run(const RunInputs& in) {
   std::vector<std::uint32_t> slots = in.slots;
   // A rank of a data-parallel step: the ranks take the first compute devices; with symmetric
   // ranks only rank 0 is simulated (its peers' traffic is on the links all the same).
-  const ParallelLayout layout = in.workloads.size() == 1 ? in.workloads[0].parallel : ParallelLayout{};
+  ParallelLayout layout = in.workloads.size() == 1 ? in.workloads[0].parallel : ParallelLayout{};
+  std::vector<std::string> layout_notes;
+  if (layout.ranks > 1 && layout.from_trace && compute.size() < layout.ranks) {
+    layout_notes.push_back(fmt::format(
+        "the trace's collectives span {} ranks and platform {} has {} compute device(s): they take "
+        "the cost model's time, not the network's",
+        layout.ranks, platform.name, compute.size()));
+    layout = ParallelLayout{};
+  }
   if (layout.ranks > 1) {
     if (in.workloads.size() != 1)
       throw InputError("a data-parallel step (parallel.dp) runs alone: give one workload");
@@ -101,6 +109,12 @@ RunResult run(const RunInputs& in) {
 
   RunResult out;
   out.trace = combine_per_device(traces, names, layout.ranks > 1 ? slots : in.slots);
+  out.notes = layout_notes;
+  if (layout.ranks <= 1 && in.workloads.size() == 1 && in.workloads[0].parallel.from_trace) {
+    // Not laid out as ranks: its groups are names only, as before.
+    out.trace.groups.clear();
+    out.trace.parallel = ParallelLayout{};
+  }
   if (in.durations == RunInputs::Durations::measured)
     out.trace.measured_on = platform.name;
   else if (in.durations == RunInputs::Durations::model)
@@ -120,7 +134,7 @@ RunResult run(const RunInputs& in) {
   if (auto rewritten = policy.rewrite(out.trace, platform)) {
     out.trace = std::move(rewritten->trace);
     label = std::move(rewritten->label);
-    out.notes = std::move(rewritten->notes);
+    out.notes.insert(out.notes.end(), rewritten->notes.begin(), rewritten->notes.end());
   }
   const Liveness liveness = compute_liveness(out.trace);
   const std::vector<double> durations = op_durations(out.trace, platform);

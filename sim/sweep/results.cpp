@@ -7,7 +7,8 @@ namespace {
 
 constexpr const char* kFigures[] = {"iteration_time_s", "compute_time_s", "stall_time_s",
                                     "recompute_time_s", "transfer_time_s", "swap_out_bytes",
-                                    "swap_in_bytes",    "recompute_flops"};
+                                    "swap_in_bytes",    "recompute_flops",  "comm_time_s",
+                                    "exposed_comm_time_s"};
 
 std::string number(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "";

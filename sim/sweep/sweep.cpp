@@ -13,6 +13,7 @@
 #include "sim/core/presets.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/models/models.h"
+#include "sim/workload/parallel.h"
 #include "sim/workload/workload.h"
 
 namespace memsim {
@@ -203,10 +204,19 @@ struct Loader {
       }
     } else if (axis.target.target == "workload") {
       const std::string param = k.substr(0, k.find('.'));
+      if (param == "parallel") {
+        // The parallel: section every model spec takes (parallel.dp, parallel.zero, ...).
+        const std::string sub = k.find('.') == std::string::npos ? "" : k.substr(k.find('.') + 1);
+        std::vector<std::string> names;
+        for (const auto& ps : parallel_param_specs()) names.push_back(ps.name);
+        if (std::find(names.begin(), names.end(), sub) == names.end())
+          key_node.fail(fmt::format("unknown axis: '{}': parallel takes {}", k, join(names)));
+      }
       for (std::size_t w = 0; w < spec.workloads.size(); ++w) {
         if (!workload_params[w]) continue;
         const auto& ps = *workload_params[w];
-        if (std::find(ps.begin(), ps.end(), param) != ps.end()) axis.on_workload[w] = any = true;
+        if (param == "parallel" || std::find(ps.begin(), ps.end(), param) != ps.end())
+          axis.on_workload[w] = any = true;
       }
       if (!any)
         key_node.fail(fmt::format("unknown axis: no workload of this sweep has a parameter '{}' "

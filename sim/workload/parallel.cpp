@@ -24,12 +24,28 @@ std::vector<ParamSpec> parallel_param_specs() {
                                 "and gather them again for backward", "true"},
       {"symmetric", "simulate rank 0 only, its peers' traffic still on the links (false: "
                     "simulate every rank)", "true"},
+      {"micro_batches", "gradient accumulation: forward and backward passes of the batch per "
+                        "optimizer step", "1"},
+      {"global_batch", "samples per optimizer step over all ranks (0: batch x micro_batches x "
+                       "dp); sets micro_batches to global_batch / (batch x dp), rounded up", "0"},
   };
 }
 
-ParallelSettings read_parallel_settings(const Params& params) {
+ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch) {
   ParallelSettings s;
   s.dp = static_cast<std::uint32_t>(params.get("dp").as_int_in(1, 1 << 20));
+  s.micro_batches = static_cast<std::uint32_t>(params.get("micro_batches").as_int_in(1, 4096));
+  if (params.given("global_batch")) {
+    const ConfigNode g = params.get("global_batch");
+    const std::int64_t global = g.as_int_in(1, std::int64_t{1} << 40);
+    if (params.given("micro_batches"))
+      g.fail("give micro_batches or global_batch, not both (global_batch sets micro_batches)");
+    if (batch <= 0) g.fail("this model has no batch to divide the global batch by");
+    const std::int64_t per_step = batch * static_cast<std::int64_t>(s.dp);
+    const std::int64_t m = (global + per_step - 1) / per_step;
+    if (m > 4096) g.fail_expected(fmt::format("at most 4096 micro-batches of {} x {} ranks", batch, s.dp));
+    s.micro_batches = static_cast<std::uint32_t>(m);
+  }
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();
@@ -65,23 +81,83 @@ struct Param {
 
 std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 1) / n; }
 
+// The step with its forward and backward run `m` times (see parallel.h); `mb` gets each
+// op's micro-batch (the optimizer's: the last).
+Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>& mb) {
+  mb.assign(step.ops.size(), 0);
+  if (m <= 1) return step;
+  // The parameters' gradients: what the optimizer steps read.
+  std::vector<bool> param_grad(step.buffers.size(), false);
+  for (const Op& op : step.ops)
+    if (op.phase == Phase::optimizer)
+      for (BufferId b : op.inputs)
+        if (step.buffers[b].category == Category::gradient) param_grad[b] = true;
+  Trace out = step.without_ops();
+  mb.clear();
+  std::vector<OpId> body;
+  for (const Op& op : step.ops)
+    if (op.phase != Phase::optimizer) body.push_back(op.id);
+  for (std::uint32_t k = 0; k < m; ++k) {
+    std::vector<BufferId> copy(step.buffers.size());
+    for (BufferId b = 0; b < copy.size(); ++b) copy[b] = b;
+    std::vector<OpId> op_copy(step.ops.size(), kNoOp);
+    for (OpId id : body) {
+      Op op = step.ops[id];
+      std::vector<std::pair<BufferId, BufferId>> accumulate;  // (this micro-batch's, .grad)
+      if (k > 0) {
+        op.name += fmt::format("@mb{}", k);
+        for (BufferId& b : op.inputs) b = copy[b];
+        for (BufferId& b : op.updates) b = copy[b];
+        for (BufferId& b : op.outputs) {
+          const Buffer& orig = step.buffers[b];
+          const BufferId fresh = out.add_buffer(fmt::format("{}@mb{}", orig.name, k), orig.bytes,
+                                                orig.category, orig.persistent);
+          out.buffers[fresh].device = orig.device;
+          if (param_grad[b])
+            accumulate.emplace_back(fresh, b);
+          else
+            copy[b] = fresh;
+          b = fresh;
+        }
+        for (OpId& w : op.waits_for) w = op_copy[w];
+      }
+      op_copy[id] = out.add_op(std::move(op));
+      mb.push_back(k);
+      for (const auto& [fresh, grad] : accumulate) {
+        Op add;
+        add.name = fmt::format("{}.accumulate@mb{}", step.buffers[grad].name, k);
+        add.kind = "accumulate_grad";
+        add.phase = Phase::backward;
+        add.device = step.ops[id].device;
+        add.dtype = step.ops[id].dtype;
+        add.inputs = {fresh};
+        add.updates = {grad};
+        add.bytes_moved = 3.0 * static_cast<double>(step.buffers[grad].bytes);
+        out.add_op(std::move(add));
+        mb.push_back(k);
+      }
+    }
+  }
+  for (const Op& op : step.ops)
+    if (op.phase == Phase::optimizer) {
+      out.add_op(op);
+      mb.push_back(m - 1);
+    }
+  return out;
+}
+
 class Sharder {
  public:
-  Sharder(const Trace& step, const ParallelSettings& s) : in_(step), s_(s) {}
+  Sharder(const Trace& step, const ParallelSettings& s, std::vector<std::uint32_t> mb)
+      : in_(step), s_(s), mb_(std::move(mb)) {}
 
   Trace run() {
     find_parameters();
-    out_.name = in_.name;
-    out_.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, summary());
-    out_.measured_on = in_.measured_on;
-    out_.parameters = in_.parameters;
-    out_.import_notes = in_.import_notes;
-    out_.buffers = in_.buffers;
-    for (Buffer& b : out_.buffers) b.producer = kNoOp;  // set again as the ops are added
+    out_ = in_.without_ops();
     ProcessGroup dp{"dp", {}};
     for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r);
     out_.groups.push_back(std::move(dp));
-    out_.parallel = {s_.dp, s_.symmetric, summary()};
+    out_.parallel = {s_.dp, s_.symmetric, summary(), false};
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
@@ -95,7 +171,10 @@ class Sharder {
   }
 
  private:
-  std::string summary() const { return fmt::format("dp {}, zero {}", s_.dp, s_.zero); }
+  std::string summary() const {
+    return s_.micro_batches > 1 ? fmt::format("dp {}, zero {}, {} micro-batches", s_.dp, s_.zero, s_.micro_batches)
+                                : fmt::format("dp {}, zero {}", s_.dp, s_.zero);
+  }
 
   void find_parameters() {
     std::map<BufferId, std::size_t> by_grad;
@@ -232,13 +311,16 @@ class Sharder {
     std::string name;
     std::vector<std::size_t> params;
     std::uint64_t weight_bytes = 0, grad_bytes = 0;
-    OpId first_forward = kNoOp, first_backward = kNoOp, ready = 0;
-    BufferId gathered_forward = kNoOp, gathered_backward = kNoOp;
+    OpId ready = 0;
+    // Per micro-batch: the first forward and backward reader, and the gathered buffers.
+    std::vector<OpId> first_forward, first_backward;
+    std::vector<BufferId> gathered_forward, gathered_backward;
   };
 
-  // ZeRO-3 / FSDP: each unit's weights are gathered before use and resharded after, its
-  // gradients reduce-scattered after its backward.
+  // ZeRO-3 / FSDP: each unit's weights are gathered before use and resharded after (in each
+  // micro-batch), its gradients reduce-scattered after its (last) backward.
   void shard_parameters() {
+    const std::uint32_t m = s_.micro_batches;
     std::map<std::string, std::size_t> index;
     std::vector<Unit> units;
     std::map<BufferId, std::size_t> unit_of_weight;
@@ -246,7 +328,15 @@ class Sharder {
       const Param& p = params_[i];
       const std::string u = parameter_unit(in_.buffers[p.weight].name);
       auto [it, fresh] = index.try_emplace(u, units.size());
-      if (fresh) units.push_back({u, {}, 0, 0, kNoOp, kNoOp, 0, kNoOp, kNoOp});
+      if (fresh) {
+        Unit unit;
+        unit.name = u;
+        unit.first_forward.assign(m, kNoOp);
+        unit.first_backward.assign(m, kNoOp);
+        unit.gathered_forward.assign(m, kNoOp);
+        unit.gathered_backward.assign(m, kNoOp);
+        units.push_back(std::move(unit));
+      }
       Unit& unit = units[it->second];
       unit.params.push_back(i);
       unit.weight_bytes += in_.buffers[p.weight].bytes;
@@ -260,52 +350,60 @@ class Sharder {
       for (BufferId b : op.inputs)
         if (auto it = unit_of_weight.find(b); it != unit_of_weight.end()) {
           Unit& u = units[it->second];
-          OpId& first = op.phase == Phase::forward ? u.first_forward : u.first_backward;
+          OpId& first = (op.phase == Phase::forward ? u.first_forward : u.first_backward)[mb_[op.id]];
           if (first == kNoOp) first = op.id;
         }
     }
-    for (Unit& u : units) {
-      if (u.first_forward != kNoOp)
-        u.gathered_forward = add_buffer(u.name + ".gathered", u.weight_bytes, Category::comm, false);
-      if (u.first_backward != kNoOp)
-        u.gathered_backward = s_.reshard_after_forward || u.gathered_forward == kNoOp
-                                  ? add_buffer(u.name + ".gathered.backward", u.weight_bytes,
-                                               Category::comm, false)
-                                  : u.gathered_forward;
-    }
+    for (Unit& u : units)
+      for (std::uint32_t k = 0; k < m; ++k) {
+        const std::string at = m > 1 ? fmt::format("@mb{}", k) : std::string();
+        if (u.first_forward[k] != kNoOp)
+          u.gathered_forward[k] = add_buffer(u.name + ".gathered" + at, u.weight_bytes, Category::comm, false);
+        if (u.first_backward[k] != kNoOp)
+          u.gathered_backward[k] = s_.reshard_after_forward || u.gathered_forward[k] == kNoOp
+                                       ? add_buffer(u.name + ".gathered.backward" + at, u.weight_bytes,
+                                                    Category::comm, false)
+                                       : u.gathered_forward[k];
+      }
     // Gathers: in the order the units are used; the next waits for the current one to start
     // (prefetch) or for the op before its own first use.
+    struct Use {
+      std::size_t unit;
+      std::uint32_t mb;
+      OpId first;
+    };
     auto gather = [&](Phase phase) {
-      std::vector<std::size_t> order;
-      for (std::size_t i = 0; i < units.size(); ++i) {
-        const Unit& u = units[i];
-        const bool needed = phase == Phase::forward
-                                ? u.first_forward != kNoOp
-                                : u.first_backward != kNoOp && u.gathered_backward != u.gathered_forward;
-        if (needed) order.push_back(i);
-      }
-      auto first = [&](std::size_t i) {
-        return phase == Phase::forward ? units[i].first_forward : units[i].first_backward;
-      };
-      std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return first(a) < first(b); });
+      std::vector<Use> order;
+      for (std::size_t i = 0; i < units.size(); ++i)
+        for (std::uint32_t k = 0; k < m; ++k) {
+          const Unit& u = units[i];
+          const OpId first = phase == Phase::forward ? u.first_forward[k] : u.first_backward[k];
+          const bool needed = phase == Phase::forward
+                                  ? first != kNoOp
+                                  : first != kNoOp && u.gathered_backward[k] != u.gathered_forward[k];
+          if (needed) order.push_back({i, k, first});
+        }
+      std::stable_sort(order.begin(), order.end(), [](const Use& a, const Use& b) { return a.first < b.first; });
       for (std::size_t k = 0; k < order.size(); ++k) {
-        const Unit& u = units[order[k]];
+        const Unit& u = units[order[k].unit];
         // Issued where FSDP issues it: with prefetch, when the unit before it starts (its
         // pre-forward or pre-backward hook), so that it is ahead of that unit's
         // reduce-scatter on the communication stream; else when the unit itself starts.
         // Either way it waits for the op before that moment.
-        const OpId at = s_.prefetch && k > 0 ? first(order[k - 1]) : first(order[k]);
-        Op ag = comm_op(u.name + (phase == Phase::forward ? ".all_gather" : ".all_gather.backward"),
+        const OpId at = s_.prefetch && k > 0 ? order[k - 1].first : order[k].first;
+        const std::string mb = m > 1 ? fmt::format("@mb{}", order[k].mb) : std::string();
+        Op ag = comm_op(u.name + (phase == Phase::forward ? ".all_gather" : ".all_gather.backward") + mb,
                         "all_gather", phase, u.weight_bytes);
         for (std::size_t i : u.params) ag.inputs.push_back(params_[i].weight);
-        ag.outputs.push_back(phase == Phase::forward ? u.gathered_forward : u.gathered_backward);
+        ag.outputs.push_back(phase == Phase::forward ? u.gathered_forward[order[k].mb]
+                                                     : u.gathered_backward[order[k].mb]);
         if (at > 0) ag.waits_for.push_back(at - 1);
         before_[at].push_back(std::move(ag));
       }
     };
     gather(Phase::forward);
     gather(Phase::backward);
-    // Readers of a weight read the unit's gathered buffer (once per op).
+    // Readers of a weight read the unit's gathered buffer of their micro-batch (once per op).
     for (Op& op : ops_) {
       if (op.phase == Phase::optimizer) continue;
       std::vector<BufferId> inputs;
@@ -313,7 +411,8 @@ class Sharder {
         BufferId to = b;
         if (auto it = unit_of_weight.find(b); it != unit_of_weight.end()) {
           const Unit& u = units[it->second];
-          to = op.phase == Phase::forward ? u.gathered_forward : u.gathered_backward;
+          const std::uint32_t k = mb_[op.id];
+          to = op.phase == Phase::forward ? u.gathered_forward[k] : u.gathered_backward[k];
         }
         if (std::find(inputs.begin(), inputs.end(), to) == inputs.end()) inputs.push_back(to);
       }
@@ -349,6 +448,7 @@ class Sharder {
 
   const Trace& in_;
   const ParallelSettings& s_;
+  std::vector<std::uint32_t> mb_;  // each op's micro-batch
   Trace out_;
   std::vector<Param> params_;
   std::vector<Op> ops_;  // the step's ops, as this rank runs them
@@ -358,12 +458,23 @@ class Sharder {
 }  // namespace
 
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {
-  if (settings.dp <= 1) return step;
+  if (settings.dp <= 1 && settings.micro_batches <= 1) return step;
   for (const Op& op : step.ops)
     if (op.device != 0)
-      throw InputError(fmt::format("{}: parallel.dp needs a single-device step; op '{}' runs on device {}",
+      throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
                                    step.name, op.name, op.device));
-  return Sharder(step, settings).run();
+  std::vector<std::uint32_t> mb;
+  const Trace accumulated = accumulate(step, settings.micro_batches, mb);
+  if (settings.dp <= 1) {
+    Trace out = accumulated;
+    out.description = fmt::format("{}, {} micro-batches", step.description.empty() ? step.name : step.description,
+                                  settings.micro_batches);
+    return out;
+  }
+  Trace out = Sharder(accumulated, settings, std::move(mb)).run();
+  out.description = fmt::format("{}, {}", step.description.empty() ? step.name : step.description,
+                                out.parallel.summary);
+  return out;
 }
 
 }  // namespace memsim

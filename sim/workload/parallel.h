@@ -23,6 +23,11 @@
 //   current unit starts (ahead of the current unit's reduce-scatter on the communication
 //   stream, as FSDP's pre-forward and pre-backward hooks issue it), without it when the
 //   current unit ends; each unit's gradients are reduce-scattered after its backward.
+// micro_batches m (or global_batch G: m = G / (batch x dp), rounded up): the forward and
+//   backward run m times; from the second on, a parameter's gradient is made into a buffer of
+//   its own and added into .grad (accumulate_grad); the reduction waits for the last
+//   micro-batch (DDP's no_sync(), and FSDP's too: full gradients accumulate, then one
+//   reduce-scatter), and ZeRO-3 gathers each unit again in every micro-batch.
 // Every shard is ceil(bytes / dp): per-GPU model state for mixed-precision Adam (16 bytes per
 // parameter) is 16P (DDP), 4P + 12P/N (ZeRO-1), 2P + 14P/N (ZeRO-2), 16P/N (ZeRO-3).
 #include <cstdint>
@@ -36,6 +41,9 @@ namespace memsim {
 struct ParallelSettings {
   std::uint32_t dp = 1;
   int zero = 0;
+  /// Gradient accumulation: the step is this many forward and backward passes of the
+  /// workload's batch (a micro-batch), then one reduction and one optimizer step.
+  std::uint32_t micro_batches = 1;
   std::uint64_t bucket_bytes = 25ull << 20;
   bool bucket_view = false;
   bool prefetch = true;
@@ -45,8 +53,9 @@ struct ParallelSettings {
 
 /// The keys of `parallel:` with their defaults, for `memsim list` and the checks.
 std::vector<ParamSpec> parallel_param_specs();
-/// Reads them; a bad value is an InputError located at the value.
-ParallelSettings read_parallel_settings(const Params& params);
+/// Reads them; a bad value is an InputError located at the value. `batch` is the workload's
+/// (micro-)batch, for `global_batch` (0: the model has none).
+ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch = 0);
 
 /// Rank 0's step of `step` (a single-device step) under `settings`. Throws InputError for a
 /// step it cannot shard (no optimizer step to find the parameters by).

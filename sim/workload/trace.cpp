@@ -62,6 +62,20 @@ const ProcessGroup* Trace::find_group(const std::string& group_name) const {
   return nullptr;
 }
 
+Trace Trace::without_ops() const {
+  Trace out;
+  out.name = name;
+  out.description = description;
+  out.measured_on = measured_on;
+  out.parameters = parameters;
+  out.import_notes = import_notes;
+  out.buffers = buffers;
+  for (Buffer& b : out.buffers) b.producer = kNoOp;
+  out.groups = groups;
+  out.parallel = parallel;
+  return out;
+}
+
 bool Trace::communicates() const {
   if (groups.empty()) return false;
   for (const Op& op : ops)

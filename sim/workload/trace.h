@@ -145,6 +145,9 @@ struct ParallelLayout {
   std::uint32_t ranks = 1;      // data-parallel ranks the step is one of
   bool symmetric = true;        // simulate rank 0 only, with its peers' traffic on the links
   std::string summary;          // "dp 8, zero 3" for the description
+  /// Imported: the ranks are the trace's process groups, not a request; on a platform with
+  /// fewer devices the step runs alone and its collectives take the cost model's time.
+  bool from_trace = false;
 };
 
 struct Trace {
@@ -165,6 +168,10 @@ struct Trace {
   /// Whether some op communicates over a group the trace defines (then NCCL's buffers are
   /// reserved on its devices).
   bool communicates() const;
+
+  /// Everything but the ops: the same buffers, none of them produced yet (a pass that emits
+  /// the ops anew, adding its own, starts from it).
+  Trace without_ops() const;
 
   /// Appends a buffer and returns its id.
   BufferId add_buffer(std::string name, std::uint64_t bytes, Category category,

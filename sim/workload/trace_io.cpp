@@ -55,9 +55,9 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
   if (!trace.measured_on.empty()) out << "  \"measured_on\": " << str(trace.measured_on) << ",\n";
   if (trace.parameters) out << "  \"parameters\": " << trace.parameters << ",\n";
   if (trace.parallel.ranks > 1)
-    out << fmt::format("  \"parallel\": {{\"ranks\": {}, \"symmetric\": {}, \"summary\": {}}},\n",
+    out << fmt::format("  \"parallel\": {{\"ranks\": {}, \"symmetric\": {}, \"summary\": {}{}}},\n",
                        trace.parallel.ranks, trace.parallel.symmetric ? "true" : "false",
-                       str(trace.parallel.summary));
+                       str(trace.parallel.summary), trace.parallel.from_trace ? ", \"from_trace\": true" : "");
   if (!trace.groups.empty()) {
     out << "  \"groups\": [\n";
     for (std::size_t i = 0; i < trace.groups.size(); ++i) {
@@ -123,10 +123,11 @@ Trace read_trace(const ConfigNode& root) {
   if (auto p = root.find("parameters")) t.parameters = static_cast<std::uint64_t>(p->as_int_in(0, INT64_MAX));
 
   if (auto par = root.find("parallel")) {
-    par->allow_only({"ranks", "symmetric", "summary"});
+    par->allow_only({"ranks", "symmetric", "summary", "from_trace"});
     t.parallel.ranks = static_cast<std::uint32_t>(par->at("ranks").as_int_in(1, 1 << 20));
     if (auto sym = par->find("symmetric")) t.parallel.symmetric = sym->as_bool();
     if (auto sum = par->find("summary")) t.parallel.summary = sum->as_string();
+    if (auto ft = par->find("from_trace")) t.parallel.from_trace = ft->as_bool();
   }
   if (auto groups = root.find("groups"))
     for (const auto& g : groups->items()) {

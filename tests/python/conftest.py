@@ -76,7 +76,8 @@ def sweep_csv(tmp_path_factory):
     """A results.csv in the shape `memsim sweep` writes, built from `memsim run --json`."""
     base = tmp_path_factory.mktemp("sweep")
     figures = ["iteration_time_s", "compute_time_s", "stall_time_s", "recompute_time_s",
-               "transfer_time_s", "swap_out_bytes", "swap_in_bytes", "recompute_flops"]
+               "transfer_time_s", "swap_out_bytes", "swap_in_bytes", "recompute_flops",
+               "comm_time_s", "exposed_comm_time_s"]
     lines = ["point_id,device,workload,policy,workload.batch,status,error," + ",".join(figures)
              + ",gpu0.hbm.peak_allocated_bytes,gpu0.hbm.peak_reserved_bytes"]
     for k, (device, policy, batch) in enumerate(SWEEP_POINTS):

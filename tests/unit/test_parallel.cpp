@@ -185,3 +185,65 @@ TEST(MultiNode, NodesAreRenumberedAcrossTheFabric) {
     if (l.name == "ib9") rail = l.from == "gpu9.hbm" && l.to == "rail1";
   EXPECT_TRUE(rail);
 }
+
+TEST(Parallel, GradientAccumulationRunsForwardAndBackwardPerMicroBatchThenReducesOnce) {
+  const Preset* preset = find_preset("workloads", "resnet18");
+  ASSERT_NE(preset, nullptr);
+  ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
+  spec.override_value({"batch"}, "16", "test");
+  spec.override_value({"parallel", "dp"}, "8", "test");
+  spec.override_value({"parallel", "global_batch"}, "512", "test");  // 512 / (16 x 8) = 4
+  const Trace t = generate_workload(spec);
+  EXPECT_NE(t.description.find("4 micro-batches"), std::string::npos) << t.description;
+  int convs = 0, accumulates = 0, all_reduces = 0;
+  OpId last_accumulate = 0, first_all_reduce = kNoOp;
+  for (const Op& op : t.ops) {
+    convs += op.name == "conv1" || op.name.rfind("conv1@mb", 0) == 0;
+    if (op.kind == "accumulate_grad" && op.name.find(".accumulate@mb") != std::string::npos) {
+      ++accumulates;
+      last_accumulate = op.id;
+    }
+    if (op.kind == "all_reduce") {
+      ++all_reduces;
+      first_all_reduce = std::min(first_all_reduce, op.id);
+    }
+  }
+  EXPECT_EQ(convs, 4);
+  EXPECT_EQ(accumulates, 3 * 62);  // ResNet-18's 62 parameter tensors, in micro-batches 1-3
+  EXPECT_GT(all_reduces, 0);
+  // DDP's no_sync(): nothing is reduced before the last micro-batch's backward begins.
+  OpId last_backward_start = kNoOp;
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::backward && op.name.find("@mb3") != std::string::npos && last_backward_start == kNoOp)
+      last_backward_start = op.id;
+  EXPECT_GT(first_all_reduce, last_backward_start);
+  EXPECT_LT(first_all_reduce, last_accumulate);  // but then overlapped with it
+  // Weights and optimizer state are not copied per micro-batch.
+  const Trace one = [&] {
+    ConfigNode s1 = ConfigNode::parse_text(preset->text, preset->path);
+    s1.override_value({"batch"}, "16", "test");
+    s1.override_value({"parallel", "dp"}, "8", "test");
+    return generate_workload(s1);
+  }();
+  EXPECT_EQ(model_state(t).weights, model_state(one).weights);
+  EXPECT_EQ(model_state(t).optimizer, model_state(one).optimizer);
+}
+
+TEST(Parallel, Zero3GathersEveryUnitInEveryMicroBatch) {
+  const Preset* preset = find_preset("workloads", "llama-7b");
+  ASSERT_NE(preset, nullptr);
+  ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
+  spec.override_value({"layers"}, "2", "test");
+  spec.override_value({"seq_len"}, "512", "test");
+  spec.override_value({"parallel", "dp"}, "4", "test");
+  spec.override_value({"parallel", "zero"}, "3", "test");
+  spec.override_value({"parallel", "micro_batches"}, "3", "test");
+  const Trace t = generate_workload(spec);
+  std::map<std::string, int> gathers, scatters;
+  for (const Op& op : t.ops) {
+    if (op.kind == "all_gather") ++gathers[parameter_unit(op.name)];
+    if (op.kind == "reduce_scatter") ++scatters[parameter_unit(op.name)];
+  }
+  EXPECT_EQ(gathers["model.layers.1"], 2 * 3);  // forward and backward, three micro-batches
+  EXPECT_EQ(scatters["model.layers.1"], 1);     // the accumulated gradients, once
+}

@@ -122,12 +122,7 @@ std::optional<Rewritten> CompressPolicy::rewrite(const Trace& in, const Platform
   // Nothing to stash: the trace as it is, under a label that says so.
   if (stats.stashed_bytes == 0) return Rewritten{in, label(&stats), {}};
 
-  Trace out;
-  out.name = in.name;
-  out.description = in.description;
-  out.measured_on = in.measured_on;
-  out.parameters = in.parameters;
-  out.buffers = in.buffers;
+  Trace out = in.without_ops();
   std::vector<BufferId> enc(n, 0), dec(n, 0);
   std::vector<std::vector<BufferId>> encode_after(in.ops.size()), decode_before(in.ops.size());
   for (const Buffer& b : in.buffers) {

@@ -131,6 +131,7 @@ class Importer {
   std::vector<Unit> units_;                   // in start order, the chosen step's only after choose_step
   Trace trace_;
   std::vector<EtOpOrigin> origins_;
+  std::map<std::string, std::uint32_t> group_ranks_;  // a collective's group -> its size
   std::vector<std::string> notes_;
   std::unordered_map<std::int64_t, BufferId> buffer_of_storage_;
   // Per buffer.
@@ -535,6 +536,7 @@ void Importer::emit_collective(std::size_t root_index) {
   op.group = group.empty()     ? std::string()
              : group_size > 0 ? fmt::format("{}, {} rank{}", group, group_size, group_size == 1 ? "" : "s")
                               : group;
+  if (group_size > 1 && group_size < (1 << 20)) group_ranks_[op.group] = static_cast<std::uint32_t>(group_size);
   trace_.add_op(std::move(op));
   origins_.push_back({root.rf_id, root.name, root.tid});
 }
@@ -613,6 +615,20 @@ PytorchEtImport Importer::run() {
     }
   }
   settle_categories();
+  // Groups whose size the trace records: the traced rank is rank 0 of each, its peers the
+  // next devices, and the collectives run on the network where the platform has that many
+  // devices (run() says so where it has not).
+  for (const auto& [group, ranks] : group_ranks_) {
+    ProcessGroup g{group, {}};
+    for (std::uint32_t r = 0; r < ranks; ++r) g.ranks.push_back(r);
+    trace_.groups.push_back(std::move(g));
+    trace_.parallel.ranks = std::max(trace_.parallel.ranks, ranks);
+  }
+  if (!group_ranks_.empty()) {
+    trace_.parallel.symmetric = true;
+    trace_.parallel.from_trace = true;
+    trace_.parallel.summary = fmt::format("{} ranks (the trace's process groups)", trace_.parallel.ranks);
+  }
   if (not_operators_.count)
     notes_.push_back(fmt::format("{} childless nodes that name tensors but are no operator memsim models left out ({})",
                                  not_operators_.count, not_operators_.examples()));
