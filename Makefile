@@ -1,19 +1,30 @@
 # memsim: the two commands of the set-up (README.md) and a few helpers.
-#   make run    install what is missing, build, run the built-in default (A100-40GB, ResNet-50)
-#   make test   install what is missing, build, run every test
+#   make run    install what building memsim needs, build only the memsim binary, run the
+#               built-in default (A100-40GB, ResNet-50): the first result soonest
+#   make test   install everything, build everything (tests and benchmarks too), run every test
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: run test deps build bench sanitize fuzz clean
+.PHONY: run test deps deps-build configure memsim build bench sanitize fuzz clean
 
 deps:
-	@./scripts/install-deps.sh
+	@./scripts/install-deps.sh all
 
-build: deps
+deps-build:
+	@./scripts/install-deps.sh build
+
+configure:
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+
+# The binary alone.
+memsim: deps-build configure
+	@cmake --build $(BUILD) -j $(JOBS) --target memsim
+
+# Everything: the binary, the tests and the benchmarks.
+build: deps configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+run: memsim
 	./$(BUILD)/memsim run --out out
 	@echo "pictures: /usr/bin/python3 analysis/report.py out -o out/report.html (one plot each: docs/plots.md); out/trace.json opens in ui.perfetto.dev"
 

@@ -43,6 +43,7 @@ def compare_values(run_dirs, tier=None):
             "peak_allocated_bytes": tinfo.get("peak_allocated_bytes", 0),
             "peak_reserved_bytes": tinfo.get("peak_reserved_bytes", 0),
             "peak_time_s": tinfo.get("peak_time_s", 0.0),
+            "peak_op": (tinfo.get("peak_op") or {}).get("name", ""),
             "offload_peak_bytes": max([v.get("peak_allocated_bytes", 0) for v in moved_tiers.values()] + [0]),
             "swap_out_bytes": s.get("swap_out_bytes", 0),
             "swap_in_bytes": s.get("swap_in_bytes", 0),
@@ -72,11 +73,14 @@ def compare_table(values):
         "capacity": values["capacity_bytes"].map(b),
         "peak / capacity": (values["peak_allocated_bytes"] / values["capacity_bytes"]).map(lambda x: f"{100 * x:.1f}%"),
         "peak at": values["peak_time_s"].map(t),
+        "op at the peak": values["peak_op"],
         "offload tier peak": values["offload_peak_bytes"].map(b),
         "swapped out": values["swap_out_bytes"].map(b),
         "swapped in": values["swap_in_bytes"].map(b),
         "recompute FLOPs": values["recompute_flops"].map(lambda x: f"{x:.3g}"),
     }
+    if len(values) < 2:  # a run compared with itself says nothing
+        del rows["slowdown vs first"]
     return pd.DataFrame(rows).T
 
 

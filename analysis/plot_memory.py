@@ -168,9 +168,17 @@ def plot(run_dirs, output=None, tier=None, size=None, dpi=100, window=None, fit_
                      lw=1.4, label=f"{lab}: peak {ms.format_bytes(peak)} at {ms.format_seconds(when)}")
             mark_peak(top, f, t_factor, b_div, colour=colour, text=False)
         if not fit_y:
-            for cap in sorted(set(caps)):
-                top.axhline(cap / b_div, color=ms.CAPACITY_COLOUR, ls="--", lw=1.2,
-                            label=f"capacity {ms.format_bytes(cap)}")
+            # Each capacity in its own line style, naming the runs it holds for; a budget in
+            # its run's colour, so two limits never read as one.
+            for k, cap in enumerate(sorted(set(caps))):
+                whose = [lab for lab, c in zip(labels, caps) if c == cap]
+                top.axhline(cap / b_div, color=ms.CAPACITY_COLOUR, ls=["--", ":", "-."][k % 3], lw=1.2,
+                            label=f"capacity {ms.format_bytes(cap)}" + ("" if len(whose) == n else f" ({', '.join(whose)})"))
+            for s, t, lab in zip(summaries, tiers, labels):
+                budget = s["tiers"][t].get("budget_bytes")
+                if budget:
+                    top.axhline(budget / b_div, color=ms.policy_colour(s.get("policy", "")), ls=(0, (1, 2)), lw=1.2,
+                                label=f"budget {ms.format_bytes(budget)} ({lab})")
         top.set_title(f"allocated in {', '.join(sorted(set(tiers)))}: runs compared")
         top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
         for k, (f, s, t, lab) in enumerate(zip(frames, summaries, tiers, labels)):

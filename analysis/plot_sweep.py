@@ -126,7 +126,7 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
     b_name, b_div = ms.bytes_unit(top_m if top_m == top_m else 1.0)
     axes_vary = [a for a in df.attrs.get("axes", []) if a not in (rows, cols)]
     handles = {}
-    fronts_drawn = False
+    fronts_drawn = across_drawn = False
     same_problem = [a for a in axes_vary if a.startswith("workload.")]
     for i, rv in enumerate(row_vals):
         for j, cv in enumerate(col_vals):
@@ -134,6 +134,7 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
             panel = pts[(pts[rows] == rv) & (pts[cols] == cv)]
             everything = df[(df[rows] == rv) & (df[cols] == cv)]
             label_axes = [a for a in axes_vary if panel[a].nunique() > 1]
+            panel_fronts = False
             for k, pol in enumerate(policies):
                 p = panel[panel["policy"] == pol]
                 colour = ms.policy_colour(pol)
@@ -148,7 +149,7 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
                     for problem in problems:
                         front = problem[problem["on_front"]].sort_values("iteration_time_s")
                         if len(front) > 1:
-                            fronts_drawn = True
+                            fronts_drawn = panel_fronts = True
                             ax.step(front["iteration_time_s"] * t_factor, front["peak_bytes"] / b_div,
                                     where="post", color=colour, lw=1.2, alpha=0.9, zorder=2)
                     if label_axes and len(panel) <= 40:
@@ -156,6 +157,18 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
                             text = ",".join(str(r[a]) for a in label_axes)
                             ax.annotate(text, (r["iteration_time_s"] * t_factor, r["peak_bytes"] / b_div),
                                         xytext=(3, 3), textcoords="offset points", fontsize=6, color="#555555")
+            if same_problem and not panel_fronts:
+                # Only workload settings vary (a batch sweep): each policy has one point per
+                # problem, so no policy has a front; draw the front across policies instead.
+                for _, problem in panel.groupby(same_problem[0] if len(same_problem) == 1 else same_problem, sort=False):
+                    t = problem["iteration_time_s"].to_numpy()
+                    m = problem["peak_bytes"].to_numpy()
+                    keep = [not ((t <= ti) & (m <= mi) & ((t < ti) | (m < mi))).any() for ti, mi in zip(t, m)]
+                    front = problem[keep].sort_values("iteration_time_s")
+                    if len(front) > 1:
+                        across_drawn = True
+                        ax.step(front["iteration_time_s"] * t_factor, front["peak_bytes"] / b_div, where="post",
+                                color="#777777", ls="--", lw=1.0, zorder=1)
             oom = (everything["status"] == "oom").sum()
             failed = (~everything["status"].isin(["ok", "oom"])).sum()
             note = []
@@ -178,6 +191,8 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
                title="policy")
     label = f"; labels: {', '.join(axes_vary)}" if axes_vary else ""
     fronts = " (lines: each policy's Pareto front)" if fronts_drawn else ""
+    if across_drawn:
+        fronts += f" (grey: the front across policies at each {', '.join(same_problem)})"
     fig.suptitle(f"peak memory against iteration time{fronts}{label}", fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 2.0 / size[0], 0.97))
     return ms.save(fig, output, dpi), pts

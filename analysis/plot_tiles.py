@@ -74,6 +74,12 @@ def plot(run_dir, output=None, tier=None, columns=None, scale="data", size=(12, 
     fig, (ax_map, ax_hist) = plt.subplots(1, 2, figsize=size, dpi=dpi,
                                           gridspec_kw={"width_ratios": [1.6, 1]})
     lo, hi = (0, cap) if scale == "capacity" else (peaks.min(), peaks.max())
+    # Peaks within a tenth of each other: the bar starts at 0, so a 1% spread does not fill
+    # the whole colour range and read as dramatic.
+    spread = (hi - lo) / hi if hi > 0 else 0.0
+    narrow = scale != "capacity" and spread < 0.1
+    if narrow:
+        lo = 0
     if hi <= lo:
         hi = lo + 1
     cmap = plt.get_cmap("viridis").copy()
@@ -84,7 +90,7 @@ def plot(run_dir, output=None, tier=None, columns=None, scale="data", size=(12, 
     ax_map.set_xlabel(f"tile % {columns}")
     ax_map.set_ylabel(f"tile // {columns}")
     bar = fig.colorbar(im, ax=ax_map, fraction=0.05, pad=0.02)
-    bar.set_label(f"peak per tile ({b_name})")
+    bar.set_label(f"peak per tile ({b_name})" + (f"; the peaks span {100 * spread:.1f}%" if narrow else ""))
     fullest = int(peaks.argmax())
     ax_map.plot([fullest % columns], [fullest // columns], marker="s", mfc="none", mec="red", ms=8)
     ax_map.set_title(f"{tier}: {len(df)} tiles, fullest tile {fullest} (red)")

@@ -164,6 +164,15 @@ def plot(run_dir, output=None, window=None, size=None, dpi=100):
         ax.text(x, row[b["lane"]], str(b["op"]), ha="center", va="center", fontsize=7, clip_on=True,
                 color="white" if b["key"] in ("forward", "optimizer", "stall", "swap_in") else "black")
 
+    # Each compute tier's peak (summary.json's peak_time_s), named by the op running then.
+    for tier, t in summary.get("tiers", {}).items():
+        at = t.get("peak_time_s")
+        if t.get("role") != "compute" or not t.get("peak_allocated_bytes") or at is None or not lo <= at <= hi:
+            continue
+        ax.axvline(at * t_factor, color="#c62828", linestyle="--", linewidth=1)
+        op = (t.get("peak_op") or {}).get("name")
+        ax.annotate(f"peak {tier}" + (f": {op}" if op else ""), (at * t_factor, 0), xycoords=("data", "axes fraction"),
+                    xytext=(3, 3), textcoords="offset points", fontsize=7, color="#c62828")
     ax.set_yticks(range(len(all_lanes)))
     ax.set_yticklabels(all_lanes)
     ax.set_ylim(len(all_lanes) - 0.5, -0.5)

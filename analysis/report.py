@@ -68,9 +68,10 @@ def run_section(run_dirs, tmp):
     mem, _ = plot_memory.plot(run_dirs, Path(tmp) / "memory.png")
     parts.append("<h2>Memory of the compute tier, by category</h2>" + embed(mem))
     for k, d in enumerate(run_dirs):
-        tl, _ = plot_timeline.plot(d, Path(tmp) / f"timeline{k}.png")
         label = "" if len(run_dirs) == 1 else f": {html.escape(values.index[k])}"
-        parts.append(f"<h2>Timeline{label}</h2>" + embed(tl))
+        parts.extend(peak_section(d, k, label, tmp))
+        tl, _ = plot_timeline.plot(d, Path(tmp) / f"timeline{k}.png")
+        parts.append(f"<h2 id='timeline{k}'>Timeline{label}</h2>" + embed(tl))
         if (Path(d) / "tiles.csv").exists():
             tiles, _ = plot_tiles.plot(d, Path(tmp) / f"tiles{k}.png")
             parts.append(f"<h2>Tiles{label}</h2>" + embed(tiles))
@@ -78,6 +79,34 @@ def run_section(run_dirs, tmp):
                  "<a href='https://ui.perfetto.dev'>ui.perfetto.dev</a>; with <code>--events</code>, "
                  "analysis/to_memory_viz.py makes a snapshot for "
                  "<a href='https://pytorch.org/memory_viz'>pytorch.org/memory_viz</a>.</p>")
+    return parts
+
+
+def peak_section(run_dir, k, label, tmp):
+    """Each compute tier's peak: the op running then, its largest live buffers, and the
+    timeline around it (the full timeline below marks it too)."""
+    summary = ms.read_summary(run_dir)
+    parts = []
+    for tier, t in summary.get("tiers", {}).items():
+        if t.get("role") != "compute" or not t.get("peak_buffers"):
+            continue
+        at = t["peak_time_s"]
+        op = t.get("peak_op") or {}
+        during = f", during <b>{html.escape(op['name'])}</b> ({html.escape(op['phase'])})" if op else ""
+        parts.append(f"<h2 id='peak{k}-{html.escape(tier)}'>The peak of {html.escape(tier)}{label}</h2>"
+                     f"<p>{ms.format_bytes(t['peak_allocated_bytes'])} at {ms.format_seconds(at)}{during}; "
+                     f"{t.get('peak_live_buffers', len(t['peak_buffers']))} buffers live "
+                     f"(<code>memsim explain</code> lists them all). On the <a href='#timeline{k}'>timeline</a> "
+                     "it is the dashed line.</p>")
+        rows = "".join(f"<tr><td>{html.escape(b['name'] or '(workspace)')}</td><td>{ms.format_bytes(b['bytes'])}</td>"
+                       f"<td>{html.escape(b['category'])}</td><td>{html.escape(b.get('producer') or '')}</td>"
+                       f"<td>{html.escape(b.get('layer') or '')}</td></tr>" for b in t["peak_buffers"])
+        parts.append("<table><thead><tr><th>largest live buffers</th><th>bytes</th><th>category</th>"
+                     f"<th>made by</th><th>layer</th></tr></thead><tbody>{rows}</tbody></table>")
+        # The timeline around the peak: a fiftieth of the step either side.
+        span = max(summary.get("iteration_time_s", 0.0), at) / 50 or 1e-6
+        zoom, _ = plot_timeline.plot(run_dir, Path(tmp) / f"peak{k}-{tier}.png", window=(max(0.0, at - span), at + span))
+        parts.append(embed(zoom))
     return parts
 
 

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Converts a run's events.csv into a PyTorch memory snapshot that pytorch.org/memory_viz
-opens (drag the .pickle onto the page).
+opens (drag the .pickle onto the page), or, with --torch-1.13, the snapshot that Debian 12's
+torch 1.13 reads (`python3 -m torch.cuda._memory_viz stats|segments|memory FILE`).
 
     memsim run a100-40gb resnet50 --events --out out/
     to_memory_viz.py out/                    # out/memory_snapshot.pickle
     to_memory_viz.py out/ --tier gpu1.hbm -o gpu1.pickle
+    to_memory_viz.py out/ --torch-1.13 -o out/snapshot-1.13.pickle
 
 The snapshot holds what torch.cuda.memory._snapshot() returns: `device_traces` (one list per
 compute tier, in platform order: a `segment_alloc` for the tier's address range, then an
@@ -13,10 +15,14 @@ compute tier, in platform order: a `segment_alloc` for the tier's address range,
 allocations and the gaps between them). Sizes are the allocator's rounded bytes, so the
 Active Memory Timeline's total is memsim's allocated curve. Each entry carries a
 `category` (weight, activation, ...: memory_viz colours by it) and a frame naming the buffer.
+torch 1.13's snapshot is the list of segments alone, each block with a `history` of the
+allocation in it (its size and frames).
 
-The allocator's addresses are kept when its live allocations never overlap (ideal,
-best_fit, caching); a tiled tier spreads a tensor over tiles, so its allocations get
-addresses from a bump pointer instead. Reads only events.csv and summary.json.
+The allocator's addresses are kept where they are a layout (best_fit, caching). Where they
+are not — the ideal allocator's bump pointer, a tiled tier that spreads a tensor over tiles
+— allocations are placed first-fit inside the tier, so the segment is the tier (its budget
+when it has one), not an address space that only grows. Reads only events.csv and
+summary.json.
 """
 import argparse
 import bisect
@@ -38,16 +44,19 @@ def read_events(run_dir):
                        dtype={"buffer": str, "category": str, "tier": str, "event": str})
 
 
-def overlaps(rows):
-    """True if two allocations of (event, address, bytes) rows are ever live over the same bytes."""
-    starts, ends = [], {}
+def has_layout(rows):
+    """True if the addresses are a layout: live allocations never overlap, and addresses are
+    reused (an ideal allocator's bump pointer only grows: it has no layout)."""
+    starts, ends, reused, top = [], {}, False, 0
     for event, addr, size in rows:
         if event == "alloc":
             i = bisect.bisect_left(starts, addr)
             if i < len(starts) and starts[i] < addr + size:
-                return True
+                return False
             if i > 0 and ends[starts[i - 1]] > addr:
-                return True
+                return False
+            reused |= addr < top
+            top = max(top, addr + size)
             starts.insert(i, addr)
             ends[addr] = addr + size
         else:
@@ -55,19 +64,40 @@ def overlaps(rows):
             if i < len(starts) and starts[i] == addr:
                 starts.pop(i)
                 ends.pop(addr)
-    return False
+    return reused
 
 
-def relocate(rows):
-    """Bump-pointer addresses for a tier whose allocations overlap (tiled)."""
-    out, where, top = [], {}, 0
+def first_fit(rows):
+    """First-fit addresses from 0 for a tier whose allocator has no layout (ideal, tiled)."""
+    holes = [(0, float("inf"))]  # (start, end), sorted, disjoint
+    out, where = [], {}
     for event, addr, size in rows:
         if event == "alloc":
-            where[addr] = top
-            out.append((event, top, size))
-            top += size
+            i = next(k for k, (a, b) in enumerate(holes) if b - a >= size)
+            a, b = holes[i]
+            if size == 0:
+                place = a
+            elif b - a == size:
+                holes.pop(i)
+                place = a
+            else:
+                holes[i] = (a + size, b)
+                place = a
+            where.setdefault(addr, []).append((place, size))
+            out.append((event, place, size))
         else:
-            out.append((event, where.pop(addr), size))
+            place, size = where[addr].pop()
+            out.append((event, place, size))
+            if size == 0:
+                continue
+            i = bisect.bisect_left(holes, (place, place))
+            start, end = place, place + size
+            if i < len(holes) and holes[i][0] == end:
+                end = holes.pop(i)[1]
+            if i > 0 and holes[i - 1][1] == start:
+                start = holes.pop(i - 1)[0]
+                i -= 1
+            holes.insert(i, (start, end))
     return out
 
 
@@ -90,12 +120,18 @@ def snapshot(run_dir, tiers=None):
     for device, tier in enumerate(tiers):
         ev = events[events["tier"] == tier]
         rows = list(zip(ev["event"], ev["address"].astype("int64").tolist(), ev["bytes"].astype("int64").tolist()))
-        if overlaps(rows):
-            rows = relocate(rows)
+        t = summary["tiers"][tier]
+        limit = t.get("budget_bytes") or t.get("capacity_bytes", 0)
+        if not has_layout(rows):
+            rows = first_fit(rows)
         times = (ev["time_s"] * 1e6).round().astype("int64").tolist()
         buffers, cats = ev["buffer"].tolist(), ev["category"].tolist()
-        # One segment spans every address the tier used (its capacity if it used none).
-        seg_size = max((a + n for _, a, n in rows), default=summary["tiers"][tier].get("capacity_bytes", 0))
+        # One segment: the tier, or every address the allocator used when that is more (a
+        # layout past the budget; first-fit fragmenting past an ideal tier's capacity).
+        seg_size = max([limit] + [a + n for _, a, n in rows])
+        if seg_size > limit:
+            print(f"to_memory_viz.py: {tier}: the allocations reach {seg_size} bytes, past the tier's {limit}; "
+                  "the segment spans them", file=sys.stderr)
         trace = [{"action": "segment_alloc", "addr": 0, "size": seg_size, "stream": 0,
                   "time_us": times[0] if times else 0, "category": "unknown",
                   "frames": [{"filename": "memsim", "line": 0, "name": f"{tier} address space"}]}]
@@ -143,6 +179,23 @@ def end_segment(device, size, live):
             "frames": [], "blocks": blocks}
 
 
+def torch_1_13(snap):
+    """torch 1.13's snapshot: the list of segments, each block's `history` the allocation in
+    it (torch.cuda.memory_snapshot() of 1.13 with history recording on)."""
+    segments = []
+    for seg in snap["segments"]:
+        blocks = []
+        for b in seg["blocks"]:
+            block = {"size": b["size"], "state": b["state"]}
+            if b["state"] == "active_allocated":
+                block["history"] = [{"addr": b["address"], "real_size": b["size"], "frames": b["frames"]}]
+            blocks.append(block)
+        segments.append({"device": seg["device"], "address": seg["address"], "total_size": seg["total_size"],
+                         "allocated_size": seg["allocated_size"], "active_size": seg["active_size"],
+                         "stream": seg["stream"], "segment_type": seg["segment_type"], "blocks": blocks})
+    return segments
+
+
 def replay_allocated(trace):
     """Allocated bytes after each alloc / free_completed entry of one device trace."""
     total, curve = 0, []
@@ -163,11 +216,13 @@ def main(argv=None):
     p.add_argument("--tier", action="append",
                    help="tier to export (repeatable; default: every compute tier, one device each)")
     p.add_argument("-o", "--output", help="pickle to write (default RUN_DIR/memory_snapshot.pickle)")
+    p.add_argument("--torch-1.13", dest="torch_1_13", action="store_true",
+                   help="write torch 1.13's format (a list of segments) for its torch.cuda._memory_viz")
     a = p.parse_args(argv)
     snap, tiers = snapshot(a.run_dir, a.tier)
     out = Path(a.output) if a.output else Path(a.run_dir) / "memory_snapshot.pickle"
     with open(out, "wb") as f:
-        pickle.dump(snap, f, protocol=4)
+        pickle.dump(torch_1_13(snap) if a.torch_1_13 else snap, f, protocol=4)
     print(out)
     for device, tier in enumerate(tiers):
         n = sum(1 for e in snap["device_traces"][device] if e["action"] in ("alloc", "free_completed"))

@@ -7,21 +7,27 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 #include <algorithm>
 #include <sstream>
+#include <tuple>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "sim/app/advice.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
 #include "sim/core/files.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
+#include "sim/core/suggest.h"
 #include "sim/core/units.h"
 #include "sim/engine/engine.h"
 #include "sim/exec/replay.h"
@@ -30,6 +36,7 @@
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/events_csv.h"
+#include "sim/report/peak.h"
 #include "sim/report/writers.h"
 #include "sim/run/run.h"
 #include "sim/workload/analysis.h"
@@ -60,7 +67,7 @@ bool names_a_platform(const std::string& arg) {
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
             bool events, std::size_t max_events, bool devices_given, const std::string& only_devices,
-            const ImportOptions& import, const std::string& durations) {
+            const ImportOptions& import, const std::string& durations, bool explain, bool advice) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
   if (positional.size() == 1) {
@@ -71,6 +78,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   } else if (positional.size() >= 2) {
     device = positional[0];
     workloads.assign(positional.begin() + 1, positional.end());
+    if (positional.size() == 2 && !names_a_platform(positional[0]) && names_a_platform(positional[1]))
+      throw UsageError(fmt::format("run {} {}: the device comes first: memsim run {} {}", positional[0],
+                                   positional[1], positional[1], positional[0]));
   }
   const auto overrides = parse_overrides(sets);
   PlatformSpec platform = load_platform_arg(device, overrides);
@@ -137,9 +147,26 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
+  if (summary.oom && advice) {
+    // What would fit, by child runs of the same inputs; for one device and one workload.
+    if (workloads.size() != 1 || !only_devices.empty() || import.step || !import.kineto.empty() ||
+        !durations.empty()) {
+      std::cerr << "memsim: no advice on what would fit for a run with --devices, several workloads, "
+                   "--step, --kineto or --durations (--no-advice hides this note)\n";
+    } else {
+      const bool tty = isatty(STDERR_FILENO);
+      AdviceProgress progress;
+      if (tty) progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
+      summary.oom->advice = advise(RunRequest{device, workload, policy_arg, overrides}, summary, out_dir,
+                                   memsim_executable(), progress);
+      if (tty) std::cerr << "\r\033[K" << std::flush;
+    }
+  }
   const std::string json_text = summary_json(summary);
   write_output_file(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
   write_output_file(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
+  if (const std::string peak = peak_csv(summary); !peak.empty())
+    write_output_file(out_dir + "/peak.csv", peak);
   if (const std::string tiles = tiles_csv(summary); !tiles.empty())
     write_output_file(out_dir + "/tiles.csv", tiles);
   const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
@@ -159,6 +186,13 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     std::cout << json_text;
   else
     std::cout << terminal_summary(summary, out_dir, events);
+  // With --json the explanation goes to stderr, so stdout stays one JSON document.
+  if (explain) (json ? std::cerr : std::cout) << (json ? "" : "\n") << explain_text(summary);
+  return 0;
+}
+
+int cmd_explain(const std::string& out_dir) {
+  std::cout << explain_text(read_peak_explanation(out_dir));
   return 0;
 }
 
@@ -349,6 +383,21 @@ int cmd_calibrate(const std::string& device_arg, const std::vector<std::string>&
   std::cout << fmt::format("  error per op: fitted {:.2f}%, held out {:.2f}%; held-out total time {:+.2f}%\n",
                            100 * fit.fit_mean_abs_error, 100 * fit.held_out_mean_abs_error,
                            100 * fit.held_out_total_error);
+  // What "error per op" is, and why its mean can be large while the times add up.
+  std::cout << fmt::format("    (|predicted - measured| / measured, averaged over ops; fitted: median {:.2f}%, "
+                           "{:.2f}% weighted by measured time, total time {:+.2f}%)\n",
+                           100 * fit.fit_median_abs_error, 100 * fit.fit_time_weighted_error,
+                           100 * fit.fit_total_error);
+  if (fit.fit_ops_off_double > 0 && fit.fit_mean_abs_error > 2 * fit.fit_time_weighted_error)
+    std::cout << fmt::format(
+        "    the mean is large because {} of the {} fitted ops are off by more than 100%: they average {} "
+        "(the fitted ops {}) and hold {:.2f}% of the measured time; {}\n",
+        fit.fit_ops_off_double, fit.fitted_ops, format_seconds(fit.fit_ops_off_double_mean_s),
+        format_seconds(fit.fit_mean_measured_s), 100 * fit.fit_ops_off_double_time_share,
+        residuals == "absolute"
+            ? "absolute residuals fit seconds, so such short ops weigh little (--residuals relative "
+              "weighs every op alike)"
+            : "a roofline with one overhead per device cannot time both them and the long ops");
   if (!out.empty()) {
     std::string text;
     if (path_exists(device_arg)) {
@@ -369,27 +418,72 @@ void print_params(const std::vector<ParamSpec>& params) {
                                              : std::string(" (required)"));
 }
 
-int cmd_list() {
-  std::cout << "policies (--policy NAME, parameters with --set policy.KEY=VALUE):\n";
-  for (const auto& p : builtin_policies()) {
-    std::cout << fmt::format("  {:<18} {}\n", p.name, p.description);
-    print_params(p.params);
+ordered_json params_json(const std::vector<ParamSpec>& params) {
+  ordered_json j = ordered_json::array();
+  for (const auto& p : params)
+    j.push_back({{"name", p.name}, {"description", p.description},
+                 {"default", p.default_value ? ordered_json(*p.default_value) : ordered_json()},
+                 {"required", !p.default_value}});
+  return j;
+}
+
+const std::vector<std::string> kListed = {"policies", "allocators", "models", "presets"};
+
+// `memsim list [WHAT] [--json]`: every registered policy, allocator and model with its
+// parameters, and the built-in presets; WHAT picks one of them.
+int cmd_list(const std::string& what, bool json) {
+  if (!what.empty() && std::find(kListed.begin(), kListed.end(), what) == kListed.end())
+    throw UsageError(fmt::format("list {}: expected one of {}{}", what, fmt::join(kListed, ", "),
+                                 did_you_mean(what, kListed)));
+  auto wanted = [&](const char* part) { return what.empty() || what == part; };
+  struct Group {
+    const char* key;
+    const char* heading;
+    std::vector<std::tuple<std::string, std::string, std::vector<ParamSpec>>> items;
+  };
+  std::vector<Group> groups;
+  if (wanted("policies")) {
+    groups.push_back({"policies", "policies (--policy NAME, parameters with --set policy.KEY=VALUE):", {}});
+    for (const auto& p : builtin_policies()) groups.back().items.emplace_back(p.name, p.description, p.params);
   }
-  std::cout << "\nallocators (a tier's allocator:, parameters as keys of the tier):\n";
-  for (const auto& a : builtin_allocators()) {
-    std::cout << fmt::format("  {:<18} {}\n", a.name, a.description);
-    print_params(a.params);
+  if (wanted("allocators")) {
+    groups.push_back({"allocators", "allocators (a tier's allocator:, parameters as keys of the tier):", {}});
+    for (const auto& a : builtin_allocators()) groups.back().items.emplace_back(a.name, a.description, a.params);
   }
-  std::cout << "\nmodels (a workload spec's model:, parameters with --set workload.KEY=VALUE):\n";
-  for (const auto& m : builtin_models()) {
-    std::cout << fmt::format("  {:<18} {}\n", m.name, m.description);
-    print_params(m.params);
+  if (wanted("models")) {
+    groups.push_back({"models", "models (a workload spec's model:, parameters with --set workload.KEY=VALUE):", {}});
+    for (const auto& m : builtin_models()) groups.back().items.emplace_back(m.name, m.description, m.params);
   }
-  std::cout << "\nbuilt-in devices:   ";
-  for (const auto& n : preset_names("configs/devices")) std::cout << n << " ";
-  std::cout << "\nbuilt-in workloads: ";
-  for (const auto& n : preset_names("workloads")) std::cout << n << " ";
-  std::cout << "\n";
+  const auto devices = preset_names("configs/devices");
+  const auto workloads = preset_names("workloads");
+  if (json) {
+    ordered_json j;
+    for (const Group& g : groups) {
+      ordered_json items = ordered_json::array();
+      for (const auto& [name, description, params] : g.items)
+        items.push_back({{"name", name}, {"description", description}, {"params", params_json(params)}});
+      j[g.key] = items;
+    }
+    if (wanted("presets")) j["presets"] = {{"devices", devices}, {"workloads", workloads}};
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  bool first = true;
+  for (const Group& g : groups) {
+    std::cout << (first ? "" : "\n") << g.heading << "\n";
+    first = false;
+    for (const auto& [name, description, params] : g.items) {
+      std::cout << fmt::format("  {:<18} {}\n", name, description);
+      print_params(params);
+    }
+  }
+  if (wanted("presets")) {
+    std::cout << (first ? "" : "\n") << "built-in devices:   ";
+    for (const auto& n : devices) std::cout << n << " ";
+    std::cout << "\nbuilt-in workloads: ";
+    for (const auto& n : workloads) std::cout << n << " ";
+    std::cout << "\n";
+  }
   return 0;
 }
 
@@ -417,7 +511,7 @@ int cli_main(int argc, char** argv) {
                   "[DEVICE] [WORKLOAD]: files or built-in presets (default: a100-40gb resnet50)");
   run->add_option("--policy", policy, "policy name or policy YAML (default none; see `memsim list`)");
   run->add_option("--set", sets, "override a value: workload.batch=128, policy.KEY=V, gpu0.hbm.capacity=12GiB");
-  run->add_option("--out", out_dir, "output folder (default out)");
+  run->add_option("-o,--out", out_dir, "output folder (default out)");
   run->add_flag("--json", json, "print summary.json instead of the table");
   bool events = false;
   std::size_t max_events = kDefaultMaxTraceEvents;
@@ -432,6 +526,14 @@ int cli_main(int argc, char** argv) {
                        : "expected a number of events >= 0, got '" + v + "'";
           },
           "N >= 0"));
+  bool advice = false, no_advice = false;
+  run->add_flag("--advice", advice,
+                "on oom, run the candidates that find what would fit (a smaller batch, another policy); "
+                "the default, but not with --json");
+  run->add_flag("--no-advice", no_advice, "on oom, do not look for what would fit");
+  bool explain = false;
+  run->add_flag("--explain", explain,
+                "after the summary, every buffer live at each tier's peak, by layer and category");
   std::string only_devices;
   run->add_option("--devices", only_devices,
                   "run on these compute devices only, separated by commas (default: all of them)");
@@ -458,13 +560,17 @@ int cli_main(int argc, char** argv) {
   info->add_flag("--json", json, "print JSON");
   import_options(info);
 
+  auto* explain_cmd = app.add_subcommand(
+      "explain", "what was live at each tier's peak in a run's output folder, by layer and category");
+  explain_cmd->add_option("out", target, "the --out folder of a `memsim run` (default out)");
+
   std::vector<std::string> files;
   auto* validate_cmd = app.add_subcommand("validate", "check platform, workload and trace files");
   validate_cmd->add_option("files", files, "files to check")->required();
 
   auto* trace = app.add_subcommand("trace", "write a workload's trace in the native JSON format");
   trace->add_option("workload", target, "WORKLOAD (file or built-in preset)")->required();
-  trace->add_option("-o,--output", out_file, "output file ('-' for stdout)")->required();
+  trace->add_option("-o,--out,--output", out_file, "output file ('-' for stdout)")->required();
   trace->add_option("--set", sets, "override a workload value: workload.batch=8");
   import_options(trace);
 
@@ -477,16 +583,30 @@ int cli_main(int argc, char** argv) {
                     "one or more traces whose ops carry measured durations (fitted together)")
       ->required();
   calib->add_option("--device-name", calib_name, "which device of the platform (default: the first compute device)");
-  calib->add_option("-o,--output", out_file, "write the platform with the fitted efficiencies here");
+  calib->add_option("-o,--out,--output", out_file, "write the platform with the fitted efficiencies here");
   std::string calib_residuals = "absolute";
   calib->add_option("--residuals", calib_residuals,
                     "relative: every op counts alike; absolute: errors in seconds, so long ops count "
                     "more (for the step's time), with efficiencies held in (0, 1] (default absolute)")
       ->check(CLI::IsMember({"relative", "absolute"}));
 
-  app.add_subcommand("list", "list policies, allocators, models and built-in presets");
+  std::string list_what;
+  auto* list = app.add_subcommand("list", "list policies, allocators, models and built-in presets");
+  list->add_option("what", list_what, "one of policies, allocators, models, presets (default: all of them)");
+  list->add_flag("--json", json, "print JSON");
   const auto sweep_commands = add_sweep_commands(app);  // sweep, fit
 
+  // A mistyped command: CLI11 would take it for an argument and ask for a subcommand.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::vector<std::string> commands;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; }))
+      commands.push_back(sub->get_name());
+    if (std::find(commands.begin(), commands.end(), argv[1]) == commands.end()) {
+      std::cerr << fmt::format("memsim: unknown command '{}'{} (commands: {}; memsim --help)\n", argv[1],
+                               did_you_mean(argv[1], commands), fmt::join(commands, ", "));
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -496,13 +616,15 @@ int cli_main(int argc, char** argv) {
   auto dispatch = [&]() -> int {
     if (run->parsed())
       return cmd_run(positional, policy, sets, out_dir, json, events, max_events, run->count("--devices") > 0,
-                     only_devices, import, durations);
+                     only_devices, import, durations, explain, !no_advice && (advice || !json));
+    if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) return cmd_info(target, sets, json, import);
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file, import);
     if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
     if (auto code = sweep_commands->dispatch()) return *code;
-    return cmd_list();
+    if (list->parsed()) return cmd_list(list_what, json);
+    return 2;
   };
   try {
     if (!max_input_size.empty()) {

@@ -7,11 +7,15 @@
 #include <iostream>
 #include <thread>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "sim/core/error.h"
 #include "sim/core/paths.h"
+#include "sim/core/suggest.h"
+#include "sim/core/units.h"
 #include "sim/inputs/inputs.h"
 #include "sim/policy/policy.h"
 #include "sim/sweep/fit.h"
@@ -19,13 +23,6 @@
 
 namespace memsim {
 namespace {
-
-std::string memsim_executable() {
-  std::error_code ec;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) throw InputError(fmt::format("cannot find the memsim executable: {}", ec.message()));
-  return self.string();
-}
 
 std::string policy_list() {
   std::string names;
@@ -68,6 +65,36 @@ std::string first_fail_text(const FitResult& r, std::int64_t limit) {
   return std::to_string(r.first_fail);
 }
 
+// Why not even the smallest value fits: the model state alone (weights, gradients and
+// optimizer state, which no batch shrinks) against the compute tier, or else the step.
+std::string why_nothing_fits(const FitArgs& a, const std::string& policy, const std::vector<Override>& overrides) {
+  std::vector<Override> at_min = overrides;
+  at_min.push_back(parse_override(fmt::format("workload.{}={}", a.options.axis, a.options.min)));
+  try {
+    const PlatformSpec platform = load_platform_arg(a.device, at_min);
+    const Trace trace = load_workload_arg(a.workload, at_min);
+    const auto compute = platform.compute_devices();
+    if (compute.empty()) return "the platform has no compute device";
+    const TierSpec& tier = platform.tiers[*platform.devices[compute.front()].compute_tier];
+    const std::uint64_t weights = trace.total_bytes(Category::weight);
+    const std::uint64_t grads = trace.total_bytes(Category::gradient);
+    const std::uint64_t state = trace.total_bytes(Category::optimizer_state);
+    const std::uint64_t model = weights + grads + state;
+    if (model > tier.capacity_bytes)
+      return fmt::format("0 because the model state alone is {} (weights {}, gradients {}, optimizer state {}), "
+                         "more than {}'s {}{}",
+                         format_bytes(model), format_bytes(weights), format_bytes(grads), format_bytes(state),
+                         tier.name, format_bytes(tier.capacity_bytes),
+                         policy == "none" ? "; a policy that offloads it (zero-offload, zero-infinity) may fit"
+                                          : "");
+    return fmt::format("0 because {} {} already runs out of memory (model state {} of {}'s {}); see its run "
+                       "in the folder below",
+                       a.options.axis, a.options.min, format_bytes(model), tier.name, format_bytes(tier.capacity_bytes));
+  } catch (const std::exception&) {
+    return fmt::format("0: {} {} runs out of memory", a.options.axis, a.options.min);
+  }
+}
+
 int fit_command(const FitArgs& a) {
   std::vector<std::string> policies;
   for (const auto& p : a.policies) {
@@ -97,6 +124,18 @@ int fit_command(const FitArgs& a) {
 
   Resolver resolver;
   PointStore store(a.out_dir, memsim_executable(), a.force);
+  // Progress on a terminal: a search is a run at a time, a second or more each.
+  const bool tty = isatty(STDERR_FILENO);
+  std::size_t runs = 0;
+  if (tty)
+    store.on_result([&](const ResolvedRun& run, const PointResult& r) {
+      std::string value;
+      for (const Override& o : run.request.overrides)
+        if (o.target == "workload" && o.key == a.options.axis) value = o.value;
+      std::cerr << fmt::format("\r\033[Kmemsim fit: run {} ({} at {} {}: {}{})", ++runs, run.request.policy,
+                               a.options.axis, value, r.status, r.ran ? "" : ", from an earlier run")
+                << std::flush;
+    });
   std::vector<FitRow> rows(policies.size());
   std::atomic<std::size_t> next{0};
   auto work = [&] {
@@ -106,7 +145,9 @@ int fit_command(const FitArgs& a) {
       const bool is_file = row.policy.ends_with(".yaml") || row.policy.ends_with(".yml") ||
                            path_exists(row.policy);
       if (!is_file && !find_policy(row.policy)) {
-        row.problem = fmt::format("no such policy (policies: {})", policy_list());
+        std::vector<std::string> names;
+        for (const auto& p : builtin_policies()) names.push_back(p.name);
+        row.problem = fmt::format("no such policy{} (policies: {})", did_you_mean(row.policy, names), policy_list());
         continue;
       }
       try {
@@ -124,6 +165,7 @@ int fit_command(const FitArgs& a) {
     work();
     for (auto& t : threads) t.join();
   }
+  if (tty) std::cerr << "\r\033[K" << std::flush;
 
   const bool any_problem =
       std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return !r.problem.empty(); });
@@ -182,6 +224,18 @@ int fit_command(const FitArgs& a) {
       text += "  " + (c + 1 == line.size() ? line[c] : fmt::format("{:<{}}", line[c], width[c]));
     std::cout << text << "\n";
   }
+  for (const auto& r : rows) {
+    if (!r.problem.empty()) continue;
+    // Each run of the search with the compute tier's peak (up to the oom, for one that ran
+    // out), and why a search that ends at 0 does.
+    std::string probes;
+    for (const FitProbe& p : r.result.probes)
+      probes += fmt::format("{}{} {}", probes.empty() ? "" : ", ", p.value,
+                            p.status == "ok" ? format_bytes(static_cast<double>(p.peak_bytes)) : p.status);
+    std::cout << fmt::format("  {} runs ({} peak): {}\n", r.policy, axis, probes);
+    if (r.result.max == 0 && r.result.fail_status == "oom")
+      std::cout << "  " << r.policy << ": " << why_nothing_fits(a, r.policy, overrides) << "\n";
+  }
   if (baseline)
     std::cout << fmt::format("within {}x: time per {} at most {} x that of policy none at its max "
                              "{} {} ({:.4g} s per {})\n",
@@ -200,7 +254,7 @@ class Commands : public SweepCommands {
     sweep_->add_flag("--list", sweep_opts_.list, "print the points and stop");
     sweep_->add_option("-j,--jobs", sweep_opts_.jobs, "points run at once (default: one per CPU)")
         ->check(workers());
-    sweep_->add_option("--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
+    sweep_->add_option("-o,--out", sweep_opts_.out_dir, "output folder (default out/<file stem>)");
     sweep_->add_flag("--force", sweep_opts_.force, "rerun points already finished");
     sweep_->add_option("--shard", shard_,
                        "I/N: run every N-th point from the I-th (default in a Slurm array job: "
@@ -232,7 +286,7 @@ class Commands : public SweepCommands {
     fit_->add_option("--set", fit_args_.sets, "override a value, as for run");
     fit_->add_option("-j,--jobs", fit_args_.jobs, "policies fitted at once (default: one per CPU)")
         ->check(workers());
-    fit_->add_option("--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
+    fit_->add_option("-o,--out", fit_args_.out_dir, "where the runs are kept (default out/fit)");
     fit_->add_flag("--force", fit_args_.force, "rerun instead of reusing earlier runs");
     fit_->add_flag("--json", fit_args_.json, "print JSON");
   }
@@ -258,6 +312,13 @@ class Commands : public SweepCommands {
 };
 
 }  // namespace
+
+std::string memsim_executable() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw InputError(fmt::format("cannot find the memsim executable: {}", ec.message()));
+  return self.string();
+}
 
 std::unique_ptr<SweepCommands> add_sweep_commands(CLI::App& app) { return std::make_unique<Commands>(app); }
 

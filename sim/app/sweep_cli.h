@@ -3,6 +3,7 @@
 // parsing, asks dispatch() whether one of them was chosen.
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,9 @@ class SweepCommands {
   /// InputError and UsageError like the other commands.
   virtual std::optional<int> dispatch() = 0;
 };
+
+/// This executable's path (/proc/self/exe), which sweeps, fits and advice run as children.
+std::string memsim_executable();
 
 /// Registers `sweep` and `fit` on `app`; the returned object holds their options.
 std::unique_ptr<SweepCommands> add_sweep_commands(CLI::App& app);

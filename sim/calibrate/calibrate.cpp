@@ -276,11 +276,21 @@ Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const st
 
   const DeviceSpec at = calibrated_device(dev, out);
   double fit_err = 0, held_err = 0, held_pred = 0, held_real = 0;
+  double fit_pred = 0, fit_real = 0, fit_abs = 0, off_real = 0;
+  std::vector<double> fit_errors;
   for (const auto& m : ops) {
     const double p = roofline_s(m, at);
     const double e = std::abs(p - m.t) / m.t;
     if (m.fit) {
       fit_err += e;
+      fit_errors.push_back(e);
+      fit_pred += p;
+      fit_real += m.t;
+      fit_abs += std::abs(p - m.t);
+      if (e > 1) {
+        ++out.fit_ops_off_double;
+        off_real += m.t;
+      }
       ++out.fitted_ops;
     } else {
       held_err += e;
@@ -292,6 +302,18 @@ Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const st
   out.fit_mean_abs_error = out.fitted_ops ? fit_err / static_cast<double>(out.fitted_ops) : 0;
   out.held_out_mean_abs_error = out.held_out_ops ? held_err / static_cast<double>(out.held_out_ops) : 0;
   out.held_out_total_error = held_real > 0 ? (held_pred - held_real) / held_real : 0;
+  if (!fit_errors.empty()) {
+    std::sort(fit_errors.begin(), fit_errors.end());
+    const std::size_t n = fit_errors.size();
+    out.fit_median_abs_error = n % 2 ? fit_errors[n / 2] : (fit_errors[n / 2 - 1] + fit_errors[n / 2]) / 2;
+    out.fit_time_weighted_error = fit_abs / fit_real;
+    out.fit_total_error = (fit_pred - fit_real) / fit_real;
+    out.fit_mean_measured_s = fit_real / static_cast<double>(n);
+  }
+  if (out.fit_ops_off_double) {
+    out.fit_ops_off_double_time_share = off_real / fit_real;
+    out.fit_ops_off_double_mean_s = off_real / static_cast<double>(out.fit_ops_off_double);
+  }
   return out;
 }
 

@@ -44,6 +44,17 @@ struct Calibration {
   double fit_mean_abs_error = 0;       // per op, relative to its measured time
   double held_out_mean_abs_error = 0;  // the same over the held-out ops
   double held_out_total_error = 0;     // (predicted - measured) / measured of their summed time
+  /// Why a mean per op can be large while the step's time is close: the fitted ops' median
+  /// error, their error weighted by measured time (sum |predicted - measured| / sum
+  /// measured), and the ops off by more than 100% (how many, their share of the measured
+  /// time, their mean measured time: usually the shortest ops, mostly launch overhead).
+  double fit_median_abs_error = 0;
+  double fit_time_weighted_error = 0;
+  double fit_total_error = 0;          // (predicted - measured) / measured, summed over fitted ops
+  std::size_t fit_ops_off_double = 0;
+  double fit_ops_off_double_time_share = 0;
+  double fit_ops_off_double_mean_s = 0;
+  double fit_mean_measured_s = 0;
 };
 
 /// What the least squares weighs (absolute by default: it predicts a step's time far better

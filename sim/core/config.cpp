@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/suggest.h"
 
 namespace memsim {
 namespace {
@@ -222,7 +223,8 @@ void ConfigNode::allow_only(const std::vector<std::string>& allowed) const {
     const std::string key = kv.first.IsScalar() ? kv.first.Scalar() : std::string();
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     ConfigNode at_key = child(kv.first, key);
-    at_key.fail(fmt::format("unknown key '{}'; expected one of: {}", key, join(allowed, ", ")));
+    at_key.fail(fmt::format("unknown key '{}'{}; expected one of: {}", key, did_you_mean_aside(key, allowed),
+                            join(allowed, ", ")));
   }
 }
 
@@ -332,7 +334,8 @@ std::string ConfigNode::as_choice(const std::vector<std::string>& choices) const
   if (node_.IsScalar() &&
       std::find(choices.begin(), choices.end(), node_.Scalar()) != choices.end())
     return node_.Scalar();
-  fail_expected(fmt::format("one of {}", join(choices, ", ")));
+  fail(fmt::format("expected one of {}, got {}{}", join(choices, ", "), describe(),
+                   node_.IsScalar() ? did_you_mean(node_.Scalar(), choices) : std::string()));
 }
 
 }  // namespace memsim

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/suggest.h"
 
 namespace memsim {
 
@@ -18,9 +19,13 @@ Params::Params(const ConfigNode& map, std::vector<ParamSpec> specs, const std::s
     for (const auto& s : specs_) known |= s.name == key;
     if (known) continue;
     std::string names;
-    for (const auto& s : specs_) names += (names.empty() ? "" : ", ") + s.name;
+    std::vector<std::string> all;
+    for (const auto& s : specs_) {
+      names += (names.empty() ? "" : ", ") + s.name;
+      all.push_back(s.name);
+    }
     map_.key_node(key).fail(names.empty() ? fmt::format("unknown key '{}'; {} takes no parameters", key, owner_)
-                             : fmt::format("unknown key '{}'; {} takes: {}", key, owner_, names));
+                             : fmt::format("unknown key '{}'{}; {} takes: {}", key, did_you_mean_aside(key, all), owner_, names));
   }
   for (const auto& s : specs_)
     if (!s.default_value && !map_.has(s.name))

@@ -68,14 +68,18 @@ void Tally::on_event(const Event& e) {
     case EventKind::compute: {
       // An op's time is its own stream's, also when it runs where its reader does.
       const Op& op = trace_.ops[e.op];
-      busy(op.device, op.stream).compute_s += d;
+      Busy& b = busy(op.device, op.stream);
+      b.compute_s += d;
+      b.work.emplace_back(e.start_s, e.end_s);
       ++ops_run_;
       if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
       break;
     }
     case EventKind::recompute: {
       const Op& op = trace_.ops[e.op];
-      busy(op.device, op.stream).recompute_s += d;
+      Busy& b = busy(op.device, op.stream);
+      b.recompute_s += d;
+      b.work.emplace_back(e.start_s, e.end_s);
       recompute_flops_ += op.flops;
       if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
       break;
@@ -91,7 +95,12 @@ void Tally::on_event(const Event& e) {
       }
       break;
     }
-    case EventKind::stall: busy(e.device, e.lane).stall_s += d; break;
+    case EventKind::stall: {
+      Busy& b = busy(e.device, e.lane);
+      b.stall_s += d;
+      b.stalls.emplace_back(e.start_s, e.end_s);
+      break;
+    }
     case EventKind::swap_in:
     case EventKind::swap_out: {
       (e.kind == EventKind::swap_in ? swap_in_bytes_ : swap_out_bytes_) += e.bytes;
@@ -105,15 +114,22 @@ void Tally::on_event(const Event& e) {
 }
 
 void Tally::fill(Summary& s, const PlatformSpec& platform) const {
+  const Busy* speaker = nullptr;
+  std::size_t speaker_device = 0;
   for (std::size_t i = 0; i < accelerators_ * streams_; ++i)
     if (const Busy& b = busy_[i]; b.compute_s > s.compute_time_s ||
         (b.compute_s == s.compute_time_s && b.stall_s > s.stall_time_s)) {
       s.compute_time_s = b.compute_s;
       s.stall_time_s = b.stall_s;
       s.recompute_time_s = b.recompute_s;
+      speaker = &b;
+      speaker_device = i / streams_;
     }
-  for (std::size_t i = accelerators_ * streams_; i < busy_.size(); ++i)
+  std::vector<std::pair<double, double>> host;
+  for (std::size_t i = accelerators_ * streams_; i < busy_.size(); ++i) {
     s.host_compute_time_s += busy_[i].compute_s;
+    host.insert(host.end(), busy_[i].work.begin(), busy_[i].work.end());
+  }
   for (const auto& [tiers, moved] : traffic_)
     s.traffic.push_back({platform.tiers[tiers.first].name, platform.tiers[tiers.second].name,
                          moved.first, moved.second});
@@ -127,6 +143,19 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
         s.exposed_comm_time_s = exposed;
       }
     }
+  // The rest of the step on the stream that speaks: exposed communication, host compute it
+  // waited through (outside its own work, stalls and communication), then idle (waiting for
+  // a copy or another device without a stall, or done before the end).
+  const double rest = s.iteration_time_s - s.compute_time_s - s.stall_time_s - s.recompute_time_s -
+                      s.exposed_comm_time_s;
+  if (speaker && rest > 1e-9 * s.iteration_time_s) {  // not a rounding error of the sum
+    std::vector<std::pair<double, double>> waited = speaker->work;
+    waited.insert(waited.end(), speaker->stalls.begin(), speaker->stalls.end());
+    if (communicates_)
+      waited.insert(waited.end(), communicating_[speaker_device].begin(), communicating_[speaker_device].end());
+    s.exposed_host_time_s = std::min(rest, uncovered(merged(host), merged(waited)));
+    s.idle_time_s = rest - s.exposed_host_time_s;
+  }
   for (const auto& [kind, sent] : collectives_) s.collectives.push_back({kind, sent.first, sent.second});
   for (std::size_t l = 0; l < link_bytes_.size() && l < platform.links.size(); ++l) {
     const auto& [fwd, bwd] = link_bytes_[l];

@@ -29,7 +29,10 @@ class Tally {
   void on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes);
 
   /// The totals into `summary`: the accelerator stream that computed longest speaks for the
-  /// step (compute, stall and recompute time); hosts' compute is host_compute_time_s.
+  /// step (compute, stall and recompute time); hosts' compute is host_compute_time_s, and the
+  /// rest of the step on that stream is split into exposed communication, host compute it
+  /// waited through (exposed_host_time_s) and idle time, so the iteration line adds up.
+  /// Reads summary.iteration_time_s.
   void fill(Summary& summary, const PlatformSpec& platform) const;
 
  private:
@@ -37,6 +40,8 @@ class Tally {
     double compute_s = 0;
     double stall_s = 0;
     double recompute_s = 0;
+    std::vector<std::pair<double, double>> work;    // when it computed or recomputed
+    std::vector<std::pair<double, double>> stalls;  // when it stalled
   };
   Busy& busy(std::uint32_t device, std::uint32_t stream) { return busy_[device * streams_ + stream]; }
   using Interval = std::pair<double, double>;

@@ -11,6 +11,7 @@
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/trace_io.h"
 #include "sim/workload/workload.h"
+#include "sim/core/suggest.h"
 
 namespace memsim {
 std::vector<std::string> split_dots(const std::string& key) {
@@ -63,8 +64,9 @@ ConfigNode open_input(const std::string& arg, const std::string& folder) {
   if (path_exists(arg)) return ConfigNode::parse_file(arg);
   if (const Preset* p = find_preset(folder, arg))
     return ConfigNode::parse_text(p->text, p->path + " (built in)");
-  throw InputError(fmt::format("{}: no such file, and no built-in preset of that name (presets: {})",
-                               arg, join(preset_names(folder))));
+  const auto names = preset_names(folder);
+  throw InputError(fmt::format("{}: no such file, and no built-in preset of that name{} (presets: {})", arg,
+                               did_you_mean(arg, {names.begin(), names.end()}), join(names)));
 }
 
 PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides) {

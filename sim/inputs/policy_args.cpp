@@ -6,6 +6,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/paths.h"
+#include "sim/core/suggest.h"
 
 namespace memsim {
 
@@ -21,9 +22,13 @@ std::unique_ptr<Policy> make_policy_arg(const std::string& arg,
   const PolicyInfo* info = find_policy(name);
   if (!info) {
     std::string names;
-    for (const auto& p : builtin_policies()) names += (names.empty() ? "" : ", ") + p.name;
-    if (is_file) root.at("policy").fail_expected("a policy name (" + names + ")");
-    throw InputError(fmt::format("--policy {}: no such policy (policies: {})", arg, names));
+    std::vector<std::string> all;
+    for (const auto& p : builtin_policies()) {
+      names += (names.empty() ? "" : ", ") + p.name;
+      all.push_back(p.name);
+    }
+    if (is_file) root.at("policy").fail_expected("a policy name (" + names + ")" + did_you_mean(name, all));
+    throw InputError(fmt::format("--policy {}: no such policy{} (policies: {})", arg, did_you_mean(arg, all), names));
   }
   for (const auto& o : overrides)
     if (o.target == "policy") root.override_value({o.key}, o.value, o.origin);

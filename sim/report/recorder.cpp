@@ -15,6 +15,7 @@ std::string_view to_string(EventKind k) {
 }
 
 void Recorder::on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) {
+  peak_live_.on_memory_change(tier, usage);
   if (!keep_samples_) return;
   MemorySample s;
   s.time_s = now_s;

@@ -2,12 +2,13 @@
 // The recorder listens to the engine: one Event per thing that took time (compute,
 // recompute, a copy, a stall) and one MemorySample per change of a tier's occupancy (and,
 // when asked, the AllocationChange behind each sample). It keeps them in memory in time
-// order; the writers turn them into files.
+// order; the writers turn them into files. It also keeps what was live at each tier's peak.
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "sim/memory/memory_state.h"
+#include "sim/report/peak.h"
 #include "sim/workload/trace.h"
 
 namespace memsim {
@@ -48,6 +49,7 @@ class Recorder final : public MemoryListener {
   void record(const Event& e) { events_.push_back(e); }
   void on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) override;
   void on_allocation(const AllocationChange& change) override {
+    peak_live_.on_allocation(change);
     if (keep_allocations_) allocations_.push_back(change);
   }
   void reserve(std::size_t events, std::size_t samples);
@@ -55,6 +57,7 @@ class Recorder final : public MemoryListener {
   const std::vector<Event>& events() const { return events_; }
   const std::vector<MemorySample>& samples() const { return samples_; }
   const std::vector<AllocationChange>& allocations() const { return allocations_; }
+  const PeakLiveSet& peak_live() const { return peak_live_; }
 
  private:
   bool keep_samples_;
@@ -62,6 +65,7 @@ class Recorder final : public MemoryListener {
   std::vector<Event> events_;
   std::vector<MemorySample> samples_;
   std::vector<AllocationChange> allocations_;
+  PeakLiveSet peak_live_;
 };
 
 }  // namespace memsim

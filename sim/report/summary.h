@@ -9,6 +9,24 @@
 
 namespace memsim {
 
+/// A buffer live at a tier's peak.
+struct PeakBuffer {
+  std::string name;      // "" for an op's workspace
+  Category category = Category::other;
+  std::uint64_t bytes = 0;
+  std::string producer;  // the op that made it ("" when it was there from the start)
+  std::string layer;     // the producer's module (see layer_of), for activations
+};
+
+/// What the tier held at its peak and what was running then.
+struct PeakReport {
+  OpId op = kNoOp;        // the op running on the tier's device (or about to)
+  std::string op_name;
+  std::string phase;      // forward | backward | optimizer, "" without an op
+  bool recompute = false; // the op was being recomputed
+  std::vector<PeakBuffer> live;  // largest first
+};
+
 struct TierSummary {
   std::string name;
   std::string role;
@@ -22,6 +40,36 @@ struct LiveBuffer {
   std::uint64_t bytes;
 };
 
+/// A change that makes the step fit, verified by running it (`memsim run`'s advice).
+struct FitAdvice {
+  std::string change;        // batch | policy
+  std::string policy;
+  std::int64_t batch = 0;    // 0: the workload has no batch parameter
+  std::int64_t first_fail = 0;  // for batch: the smallest batch found not to fit
+  double iteration_time_s = 0;
+  double slowdown = 0;       // the iteration time over that with enough memory (0: unknown)
+  std::string point;         // the folder of the run that shows it
+};
+
+/// What it would take, found by child runs after an oom (empty with --no-advice).
+struct OomAdvice {
+  std::uint64_t needs_bytes = 0;    // the tier's peak with enough memory (0: not found)
+  CategoryBytes needs_by_category{};
+  double needs_time_s = 0;          // the iteration time with enough memory
+  std::string needs_policy;         // the policy of that run
+  std::string needs_point;
+  std::vector<Category> exceeding;  // categories that alone hold more than the tier
+  std::uint64_t model_state_bytes = 0;  // weights, gradients and optimizer state at the peak
+  std::vector<FitAdvice> fits;
+  /// Each policy tried at this batch and how it went (ok, oom, error) with its time.
+  struct Tried {
+    std::string policy, status;
+    double iteration_time_s = 0;
+  };
+  std::vector<Tried> tried;
+  std::vector<std::string> notes;   // what was not tried, and why
+};
+
 struct OomReport {
   std::string op;
   OpId op_id = 0;
@@ -32,6 +80,7 @@ struct OomReport {
   std::uint64_t largest_free_block = 0;
   std::string reason;                    // "fragmentation: ...", "tile 17 ...", or ""
   std::vector<LiveBuffer> largest_live;  // largest first
+  std::optional<OomAdvice> advice;
 };
 
 /// What the copies carried from one tier to another (host traffic, NVMe traffic).
@@ -70,6 +119,12 @@ struct Summary {
   double stall_time_s = 0;    // of that stream
   double recompute_time_s = 0;
   double host_compute_time_s = 0;  // ops a policy moved to a host CPU (an offloaded optimizer)
+  // The rest of the iteration on the stream that speaks for it, so that iteration = compute
+  // + stall + recompute + exposed host + idle: host compute it waited through, and the
+  // time it neither computed nor stalled (waiting for a copy or another device without a
+  // stall, or done before the step's end).
+  double exposed_host_time_s = 0;
+  double idle_time_s = 0;
   double transfer_time_s = 0;  // total busy time of copies
   // Communication (collectives over a process group), of the rank that communicated longest:
   // its communication stream's busy time, and of that the part its compute streams were idle
@@ -88,6 +143,7 @@ struct Summary {
   std::uint64_t ops_run = 0;
   std::uint64_t ops_total = 0;
   std::vector<TierSummary> tiers;
+  std::vector<PeakReport> peaks;  // indexed like tiers (explain_peaks fills them)
   std::vector<TrafficSummary> traffic;  // per (source, destination) tier, in tier order
   std::optional<OomReport> oom;
   // Imported traces: what the importer left out or chose, and which op durations came from
@@ -95,6 +151,15 @@ struct Summary {
   std::vector<std::string> import_notes;
   std::uint64_t measured_ops = 0;  // timed by their measured duration
   std::uint64_t modelled_ops = 0;  // timed by the cost model
+
+  /// What tier `index` held at its peak (empty before explain_peaks).
+  const PeakReport& peak(std::size_t index) const {
+    static const PeakReport none;
+    return index < peaks.size() ? peaks[index] : none;
+  }
+  const PeakReport& peak(const TierSummary& tier) const {
+    return peak(static_cast<std::size_t>(&tier - tiers.data()));
+  }
 };
 
 }  // namespace memsim

@@ -32,6 +32,100 @@ std::string csv_field(std::string_view s) {
   return out + "\"";
 }
 
+ordered_json advice_json(const OomAdvice& a) {
+  ordered_json j;
+  j["needs_bytes"] = a.needs_bytes ? ordered_json(a.needs_bytes) : ordered_json();
+  j["needs_by_category"] = categories_json(a.needs_by_category);
+  j["needs_iteration_time_s"] = a.needs_time_s;
+  j["needs_policy"] = a.needs_policy;
+  j["needs_point"] = a.needs_point;
+  ordered_json exceeding = ordered_json::array();
+  for (Category c : a.exceeding) exceeding.push_back(to_string(c));
+  j["exceeding_categories"] = exceeding;
+  j["model_state_bytes"] = a.model_state_bytes;
+  ordered_json fits = ordered_json::array();
+  for (const FitAdvice& f : a.fits)
+    fits.push_back({{"change", f.change},
+                    {"policy", f.policy},
+                    {"batch", f.batch ? ordered_json(f.batch) : ordered_json()},
+                    {"first_fail", f.first_fail ? ordered_json(f.first_fail) : ordered_json()},
+                    {"iteration_time_s", f.iteration_time_s},
+                    {"slowdown", f.slowdown > 0 ? ordered_json(f.slowdown) : ordered_json()},
+                    {"point", f.point}});
+  j["would_fit"] = fits;
+  ordered_json tried = ordered_json::array();
+  for (const auto& t : a.tried)
+    tried.push_back({{"policy", t.policy}, {"status", t.status}, {"iteration_time_s", t.iteration_time_s}});
+  j["policies_tried"] = tried;
+  j["notes"] = a.notes;
+  return j;
+}
+
+// What was running at the tier's peak and its largest live buffers (peak.csv has them all).
+void add_peak_json(ordered_json& tj, const PeakReport& p) {
+  tj["peak_op"] = p.op_name.empty() ? ordered_json()
+                                    : ordered_json{{"name", p.op_name}, {"index", p.op},
+                                                   {"phase", p.phase}, {"recompute", p.recompute}};
+  ordered_json largest = ordered_json::array();
+  for (std::size_t i = 0; i < p.live.size() && i < kPeakBuffersShown; ++i) {
+    const PeakBuffer& b = p.live[i];
+    largest.push_back({{"name", b.name},
+                       {"bytes", b.bytes},
+                       {"category", to_string(b.category)},
+                       {"producer", b.producer.empty() ? ordered_json() : ordered_json(b.producer)},
+                       {"layer", b.layer.empty() ? ordered_json() : ordered_json(b.layer)}});
+  }
+  tj["peak_buffers"] = largest;
+  tj["peak_live_buffers"] = p.live.size();
+}
+
+// What it would take to fit (memsim run's advice after an oom), as terminal rows.
+std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oom, std::uint64_t capacity) {
+  std::vector<std::pair<std::string, std::string>> rows;
+  if (!oom.advice) return rows;
+  const OomAdvice& a = *oom.advice;
+  if (a.needs_bytes > 0) {
+    std::string why;
+    for (Category c : a.exceeding)
+      why += fmt::format("{}{} {}", why.empty() ? "" : ", ", category_words(c),
+                         format_bytes(a.needs_by_category[static_cast<int>(c)]));
+    if (!why.empty())
+      why = "; alone more than that: " + why;
+    else if (a.model_state_bytes > capacity)
+      why = fmt::format(": the model state alone (weights, gradients, optimizer state) is {}",
+                        format_bytes(a.model_state_bytes));
+    else
+      why = fmt::format(" (model state {}, activations {})", format_bytes(a.model_state_bytes),
+                        format_bytes(a.needs_by_category[static_cast<int>(Category::activation)]));
+    rows.emplace_back("needs", fmt::format("{} at the peak with enough memory (policy {}), {} here{}",
+                                           format_bytes(a.needs_bytes), a.needs_policy,
+                                           format_bytes(capacity), why));
+  }
+  bool first = true;
+  for (const FitAdvice& f : a.fits) {
+    std::string text;
+    if (f.change == "batch")
+      text = fmt::format("batch {} (policy {}; {} does not): {}, {}/", f.batch, f.policy,
+                         f.first_fail ? std::to_string(f.first_fail) : std::string("a larger one"),
+                         format_seconds(f.iteration_time_s), f.point);
+    else
+      text = fmt::format("policy {}{}: {}{}, {}/", f.policy, f.batch ? fmt::format(" at batch {}", f.batch) : "",
+                         format_seconds(f.iteration_time_s),
+                         f.slowdown > 0 ? fmt::format(", {:.2f}x the time with enough memory", f.slowdown) : "",
+                         f.point);
+    rows.emplace_back(first ? "would fit" : "", text);
+    first = false;
+  }
+  if (a.fits.empty()) rows.emplace_back("would fit", "nothing tried fits");
+  std::size_t fitting = 0;
+  for (const auto& t : a.tried) fitting += t.status == "ok";
+  if (!a.tried.empty())
+    rows.emplace_back("", fmt::format("{} of {} other policies fit at this batch (summary.json: oom.advice)",
+                                      fitting, a.tried.size()));
+  for (const std::string& n : a.notes) rows.emplace_back("", n);
+  return rows;
+}
+
 // "gpu3.hbm" -> ("gpu", 3, ".hbm"); nullopt for a name without such a number.
 struct Numbered {
   std::string prefix;
@@ -96,6 +190,8 @@ std::string summary_json(const Summary& s) {
   j["stall_time_s"] = s.stall_time_s;
   j["recompute_time_s"] = s.recompute_time_s;
   j["host_compute_time_s"] = s.host_compute_time_s;
+  j["exposed_host_time_s"] = s.exposed_host_time_s;
+  j["idle_time_s"] = s.idle_time_s;
   j["transfer_time_s"] = s.transfer_time_s;
   j["comm_time_s"] = s.comm_time_s;
   j["exposed_comm_time_s"] = s.exposed_comm_time_s;
@@ -134,6 +230,7 @@ std::string summary_json(const Summary& s) {
                      {"peak_time_s", t.usage.peak_time_s},
                      {"largest_free_block_at_peak_bytes", t.usage.largest_free_at_peak_bytes},
                      {"peak_by_category", categories_json(t.usage.peak_by_category)}};
+    add_peak_json(tj, s.peak(t));
     if (!t.tile_peaks.empty()) {
       std::vector<std::uint64_t> sorted = t.tile_peaks;
       std::sort(sorted.begin(), sorted.end());
@@ -160,6 +257,7 @@ std::string summary_json(const Summary& s) {
                 {"largest_free_block_bytes", o.largest_free_block},
                 {"reason", o.reason.empty() ? std::string("the tier is full") : o.reason},
                 {"largest_live_buffers", live}};
+    if (o.advice) j["oom"]["advice"] = advice_json(*o.advice);
   }
   return j.dump(2) + "\n";
 }
@@ -213,6 +311,30 @@ std::string tiles_csv(const Summary& s) {
   return out.empty() ? out : "tier,tile,peak_bytes\n" + out;
 }
 
+std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir, const std::string& device) {
+  std::vector<std::string> lines;
+  if (p.live.empty()) return lines;
+  // A replica's names carry its device ("gpu3:layer1.0.conv1"): shown without it.
+  const std::string prefix = device + ":";
+  auto bare = [&](const std::string& name) {
+    return !device.empty() && name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+  };
+  const std::string more = out_dir.empty() ? "" : fmt::format(" (all of them: memsim explain {})", out_dir);
+  lines.push_back(p.op_name.empty()
+                      ? fmt::format("at the peak no op ran; {} buffers live{}", p.live.size(), more)
+                      : fmt::format("at the peak {} ({}{}) runs; {} buffers live{}", bare(p.op_name), p.phase,
+                                    p.recompute ? ", recomputed" : "", p.live.size(), more));
+  std::string largest;
+  for (std::size_t i = 0; i < p.live.size() && i < kPeakBuffersOnTerminal; ++i) {
+    const PeakBuffer& b = p.live[i];
+    largest += fmt::format("{}{} {} ({}{})", largest.empty() ? "" : ", ",
+                           b.name.empty() ? "workspace" : bare(b.name), format_bytes(b.bytes),
+                           to_string(b.category), b.layer.empty() ? "" : ", layer " + bare(b.layer));
+  }
+  lines.push_back("largest: " + largest);
+  return lines;
+}
+
 std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events) {
   std::string out = fmt::format("{} on {}, policy {}\n",
                                 s.description.empty() ? s.workload : s.description, s.platform,
@@ -230,20 +352,26 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
     if (!o.reason.empty()) row("", o.reason);
     for (const auto& b : o.largest_live)
       row("", fmt::format("{:>10}  {} ({})", format_bytes(b.bytes), b.name, to_string(b.category)));
+    for (const auto& [label, text] : advice_rows(o, o.capacity_bytes)) row(label, text);
   }
   const double slower = s.compute_time_s > 0
                             ? 100.0 * (s.iteration_time_s - s.compute_time_s) / s.compute_time_s
                             : 0.0;
-  const std::string exposed =
-      s.comm_time_s > 0 ? fmt::format(" + exposed comm {}", format_seconds(s.exposed_comm_time_s)) : std::string();
+  // The terms add up to the iteration time: host, exposed communication and idle are shown
+  // when there are any.
+  std::string terms = fmt::format("compute {}", format_seconds(s.compute_time_s));
+  if (s.exposed_host_time_s > 0) terms += fmt::format(" + host {}", format_seconds(s.exposed_host_time_s));
+  terms += fmt::format(" + stall {} + recompute {}", format_seconds(s.stall_time_s),
+                       format_seconds(s.recompute_time_s));
+  if (s.comm_time_s > 0) terms += fmt::format(" + exposed comm {}", format_seconds(s.exposed_comm_time_s));
+  if (s.idle_time_s > 0) terms += fmt::format(" + idle {}", format_seconds(s.idle_time_s));
   row("iteration",
-      fmt::format("{} = compute {} + stall {} + recompute {}{}{}", format_seconds(s.iteration_time_s),
-                  format_seconds(s.compute_time_s), format_seconds(s.stall_time_s),
-                  format_seconds(s.recompute_time_s), exposed,
+      fmt::format("{} = {}{}", format_seconds(s.iteration_time_s), terms,
                   s.status == "ok" ? fmt::format("   ({:.1f}% slower than with enough memory)", slower)
                                    : std::string("   (stopped at the OOM)")));
   if (s.host_compute_time_s > 0)
-    row("host", fmt::format("CPU computed {} (offloaded ops)", format_seconds(s.host_compute_time_s)));
+    row("host", fmt::format("CPU computed {} (offloaded ops), {} of it while the accelerator waited",
+                            format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
   if (s.ranks > 1)
     row("ranks", fmt::format("{} data-parallel ranks{}", s.ranks,
                              s.symmetric ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
@@ -284,9 +412,12 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
                  : fmt::format("peak {}{} of {}{} at {}: {}", format_bytes(u.peak_allocated_bytes),
                                reserved, format_bytes(u.capacity_bytes), budget,
                                format_seconds(u.peak_time_s), parts);
+      // The op at the peak and its largest buffers, named as any rank names them.
+      for (const std::string& line : peak_lines(s.peak(t), out_dir, t.name.substr(0, t.name.find('.'))))
+        extra += (extra.empty() ? "" : "\n") + line;
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());
-        extra = fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
+        extra += std::string(extra.empty() ? "" : "\n") + fmt::format("fullest tile {} of {} per tile ({} tiles)", format_bytes(fullest),
                             format_bytes(u.limit_bytes() / t.tile_peaks.size()), t.tile_peaks.size());
       }
     } else {
@@ -296,9 +427,10 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
     lines.emplace_back(t.name, extra.empty() ? text : text + "\n" + extra);
   }
   for (const auto& [name, text] : group_identical(lines)) {
-    const auto nl = text.find('\n');
-    row(name, text.substr(0, nl));
-    if (nl != std::string::npos) row("", text.substr(nl + 1));
+    std::size_t at = 0;
+    for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+      row(at == 0 ? name : "", text.substr(at, nl - at));
+    row(at == 0 ? name : "", text.substr(at));
   }
   row("copies", fmt::format("swapped out {}, in {}; copies busy {}", format_bytes(s.swap_out_bytes),
                             format_bytes(s.swap_in_bytes), format_seconds(s.transfer_time_s)));
@@ -318,9 +450,11 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
   }
   bool tiled = false;
   for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
+  bool peaked = false;
+  for (const auto& p : s.peaks) peaked |= !p.live.empty();
   if (!out_dir.empty())
-    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (tiled ? " tiles.csv" : "") +
-                           " trace.json" + (events ? " events.csv" : ""));
+    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (peaked ? " peak.csv" : "") +
+                           (tiled ? " tiles.csv" : "") + " trace.json" + (events ? " events.csv" : ""));
   return out;
 }
 

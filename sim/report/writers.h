@@ -22,6 +22,16 @@ std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformS
 /// platform has no tiled tier.
 std::string tiles_csv(const Summary& s);
 
+/// The largest live buffers at a tier's peak that summary.json lists (peak.csv has all),
+/// and how many the terminal names.
+inline constexpr std::size_t kPeakBuffersShown = 10;
+inline constexpr std::size_t kPeakBuffersOnTerminal = 3;
+
+/// The two lines under a tier's peak: the op running then, and its largest live buffers.
+/// Names lose the "gpu3:" prefix of `device`'s replica, so identical ranks read alike.
+std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir,
+                                    const std::string& device = "");
+
 /// Lines (name, text) with consecutive numbered names and the same text as one line each:
 /// gpu0.hbm ... gpu7.hbm -> "gpu0-7.hbm"; others as they are, in order.
 std::vector<std::pair<std::string, std::string>> group_identical(

@@ -144,6 +144,7 @@ RunResult run(const RunInputs& in) {
   out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
   out.recorder.keep_allocations(in.keep_allocations);
   out.summary = simulate(ctx, planned, out.recorder);
+  explain_peaks(out.summary, out.recorder, out.trace, platform);
   // Which ops the measured durations timed, and which the cost model.
   const bool measured_here = !out.trace.measured_on.empty() && out.trace.measured_on == platform.name;
   for (const Op& op : out.trace.ops)
@@ -160,6 +161,7 @@ RunResult run(const RunInputs& in) {
         if (t < out.summary.tiers.size() && t0 < out.summary.tiers.size()) {
           out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
           out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
+          if (t < out.summary.peaks.size()) out.summary.peaks[t] = out.summary.peaks[t0];
         }
       }
     }

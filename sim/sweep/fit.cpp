@@ -72,7 +72,10 @@ json FitResult::to_json() const {
   j["probes"] = json::array();
   for (const auto& p : probes) {
     json pj = {{"value", p.value}, {"status", p.status}};
-    if (p.status == "ok" || p.status == "oom") pj["iteration_time_s"] = p.iteration_time_s;
+    if (p.status == "ok" || p.status == "oom") {
+      pj["iteration_time_s"] = p.iteration_time_s;
+      pj["peak_bytes"] = p.peak_bytes;
+    }
     if (!p.id.empty()) pj["id"] = p.id;
     if (!p.error.empty()) pj["error"] = p.error;
     j["probes"].push_back(pj);
@@ -97,7 +100,8 @@ FitResult FitResult::from_json(const json& j) {
   if (j.contains("probes"))
     for (const auto& pj : j["probes"])
       r.probes.push_back({pj.value("value", std::int64_t{0}), pj.value("status", ""),
-                          pj.value("iteration_time_s", 0.0), pj.value("id", ""), pj.value("error", "")});
+                          pj.value("iteration_time_s", 0.0), pj.value("peak_bytes", std::uint64_t{0}),
+                          pj.value("id", ""), pj.value("error", "")});
   r.error = j.value("error", "");
   return r;
 }
@@ -137,6 +141,9 @@ FitResult run_fit(const RunRequest& base, const FitOptions& options, Resolver& r
       p.error = pr.status == "interrupted" ? "interrupted" : pr.error;
       if (pr.summary.contains("iteration_time_s"))
         p.iteration_time_s = pr.summary["iteration_time_s"].get<double>();
+      if (!run.compute_tiers.empty() && pr.summary.contains("tiers") &&
+          pr.summary["tiers"].contains(run.compute_tiers.front()))
+        p.peak_bytes = pr.summary["tiers"][run.compute_tiers.front()].value("peak_allocated_bytes", std::uint64_t{0});
     }
     res.probes.push_back(p);
     return probed.emplace(v, std::move(p)).first->second;

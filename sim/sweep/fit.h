@@ -52,6 +52,7 @@ struct FitProbe {
   std::int64_t value = 0;
   std::string status;  // ok | oom | invalid (the inputs refuse the value) | error
   double iteration_time_s = 0;
+  std::uint64_t peak_bytes = 0;  // the first compute tier's peak (for oom: up to the oom)
   std::string id;      // the run's point id
   std::string error;
 };

@@ -105,6 +105,7 @@ PointResult PointStore::get(const ResolvedRun& run) {
     if (auto it = done_.find(run.id); it != done_.end()) {
       PointResult r = it->second;
       r.ran = false;
+      if (on_result_) on_result_(run, r);
       return r;
     }
     if (!in_flight_.count(run.id)) break;
@@ -132,6 +133,7 @@ PointResult PointStore::get(const ResolvedRun& run) {
   in_flight_.erase(run.id);
   if (r.status != "interrupted") done_[run.id] = r;
   changed_.notify_all();
+  if (on_result_) on_result_(run, r);
   return r;
 }
 
@@ -145,6 +147,7 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
   fs::remove(dir + "/error.json", ec);
 
   std::vector<std::string> args = run.request.run_args();
+  args.push_back("--no-advice");  // a point that runs out of memory is an answer, not a question
   args.push_back("--out");
   args.push_back(dir);
   std::string command = "memsim";

@@ -11,6 +11,7 @@
 // on the next sweep. Every file here is written to a unique temporary name and renamed.
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -44,6 +45,10 @@ class PointStore {
   /// The result of `run` (whose inputs resolved): the stored one, or a fresh run. Safe to
   /// call from several threads; concurrent calls for one id run it once.
   PointResult get(const ResolvedRun& run);
+  /// Called after each get() with what it returns, one call at a time (progress lines).
+  void on_result(std::function<void(const ResolvedRun&, const PointResult&)> callback) {
+    on_result_ = std::move(callback);
+  }
   /// A stored result (finished or failed) without running anything.
   std::optional<PointResult> stored(const std::string& id) const;
 
@@ -70,6 +75,7 @@ class PointStore {
   std::set<std::string> in_flight_;
   std::map<std::string, PointResult> done_;  // results obtained by this store
   std::set<int> running_pids_;
+  std::function<void(const ResolvedRun&, const PointResult&)> on_result_;
   double child_seconds_ = 0;
   std::size_t children_run_ = 0;
 };

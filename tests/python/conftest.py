@@ -54,7 +54,7 @@ def runs(tmp_path_factory):
             "swap": ["run", "a100-40gb", "resnet50", "--policy", "vdnn", "--set", "gpu0.hbm.capacity=4GiB", "--events"],
             "caching": ["run", "a100-40gb", "mlp", "--set", "gpu0.hbm.allocator=caching", "--events"],
             "ipu": ["run", "ipu-gc200", "mlp", "--events"],
-            "oom": ["run", "v100-16gb", "resnet50", "--set", "workload.batch=256", "--events"],
+            "oom": ["run", "v100-16gb", "resnet50", "--set", "workload.batch=256", "--events", "--no-advice"],
             "dgx": ["run", "dgx-a100", "mlp", "--events"],
         }[name]
         out = base / name

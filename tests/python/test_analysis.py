@@ -378,8 +378,11 @@ def test_report_of_a_run(runs, tmp_path):
     out = tmp_path / "r.html"
     script("report.py", runs("swap"), "-o", out)
     text = out.read_text()
-    assert text.count("data:image/png;base64,") == 2  # memory, timeline
-    assert "slowdown vs first" in text
+    assert text.count("data:image/png;base64,") == 3  # memory, the timeline around the peak, timeline
+    assert "slowdown vs first" not in text  # one run: nothing to compare with
+    peak = summary(runs("swap"))["tiers"]["gpu0.hbm"]
+    assert f"during <b>{peak['peak_op']['name']}</b>" in text
+    assert "<a href='#timeline0'>timeline</a>" in text and "<h2 id='timeline0'>" in text
     assert "src=\"http" not in text  # nothing to fetch
     again = tmp_path / "r2.html"
     run_main("report.py", runs("swap"), "-o", again)
@@ -389,7 +392,9 @@ def test_report_of_a_run(runs, tmp_path):
 def test_report_of_runs_and_tiles(runs, tmp_path):
     out = tmp_path / "r.html"
     run_main("report.py", runs("default"), runs("ipu"), "-o", out)
-    assert out.read_text().count("data:image/png;base64,") == 4  # memory, 2 timelines, tiles
+    text = out.read_text()
+    assert text.count("data:image/png;base64,") == 6  # memory, 2 peaks and 2 timelines, tiles
+    assert "slowdown vs first" in text
 
 
 def test_report_of_a_sweep(sweep_csv, tmp_path):

@@ -83,3 +83,27 @@ TEST(Docs, PlatformExampleIsAValidPlatform) {
   fs::remove(file);
   fs::remove_all(file.string() + ".out");
 }
+
+// The sample output of README's tour is what `make run` prints now (its --out folder named
+// out, as make run names it).
+TEST(Docs, ReadmeSampleOutputIsTheDefaultRun) {
+  const std::string readme = slurp(std::string(MEMSIM_SOURCE_DIR) + "/README.md");
+  const std::string intro = "`make run` prints the verdict first";
+  auto at = readme.find(intro);
+  ASSERT_NE(at, std::string::npos) << "README.md has no line starting with " << intro;
+  at = readme.find("\n\n", at) + 2;
+  std::string sample;
+  std::istringstream lines(readme.substr(at));
+  for (std::string line; std::getline(lines, line) && line.starts_with("    ");) sample += line.substr(4) + "\n";
+  ASSERT_FALSE(sample.empty());
+  const fs::path dir = fs::path(::testing::TempDir()) / ("memsim_readme_sample_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::string printed;
+  FILE* p = popen(("cd '" + dir.string() + "' && '" + MEMSIM_BINARY + "' run --out out").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::array<char, 4096> buf;
+  for (std::size_t n; (n = fread(buf.data(), 1, buf.size(), p)) > 0;) printed.append(buf.data(), n);
+  EXPECT_EQ(pclose(p), 0);
+  EXPECT_EQ(sample, printed) << "update README.md's sample output to what `memsim run --out out` prints";
+  fs::remove_all(dir);
+}

@@ -125,3 +125,43 @@ TEST(ZeroOffload, OptimizerOpsAnAcceleratorStillNeedsStayThere) {
 }
 
 }  // namespace
+
+// The iteration line adds up for every policy: compute + host + stall + recompute + idle of
+// the stream that speaks for the step is its iteration time, on a run whose capped tier
+// makes policies swap and recompute, and on one whose optimizer step can go to the host;
+// and with exposed communication, on data-parallel ranks.
+TEST(IterationLine, AddsUpForEveryPolicy) {
+  const std::string out = std::string(::testing::TempDir()) + "memsim_sums_" + std::to_string(::getpid());
+  int with_host = 0;
+  for (const auto& p : memsim::builtin_policies())
+    for (const char* inputs : {"a100-40gb-nvme resnet18 --set workload.batch=64 --set gpu0.hbm.capacity=1GiB",
+                               "a100-40gb-nvme gpt2-small --set workload.batch=2"}) {
+      SCOPED_TRACE(p.name + " on " + inputs);
+      CliResult r = run_bounded(fmt::format("run {} --policy {}{} --no-advice --out '{}'", inputs, p.name,
+                                           settings(p.name), out));
+      if (r.exit_code == 1 && (p.name == "revolve" || p.name == "bptt-optimal")) continue;  // not a chain
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const json s = json::parse(slurp(out + "/summary.json"));
+      const double total = s["compute_time_s"].get<double>() + s["exposed_host_time_s"].get<double>() +
+                           s["stall_time_s"].get<double>() + s["recompute_time_s"].get<double>() +
+                           s["idle_time_s"].get<double>();
+      EXPECT_NEAR(total, s["iteration_time_s"].get<double>(), 1e-9 * s["iteration_time_s"].get<double>());
+      // The terminal shows the terms there are.
+      const bool host = s["exposed_host_time_s"].get<double>() > 0;
+      with_host += host;
+      EXPECT_EQ(r.out.find(" + host ") != std::string::npos, host) << r.out;
+      EXPECT_EQ(r.out.find(" + idle ") != std::string::npos, s["idle_time_s"].get<double>() > 0) << r.out;
+    }
+  EXPECT_GE(with_host, 1);  // zero-offload's step on the host CPU
+  // Data-parallel ranks: exposed communication is a term too.
+  CliResult r = run_bounded(fmt::format("run dgx-a100 resnet18 --set parallel.dp=8 --set workload.batch=32 --out '{}'", out));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json s = json::parse(slurp(out + "/summary.json"));
+  EXPECT_GT(s["exposed_comm_time_s"].get<double>(), 0.0);
+  EXPECT_NE(r.out.find(" + exposed comm "), std::string::npos) << r.out;
+  EXPECT_NEAR(s["compute_time_s"].get<double>() + s["exposed_host_time_s"].get<double>() +
+                  s["stall_time_s"].get<double>() + s["recompute_time_s"].get<double>() +
+                  s["exposed_comm_time_s"].get<double>() + s["idle_time_s"].get<double>(),
+              s["iteration_time_s"].get<double>(), 1e-9 * s["iteration_time_s"].get<double>());
+  fs::remove_all(out);
+}

@@ -209,7 +209,7 @@ TEST(TraceJson, CountersReachThePeakOfSummaryJson) {
   // instant, and the counters keep it (as they keep a run that ends in an OOM's).
   for (const std::string policy : {"none", "dtr"}) {
     const std::string out = temp_dir("peak_" + policy);
-    json t = run_and_load("run a100-40gb resnet50 --policy " + policy + " --set gpu0.hbm.capacity=4GiB", out);
+    json t = run_and_load("run a100-40gb resnet50 --policy " + policy + " --set gpu0.hbm.capacity=4GiB --no-advice", out);
     const Names names = names_of(t);
     std::uint64_t highest = 0;
     for (const json& e : t["traceEvents"])
@@ -370,7 +370,7 @@ TEST(TraceJson, MaxEventsCapsTheTraceAndSaysSo) {
 }
 
 TEST(TraceJson, OomIsAGlobalInstant) {
-  json t = run_and_load("run v100-16gb resnet50 --set workload.batch=256", temp_dir("oom"));
+  json t = run_and_load("run v100-16gb resnet50 --set workload.batch=256 --no-advice", temp_dir("oom"));
   EXPECT_EQ(t["otherData"]["status"], "oom");
   std::size_t ooms = 0;
   for (const json& e : t["traceEvents"])

@@ -33,7 +33,7 @@ TEST(Config, MissingKeyPointsAtTheMap) {
 TEST(Config, UnknownKeyIsAnError) {
   auto root = ConfigNode::parse_text("x: 1\ncapacty: 2\n", "u.yaml");
   EXPECT_EQ(error_of([&] { root.allow_only({"x", "capacity"}); }),
-            "u.yaml:2:1: capacty: unknown key 'capacty'; expected one of: x, capacity");
+            "u.yaml:2:1: capacty: unknown key 'capacty' (did you mean 'capacity'?); expected one of: x, capacity");
 }
 
 TEST(Config, MalformedYaml) {
@@ -68,5 +68,5 @@ TEST(Params, DefaultsRequiredAndUnknown) {
             "p.yaml:1:1: missing required key 'depth' (model m requires it: layers)");
   auto unknown = ConfigNode::parse_text("model: m\ndepth: 1\ndepht: 2\n", "p.yaml");
   EXPECT_EQ(error_of([&] { Params(unknown, specs, "model m", {"model"}); }),
-            "p.yaml:3:1: depht: unknown key 'depht'; model m takes: depth, batch");
+            "p.yaml:3:1: depht: unknown key 'depht' (did you mean 'depth'?); model m takes: depth, batch");
 }

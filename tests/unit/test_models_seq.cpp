@@ -409,7 +409,7 @@ TEST(SeqModels, BadSpecsAreLocated) {
   EXPECT_EQ(error_of("model: bert\nvariant: huge\n"),
             "t.yaml:2:10: variant: expected one of base, large, got 'huge'");
   EXPECT_EQ(error_of("model: gpt2\nvariant: xxl\n"),
-            "t.yaml:2:10: variant: expected one of small, medium, large, xl, got 'xxl'");
+            "t.yaml:2:10: variant: expected one of small, medium, large, xl, got 'xxl'; did you mean 'xl'?");
   EXPECT_EQ(error_of("model: gpt\nhidden: 768\nheads: 7\n"),
             "t.yaml:3:8: heads: expected a divisor of hidden (768), got '7'");
   EXPECT_EQ(error_of("model: llama\nhidden: 4096\nheads: 4096\n"),

@@ -1,0 +1,224 @@
+#include "sim/app/advice.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "sim/core/units.h"
+#include "sim/inputs/inputs.h"
+#include "sim/policy/policy.h"
+#include "sim/sweep/fit.h"
+#include "sim/sweep/runner.h"
+#include "sim/sweep/store.h"
+#include "sim/workload/importers/importers.h"
+#include "sim/workload/models/models.h"
+
+namespace memsim {
+namespace {
+
+// Policies the advice does not try, and why (said on the advice's notes).
+const std::map<std::string, std::string>& left_out() {
+  static const std::map<std::string, std::string> m = {
+      {"none", "the baseline"},
+      {"keep-all", "uses more memory than none"},
+      {"checkmate", "its solver takes up to a minute a run (try --policy checkmate)"},
+  };
+  return m;
+}
+
+std::uint64_t tier_peak(const nlohmann::json& summary, const std::string& tier) {
+  if (!summary.is_object() || !summary.contains("tiers") || !summary["tiers"].contains(tier)) return 0;
+  return summary["tiers"][tier].value("peak_allocated_bytes", std::uint64_t{0});
+}
+
+std::string status_of(const PointResult& r) { return r.status.empty() ? "error" : r.status; }
+
+double iteration_time(const nlohmann::json& summary) {
+  return summary.is_object() ? summary.value("iteration_time_s", 0.0) : 0.0;
+}
+
+}  // namespace
+
+std::int64_t workload_batch(const std::string& workload, const std::vector<Override>& overrides) {
+  if (sniff_foreign_trace(workload) != ForeignTrace::none) return 0;
+  ConfigNode root = open_input(workload, "workloads");
+  if (classify(root) != InputKind::workload_spec) return 0;
+  std::string batch;
+  if (auto b = root.find("batch")) batch = b->as_string();
+  if (batch.empty())
+    if (auto m = root.find("model"))
+      if (const ModelInfo* model = find_model(m->as_string()))
+        for (const ParamSpec& p : model->params)
+          if (p.name == "batch" && p.default_value) batch = *p.default_value;
+  bool has_batch = !batch.empty();
+  if (auto m = root.find("model"); m && !has_batch)
+    if (const ModelInfo* model = find_model(m->as_string()))
+      has_batch = std::any_of(model->params.begin(), model->params.end(),
+                              [](const ParamSpec& p) { return p.name == "batch"; });
+  for (const Override& o : overrides)
+    if (o.target == "workload" && o.key == "batch") batch = o.value;
+  if (batch.empty() || batch.find_first_not_of("0123456789") != std::string::npos) return 0;
+  return std::stoll(batch);
+}
+
+OomAdvice advise(const RunRequest& request, const Summary& summary, const std::string& out_dir,
+                 const std::string& memsim, const AdviceProgress& progress) {
+  OomAdvice advice;
+  const OomReport& oom = *summary.oom;
+  const std::string tier = oom.tier;
+  Resolver resolver;
+  PointStore store(out_dir + "/advice", memsim, false);
+  std::mutex say;
+  std::size_t runs = 0;
+  if (progress)
+    store.on_result([&](const ResolvedRun& run, const PointResult& r) {
+      std::lock_guard lock(say);
+      std::string what = run.request.policy;
+      for (const Override& o : run.request.overrides)
+        if (o.target == "workload" && o.key == "batch") what += " at batch " + o.value;
+      progress(fmt::format("what would fit: run {} ({}: {}{})", ++runs, what, status_of(r),
+                           r.ran ? "" : ", from an earlier run"));
+    });
+  auto point_of = [&](const ResolvedRun& run) { return store.point_dir(run.id); };
+  // The policy's own overrides do not carry to another policy.
+  std::vector<Override> shared;
+  for (const Override& o : request.overrides)
+    if (o.target != "policy") shared.push_back(o);
+
+  // 1. The peak with enough memory: the same run with the tier 64 times what it may hold.
+  // A budget still caps it; when that run still runs out, policy none (no budget) answers.
+  {
+    const std::uint64_t big = std::max<std::uint64_t>(oom.capacity_bytes, 1) * 64;
+    auto roomy = [&](RunRequest r) {
+      Override o = parse_override(fmt::format("{}.capacity={}B", tier, big));
+      o.origin = "the advice's run with enough memory";
+      r.overrides.push_back(o);
+      return r;
+    };
+    ResolvedRun run = resolver.resolve(roomy(request));
+    PointResult r = run.error.empty() ? store.get(run) : PointResult{};
+    if (run.error.empty() && r.status == "oom") {
+      RunRequest plain = request;
+      plain.policy = "none";
+      plain.overrides = shared;
+      run = resolver.resolve(roomy(plain));
+      r = run.error.empty() ? store.get(run) : PointResult{};
+    }
+    if (run.error.empty() && r.status == "ok") {
+      advice.needs_bytes = tier_peak(r.summary, tier);
+      advice.needs_time_s = iteration_time(r.summary);
+      advice.needs_policy = run.request.policy;
+      advice.needs_point = point_of(run);
+      const auto& by = r.summary["tiers"][tier]["peak_by_category"];
+      for (int c = 0; c < kCategoryCount; ++c) {
+        const auto cat = static_cast<Category>(c);
+        advice.needs_by_category[c] = by.value(std::string(to_string(cat)), std::uint64_t{0});
+        if (advice.needs_by_category[c] > oom.capacity_bytes) advice.exceeding.push_back(cat);
+      }
+      advice.model_state_bytes = advice.needs_by_category[static_cast<int>(Category::weight)] +
+                                 advice.needs_by_category[static_cast<int>(Category::gradient)] +
+                                 advice.needs_by_category[static_cast<int>(Category::optimizer_state)];
+    } else {
+      advice.notes.push_back(fmt::format("the run with enough memory did not finish: {}",
+                                         run.error.empty() ? r.error : run.error));
+    }
+  }
+
+  // 2. The largest batch that fits under this policy: memsim fit's search below this batch.
+  const std::int64_t batch = workload_batch(request.workload, request.overrides);
+  if (batch > 1) {
+    std::vector<Override> others;
+    for (const Override& o : request.overrides)
+      if (!(o.target == "workload" && o.key == "batch")) others.push_back(o);
+    RunRequest base = request;
+    base.overrides = others;
+    FitOptions options;
+    options.max = batch - 1;
+    const FitResult fit = run_fit(base, options, resolver, store);
+    if (!fit.error.empty()) {
+      advice.notes.push_back("the batch search stopped: " + fit.error);
+    } else if (fit.max == 0) {
+      advice.notes.push_back(fmt::format("no batch fits under policy {}, not even 1", request.policy));
+    } else {
+      FitAdvice f;
+      f.change = "batch";
+      f.policy = request.policy;
+      f.batch = fit.max;
+      f.first_fail = fit.first_fail;
+      for (const FitProbe& p : fit.probes)
+        if (p.value == fit.max) {
+          f.iteration_time_s = p.iteration_time_s;
+          f.point = store.point_dir(p.id);
+        }
+      advice.fits.push_back(f);
+    }
+  } else if (batch == 0) {
+    advice.notes.push_back("the workload has no batch to change");
+  }
+
+  // 3. Every registered policy at this batch (in parallel); the fastest that fits.
+  std::vector<std::string> candidates;
+  for (const PolicyInfo& p : builtin_policies()) {
+    if (p.name == request.policy) continue;
+    if (auto it = left_out().find(p.name); it != left_out().end()) {
+      if (p.name == "checkmate") advice.notes.push_back(fmt::format("not tried: {}, {}", p.name, it->second));
+      continue;
+    }
+    const bool required = std::any_of(p.params.begin(), p.params.end(),
+                                      [](const ParamSpec& s) { return !s.default_value; });
+    if (required) {
+      advice.notes.push_back(fmt::format("not tried: {}, which needs a parameter", p.name));
+      continue;
+    }
+    candidates.push_back(p.name);
+  }
+  std::vector<OomAdvice::Tried> tried(candidates.size());
+  std::vector<std::string> points(candidates.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < candidates.size(); i = next++) {
+      RunRequest r = request;
+      r.policy = candidates[i];
+      r.overrides = shared;
+      const ResolvedRun run = resolver.resolve(r);
+      tried[i].policy = candidates[i];
+      if (!run.error.empty()) {
+        tried[i].status = "error";
+        continue;
+      }
+      const PointResult pr = store.get(run);
+      tried[i].status = status_of(pr);
+      tried[i].iteration_time_s = iteration_time(pr.summary);
+      points[i] = point_of(run);
+    }
+  };
+  {
+    const int jobs = std::min<int>(default_jobs(0), static_cast<int>(candidates.size()));
+    std::vector<std::thread> threads;
+    for (int j = 1; j < jobs; ++j) threads.emplace_back(work);
+    work();
+    for (auto& t : threads) t.join();
+  }
+  advice.tried = tried;
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < tried.size(); ++i)
+    if (tried[i].status == "ok" && (!best || tried[i].iteration_time_s < tried[*best].iteration_time_s))
+      best = i;
+  if (best) {
+    FitAdvice f;
+    f.change = "policy";
+    f.policy = tried[*best].policy;
+    f.batch = batch;
+    f.iteration_time_s = tried[*best].iteration_time_s;
+    f.slowdown = advice.needs_time_s > 0 ? f.iteration_time_s / advice.needs_time_s : 0;
+    f.point = points[*best];
+    advice.fits.push_back(f);
+  }
+  return advice;
+}
+
+}  // namespace memsim
