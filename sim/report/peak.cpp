@@ -243,7 +243,8 @@ std::string explain_text(const Summary& s) {
     std::map<std::string, Group> groups;
     for (const PeakBuffer& b : p.live) {
       const std::string key = !b.layer.empty() ? b.layer
-                              : b.name.empty() ? std::string("(op workspace)")
+                              : b.name.empty() ? std::string(b.category == Category::runtime ? "(outside the allocator)"
+                                                                                              : "(op workspace)")
                                                : std::string("(there from the start)");
       Group& g = groups[key];
       g.bytes += b.bytes;
@@ -261,7 +262,9 @@ std::string explain_text(const Summary& s) {
         for (const PeakBuffer* b : list) bytes += b->bytes;
         out += fmt::format("      {:<38} {:>10}  {}\n", to_string(c), format_bytes(bytes), plural(list.size(), "buffer"));
         for (const PeakBuffer* b : list)
-          out += fmt::format("        {:<36} {:>10}{}\n", b->name.empty() ? "(workspace)" : b->name,
+          out += fmt::format("        {:<36} {:>10}{}\n",
+                             b->name.empty() ? (b->category == Category::runtime ? "(CUDA context, NCCL)" : "(workspace)")
+                                             : b->name,
                              format_bytes(b->bytes), b->producer.empty() ? "" : "  by " + b->producer);
       }
     }

@@ -328,7 +328,9 @@ std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_
   for (std::size_t i = 0; i < p.live.size() && i < kPeakBuffersOnTerminal; ++i) {
     const PeakBuffer& b = p.live[i];
     largest += fmt::format("{}{} {} ({}{})", largest.empty() ? "" : ", ",
-                           b.name.empty() ? "workspace" : bare(b.name), format_bytes(b.bytes),
+                           b.name.empty() ? (b.category == Category::runtime ? "CUDA context and NCCL" : "workspace")
+                                          : bare(b.name),
+                           format_bytes(b.bytes),
                            to_string(b.category), b.layer.empty() ? "" : ", layer " + bare(b.layer));
   }
   lines.push_back("largest: " + largest);
