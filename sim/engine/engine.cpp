@@ -51,23 +51,6 @@ struct OomSite {
   }
 };
 
-// Per tier: the reserved bytes of the devices that run ops of `trace` (the CUDA context, and
-// NCCL's buffers where the step communicates).
-std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const Trace& trace) {
-  std::vector<std::uint64_t> out(platform.tiers.size(), 0);
-  const auto devices = platform.compute_devices();
-  const bool communicates = trace.communicates();
-  std::vector<bool> runs(devices.size(), false);
-  for (const Op& op : trace.ops)
-    if (op.device < runs.size()) runs[op.device] = true;
-  for (std::size_t k = 0; k < devices.size(); ++k)
-    if (runs[k]) {
-      const DeviceSpec& d = platform.devices[devices[k]];
-      out[*d.compute_tier] = d.reserved_bytes(communicates);
-    }
-  return out;
-}
-
 // The planners' caps leave the reserved bytes out (run.cpp); the allocators hold them too.
 std::vector<std::uint64_t> with_reserved(std::vector<std::uint64_t> caps,
                                          const std::vector<std::uint64_t>& reserved,

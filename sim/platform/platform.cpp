@@ -187,6 +187,21 @@ std::vector<std::string> keys_of(const std::optional<ConfigNode>& map) {
 
 }  // namespace
 
+std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const Trace& trace) {
+  std::vector<std::uint64_t> out(platform.tiers.size(), 0);
+  const auto devices = platform.compute_devices();
+  const bool communicates = trace.communicates();
+  std::vector<bool> runs(devices.size(), false);
+  for (const Op& op : trace.ops)
+    if (op.device < runs.size()) runs[op.device] = true;
+  for (std::size_t k = 0; k < devices.size(); ++k)
+    if (runs[k]) {
+      const DeviceSpec& d = platform.devices[devices[k]];
+      out[*d.compute_tier] = d.reserved_bytes(communicates);
+    }
+  return out;
+}
+
 std::uint64_t DeviceSpec::reserved_bytes(bool communicates) const {
   std::uint64_t sum = 0;
   for (const auto& [what, bytes] : reserved)

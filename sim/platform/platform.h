@@ -140,6 +140,11 @@ struct PlatformSpec {
   std::vector<std::size_t> op_devices() const;
 };
 
+/// Per tier: the reserved bytes (DeviceSpec::reserved) the compute devices that run ops of
+/// `trace` take, NCCL's only where the step communicates; 0 elsewhere. The engine allocates
+/// them at the start and the planners plan without them.
+std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const Trace& trace);
+
 /// Reads and checks a platform. Throws InputError naming file, line, key.
 PlatformSpec load_platform(const ConfigNode& root);
 

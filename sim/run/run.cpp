@@ -42,18 +42,8 @@ namespace {
 // allocator on the devices that run the step (the engine takes those bytes at the start).
 std::vector<std::uint64_t> planning_caps(const PlatformSpec& platform, const Trace& trace,
                                          std::vector<std::uint64_t> caps) {
-  const bool communicates = trace.communicates();
-  const auto devices = platform.compute_devices();
-  std::vector<bool> runs(devices.size(), false);
-  for (const Op& op : trace.ops)
-    if (op.device < runs.size()) runs[op.device] = true;
-  for (std::size_t k = 0; k < devices.size(); ++k) {
-    const DeviceSpec& d = platform.devices[devices[k]];
-    if (!runs[k]) continue;
-    const std::uint64_t r = d.reserved_bytes(communicates);
-    std::uint64_t& cap = caps[*d.compute_tier];
-    cap = cap > r ? cap - r : 0;
-  }
+  const std::vector<std::uint64_t> reserved = reserved_per_tier(platform, trace);
+  for (std::size_t t = 0; t < caps.size(); ++t) caps[t] = caps[t] > reserved[t] ? caps[t] - reserved[t] : 0;
   return caps;
 }
 
