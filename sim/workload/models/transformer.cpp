@@ -80,44 +80,63 @@ Value drop(ModelBuilder& m, const std::string& name, Value x, double p) {
   return p > 0 ? m.dropout(name, x) : x;
 }
 
-// One block: attention and MLP sublayers with residuals, norms pre or post.
+// Megatron's f and g around a tensor-parallel pair of linears (tensor_parallel.cpp): with
+// tp 1 nothing; with sequence parallelism the gather and scatter of the token shards.
+Value tp_enter(ModelBuilder& m, const std::string& name, Value x) {
+  if (m.settings().tp == 1) return x;
+  return m.settings().sp ? m.sp_gather(name + ".sp_gather", x) : m.tp_copy(name + ".tp_copy", x);
+}
+Value tp_leave(ModelBuilder& m, const std::string& name, Value x) {
+  if (m.settings().tp == 1) return x;
+  return m.settings().sp ? m.sp_scatter(name + ".sp_scatter", x) : m.tp_reduce(name + ".tp_reduce", x);
+}
+
+// One block: attention and MLP sublayers with residuals, norms pre or post. Under tensor
+// parallelism (tp ranks) this rank holds heads/tp of the attention (q, k, v split by
+// output features, the output projection by input features) and ffn/tp of the MLP, as
+// Megatron-LM splits them; the residual stream is whole (or, with sp, 1/tp of the tokens).
 Value block(const Stack& s, const std::string& p, Value x) {
   ModelBuilder& m = s.m;
   const Arch& a = s.arch;
   const Names& n = s.names;
+  const std::int64_t t = m.settings().tp;
   auto norm = [&](const char* name, Value v) {
     return a.rms_norm ? m.rms_norm(p + name, v) : m.layer_norm(p + name, v);
   };
 
   Value h = a.pre_norm ? norm(n.norm_attn, x) : x;
+  h = tp_enter(m, p + n.attn, h);
   Value q, k, v;
   if (a.fused_qkv) {
-    const Value qkv = m.linear(p + n.q, h, 3 * a.hidden, a.bias);
+    const Value qkv = m.linear(p + n.q, h, 3 * a.hidden / t, a.bias);
     const std::vector<Value> parts = m.split(p + n.q + ".split", qkv, 3);
     q = parts[0], k = parts[1], v = parts[2];
   } else {
-    q = m.linear(p + n.q, h, a.hidden, a.bias);
-    k = m.linear(p + n.k, h, a.hidden, a.bias);
-    v = m.linear(p + n.v, h, a.hidden, a.bias);
+    q = m.linear(p + n.q, h, a.hidden / t, a.bias);
+    k = m.linear(p + n.k, h, a.hidden / t, a.bias);
+    v = m.linear(p + n.v, h, a.hidden / t, a.bias);
   }
   if (s.rotary != nullptr) {
     q = m.rotary(p + n.attn + ".rotary_q", q, s.rotary[0], s.rotary[1]);
     k = m.rotary(p + n.attn + ".rotary_k", k, s.rotary[0], s.rotary[1]);
   }
-  h = m.attention(p + n.attn, q, k, v, s.batch, a.heads, a.causal, s.impl, a.dropout);
+  h = m.attention(p + n.attn, q, k, v, s.batch, a.heads / t, a.causal, s.impl, a.dropout);
   h = m.linear(p + n.out, h, a.hidden, a.bias);
+  h = tp_leave(m, p + n.out, h);
   if (n.attn_dropout != nullptr) h = drop(m, p + n.attn_dropout, h, a.dropout);
   x = m.add(p + n.attn_residual, h, x);
   if (!a.pre_norm) x = norm(n.norm_attn, x);
 
   h = a.pre_norm ? norm(n.norm_mlp, x) : x;
+  h = tp_enter(m, p + "mlp", h);
   if (a.swiglu) {
-    const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn, a.bias));
-    h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn, a.bias));
+    const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn / t, a.bias));
+    h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn / t, a.bias));
   } else {
-    h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn, a.bias));
+    h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn / t, a.bias));
   }
   h = m.linear(p + n.down, h, a.hidden, a.bias);
+  h = tp_leave(m, p + n.down, h);
   if (n.mlp_dropout != nullptr) h = drop(m, p + n.mlp_dropout, h, a.dropout);
   x = m.add(p + n.mlp_residual, h, x);
   if (!a.pre_norm) x = norm(n.norm_mlp, x);
@@ -137,8 +156,10 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
                                    const char* impl_default, const char* dropout_default) {
   specs.push_back({"seq_len", "tokens per sample", seq_default});
   specs.push_back({"attention_impl",
-                   "materialized (scores tensor batch x heads x seq x seq, softmax saved) or "
-                   "fused (FlashAttention: no scores tensor, fp32 logsumexp saved)",
+                   "materialized (scores tensor batch x heads x seq x seq, softmax saved), "
+                   "fused (FlashAttention: no scores tensor, fp32 logsumexp saved) or selective "
+                   "(materialized, its seq x seq tensors recomputed in backward: Megatron's "
+                   "selective recompute)",
                    impl_default});
   specs.push_back({"dropout",
                    "probability on the attention probabilities and after each sublayer; 0 "
@@ -149,9 +170,38 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
 }
 
 Impl read_impl(const Params& params) {
-  return params.get("attention_impl").as_choice({"materialized", "fused"}) == "fused"
-             ? Impl::fused
-             : Impl::materialized;
+  const std::string impl = params.get("attention_impl").as_choice({"materialized", "fused", "selective"});
+  return impl == "fused" ? Impl::fused : impl == "selective" ? Impl::selective : Impl::materialized;
+}
+
+// Tensor parallelism's divisibility, checked where the user set it (parallel.tp).
+void check_tp(const Params& params, const Arch& a, std::int64_t seq, std::int64_t batch) {
+  const std::int64_t t = read_training_settings(params).tp;
+  if (t == 1) return;
+  const ConfigNode tp = *params.extra("parallel")->find("tp");
+  if (a.heads % t != 0) tp.fail_expected(fmt::format("a divisor of the {} attention heads", a.heads));
+  if (a.ffn % t != 0) tp.fail_expected(fmt::format("a divisor of the MLP width {}", a.ffn));
+  if (read_training_settings(params).sp && (seq * batch) % t != 0)
+    tp.fail_expected(fmt::format("a divisor of the {} tokens per micro-batch (sequence parallelism splits them)",
+                                 seq * batch));
+}
+
+// The vocabulary rows this rank's embedding and LM head hold: Megatron pads the vocabulary
+// to a multiple of 128 x tp (make-vocab-size-divisible-by 128) and splits it evenly; with
+// tp 1 the table is as the model defines it.
+std::int64_t vocab_rows(std::int64_t vocab, std::int64_t t) {
+  if (t == 1) return vocab;
+  const std::int64_t unit = 128 * t;
+  return (vocab + unit - 1) / unit * 128;
+}
+
+// After a vocabulary-parallel embedding: the partial rows summed over the ranks.
+Value embedded(ModelBuilder& m, const std::string& name, Value x) {
+  return m.settings().tp == 1 ? x : m.tp_reduce(name + ".tp_reduce", x);
+}
+// Into the blocks: under sequence parallelism this rank's tokens only.
+Value into_blocks(ModelBuilder& m, const std::string& name, Value x) {
+  return m.settings().sp ? m.sp_split(name + ".sp_split", x) : x;
 }
 
 void check_heads(const Params& params, std::int64_t hidden, std::int64_t heads) {
@@ -160,8 +210,8 @@ void check_heads(const Params& params, std::int64_t hidden, std::int64_t heads) 
 }
 
 std::string details(std::int64_t seq, Impl impl, const TrainingSettings& s) {
-  return fmt::format("seq {}, {} attention; {}", seq,
-                     impl == Impl::fused ? "fused" : "materialized", s.summary());
+  const char* form = impl == Impl::fused ? "fused" : impl == Impl::selective ? "selective-recompute" : "materialized";
+  return fmt::format("seq {}, {} attention; {}", seq, form, s.summary());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -186,6 +236,8 @@ Trace generate_bert(const Params& params) {
     a.ffn = 4096;
   }
 
+  check_tp(params, a, seq, settings.batch);
+  const std::int64_t t = settings.tp;
   ModelBuilder m(settings);
   const std::int64_t n = settings.batch, tokens = n * seq;
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
@@ -193,19 +245,24 @@ Trace generate_bert(const Params& params) {
   const Value positions = m.input("position_ids", {seq}, DType::int64);
   const Value labels = m.input("labels", {mlm ? tokens : n}, DType::int64);
 
-  Value x = m.embedding("bert.embeddings.word_embeddings", ids, a.vocab, a.hidden);
+  Value x = m.embedding("bert.embeddings.word_embeddings", ids, vocab_rows(a.vocab, t), a.hidden);
+  x = embedded(m, "bert.embeddings.word_embeddings", x);
   const Value pos = m.embedding("bert.embeddings.position_embeddings", positions, 512, a.hidden);
   const Value type = m.embedding("bert.embeddings.token_type_embeddings", types, 2, a.hidden);
   x = m.add("bert.embeddings.add_token_types", x, type);
   x = m.add_broadcast("bert.embeddings.add_positions", x, pos);
   x = m.layer_norm("bert.embeddings.LayerNorm", x);
+  x = into_blocks(m, "bert.embeddings", x);
   x = drop(m, "bert.embeddings.dropout", x, p);
   x = blocks({m, a, kBertNames, n, impl, nullptr}, "bert.encoder.layer.", x);
+  // The heads read every token (the classifier replicated on each rank).
+  if (settings.sp) x = m.sp_gather("bert.encoder.sp_gather", x);
 
   if (mlm) {
     x = m.linear("cls.predictions.transform.dense", x, a.hidden, true);
     x = m.gelu("cls.predictions.transform.transform_act_fn", x);
     x = m.layer_norm("cls.predictions.transform.LayerNorm", x);
+    if (t > 1) x = m.tp_copy("cls.predictions.decoder.tp_copy", x);
     x = m.tied_linear("cls.predictions.decoder", x, "bert.embeddings.word_embeddings.weight",
                       true);
   } else {
@@ -229,6 +286,7 @@ Trace generate_bert(const Params& params) {
 Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_positions,
                   std::int64_t seq, Impl impl, bool blocks_only, const TrainingSettings& settings) {
   ModelBuilder m(settings);
+  const std::int64_t t = settings.tp;
   const std::int64_t n = settings.batch, tokens = n * seq;
   const Stack stack{m, a, kGptNames, n, impl, nullptr};
   const std::string description = fmt::format("{} ({} layers x {}, {} heads, {}{})", name, a.layers,
@@ -236,8 +294,10 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
                                               blocks_only ? ", blocks only" : "");
   if (blocks_only) {
     // The blocks alone, between a hidden-state input and an MSE loss.
-    Value x = m.input("hidden_states", {tokens, a.hidden}, settings.dtype);
-    const Value target = m.input("target", {tokens, a.hidden}, settings.dtype);
+    // Under sequence parallelism this rank's tokens.
+    const std::int64_t rows = settings.sp ? tokens / t : tokens;
+    Value x = m.input("hidden_states", {rows, a.hidden}, settings.dtype);
+    const Value target = m.input("target", {rows, a.hidden}, settings.dtype);
     x = blocks(stack, "transformer.h.", x);
     m.mse_loss(x, target);
     return m.finish(name, description);
@@ -246,12 +306,17 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
   const Value positions = m.input("position_ids", {seq}, DType::int64);
   // Shifted by one position in the labels, as Hugging Face's loss does now.
   const Value labels = m.input("labels", {tokens}, DType::int64);
-  Value x = m.embedding("transformer.wte", ids, a.vocab, a.hidden);
+  Value x = m.embedding("transformer.wte", ids, vocab_rows(a.vocab, t), a.hidden);
+  x = embedded(m, "transformer.wte", x);
   const Value pos = m.embedding("transformer.wpe", positions, max_positions, a.hidden);
   x = m.add_broadcast("transformer.add_positions", x, pos);
+  x = into_blocks(m, "transformer", x);
   x = drop(m, "transformer.drop", x, a.dropout);
   x = blocks(stack, "transformer.h.", x);
   x = m.layer_norm("transformer.ln_f", x);
+  // The head: a column-parallel linear over the vocabulary (Megatron's vocab-parallel
+  // cross-entropy adds three all-reduces of one number per token, not modelled).
+  x = tp_enter(m, "lm_head", x);
   x = m.tied_linear("lm_head", x, "transformer.wte.weight", false);
   m.cross_entropy(x, labels);
   return m.finish(name, description);
@@ -282,8 +347,9 @@ Trace generate_gpt2(const Params& params) {
   Variant v = kVariants[0];
   for (const Variant& candidate : kVariants)
     if (variant == candidate.variant) v = candidate;
-  return gpt_decoder(v.name, gpt_arch(v.layers, v.hidden, v.heads, 50257, p), 1024, seq, impl,
-                     false, settings);
+  const Arch a = gpt_arch(v.layers, v.hidden, v.heads, 50257, p);
+  check_tp(params, a, seq, settings.batch);
+  return gpt_decoder(v.name, a, 1024, seq, impl, false, settings);
 }
 
 Trace generate_gpt(const Params& params) {
@@ -301,8 +367,9 @@ Trace generate_gpt(const Params& params) {
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
   const TrainingSettings settings = read_training_settings(params);
-  return gpt_decoder("gpt", gpt_arch(layers, hidden, heads, vocab, p), max_positions, seq, impl,
-                     blocks_only, settings);
+  const Arch a = gpt_arch(layers, hidden, heads, vocab, p);
+  check_tp(params, a, seq, settings.batch);
+  return gpt_decoder("gpt", a, max_positions, seq, impl, blocks_only, settings);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -325,6 +392,7 @@ Trace generate_llama(const Params& params) {
   const Arch a{.layers = layers, .hidden = hidden, .heads = heads, .ffn = ffn, .vocab = vocab,
                .pre_norm = true, .rms_norm = true, .swiglu = true, .bias = false, .causal = true,
                .fused_qkv = false, .dropout = p};
+  check_tp(params, a, seq, settings.batch);
 
   ModelBuilder m(settings);
   const std::int64_t n = settings.batch, tokens = n * seq, head_dim = hidden / heads;
@@ -333,10 +401,14 @@ Trace generate_llama(const Params& params) {
   // LlamaRotaryEmbedding's tables, computed once per step without gradient; taken as given.
   const Value rotary[2] = {m.input("rotary.cos", {seq, head_dim}, settings.dtype),
                            m.input("rotary.sin", {seq, head_dim}, settings.dtype)};
-  Value x = m.embedding("model.embed_tokens", ids, vocab, hidden);
+  const std::int64_t t = settings.tp;
+  Value x = m.embedding("model.embed_tokens", ids, vocab_rows(vocab, t), hidden);
+  x = embedded(m, "model.embed_tokens", x);
+  x = into_blocks(m, "model", x);
   x = blocks({m, a, kLlamaNames, n, impl, rotary}, "model.layers.", x);
   x = m.rms_norm("model.norm", x);
-  x = m.linear("lm_head", x, vocab, false);
+  x = tp_enter(m, "lm_head", x);
+  x = m.linear("lm_head", x, vocab_rows(vocab, t), false);
   m.cross_entropy(x, labels);
   return m.finish("llama", fmt::format("llama ({} layers x {}, {} heads, ffn {}, {})", layers,
                                        hidden, heads, ffn, details(seq, impl, settings)));
