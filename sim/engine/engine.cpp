@@ -210,6 +210,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
   const Plan& plan_;
   exec::Residency<Simulation> residency_;
   std::vector<Stream> streams_;
+  std::size_t streams_done_ = 0;
+  std::vector<OpId> stream_at_;  // per stream: the op it runs or last ran
 
   SgPlatform sg_;  // hosts, routes and copy engines in SimGrid
   sg4::MutexPtr mutex_;
@@ -741,13 +743,18 @@ void Simulation::apply(const Action& a) {
 void Simulation::run_stream(const Stream& s) {
   run_steps(s);
   flush();  // the stream ends at its true time, also after an OOM
+  stream_at_[static_cast<std::size_t>(&s - streams_.data())] = kNoOp;
+  ++streams_done_;
 }
 
 void Simulation::run_steps(const Stream& s) {
   for (const Step& step : s.steps) {
     if (stopped_) return;
     switch (step.kind) {
-      case StepKind::compute: run_op(trace_.ops[step.id], s.device, s.stream); break;
+      case StepKind::compute:
+        stream_at_[static_cast<std::size_t>(&s - streams_.data())] = step.id;
+        run_op(trace_.ops[step.id], s.device, s.stream);
+        break;
       case StepKind::free: residency_.free(step.id); break;
       case StepKind::swap_out:
       case StepKind::swap_in: start_copy(step.id, step.tier); break;
@@ -797,8 +804,21 @@ Summary Simulation::run() {
     sg4::Actor::create(fmt::format("{}.stream{}", platform_.devices[device].name, s.stream),
                        sg_.device_hosts[device], [this, &s] { guarded([&] { run_stream(s); }); });
   }
+  stream_at_.assign(streams_.size(), kNoOp);
   engine.run();
   if (error_) std::rethrow_exception(error_);
+  if (!stopped_ && streams_done_ < streams_.size()) {
+    // Every stream left waits on another (SimGrid found no activity that could end): a
+    // receive no send matches, a collective a member never reaches, a cycle of waits.
+    std::string waiting;
+    for (std::size_t i = 0; i < streams_.size() && waiting.size() < 600; ++i)
+      if (stream_at_[i] != kNoOp)
+        waiting += fmt::format("{}'{}' ({} stream {})", waiting.empty() ? "" : ", ", trace_.ops[stream_at_[i]].name,
+                               platform_.devices[compute_devices_[streams_[i].device]].name, streams_[i].stream);
+    throw InputError(fmt::format("{}: the step deadlocked at {}: {} of {} streams wait for each other; waiting: {}",
+                                 trace_.name, format_seconds(now_s()), streams_.size() - streams_done_, streams_.size(),
+                                 waiting.empty() ? "(no op)" : waiting));
+  }
 
   summary_.iteration_time_s = sg4::Engine::get_clock();
   // The accelerator stream that computed longest speaks for the step (with one stream: that

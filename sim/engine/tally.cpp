@@ -13,6 +13,7 @@ Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, 
   if (communicates_) {
     computing_.resize(devices);
     communicating_.resize(devices);
+    passes_.resize(devices);
   }
 }
 
@@ -72,7 +73,13 @@ void Tally::on_event(const Event& e) {
       b.compute_s += d;
       b.work.emplace_back(e.start_s, e.end_s);
       ++ops_run_;
-      if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
+      if (communicates_) {
+        computing_[op.device].emplace_back(e.start_s, e.end_s);
+        if (op.phase != Phase::optimizer) {
+          passes_[op.device].emplace_back(e.start_s, e.end_s);
+          passes_end_s_ = std::max(passes_end_s_, e.end_s);
+        }
+      }
       break;
     }
     case EventKind::recompute: {
@@ -81,7 +88,11 @@ void Tally::on_event(const Event& e) {
       b.recompute_s += d;
       b.work.emplace_back(e.start_s, e.end_s);
       recompute_flops_ += op.flops;
-      if (communicates_) computing_[op.device].emplace_back(e.start_s, e.end_s);
+      if (communicates_) {
+        computing_[op.device].emplace_back(e.start_s, e.end_s);
+        passes_[op.device].emplace_back(e.start_s, e.end_s);
+        passes_end_s_ = std::max(passes_end_s_, e.end_s);
+      }
       break;
     }
     case EventKind::comm: {
@@ -135,6 +146,7 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
                          moved.first, moved.second});
   if (communicates_)
     for (std::size_t d = 0; d < accelerators_; ++d) {
+      s.device_compute_s.push_back(length(merged(passes_[d])));
       const auto comm = merged(communicating_[d]);
       const double busy_s = length(comm);
       const double exposed = uncovered(comm, merged(computing_[d]));
@@ -156,6 +168,7 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
     s.exposed_host_time_s = std::min(rest, uncovered(merged(host), merged(waited)));
     s.idle_time_s = rest - s.exposed_host_time_s;
   }
+  s.passes_end_s = passes_end_s_;
   for (const auto& [kind, sent] : collectives_) s.collectives.push_back({kind, sent.first, sent.second});
   for (std::size_t l = 0; l < link_bytes_.size() && l < platform.links.size(); ++l) {
     const auto& [fwd, bwd] = link_bytes_[l];

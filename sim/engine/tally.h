@@ -57,6 +57,10 @@ class Tally {
   // communicated (kept only when the step communicates), and per (kind) what rank 0 sent.
   bool communicates_ = false;
   std::vector<std::vector<Interval>> computing_, communicating_;
+  // Forward and backward compute per device, and when the last of it ended: a pipeline's
+  // flush, before the optimizer steps.
+  std::vector<std::vector<Interval>> passes_;
+  double passes_end_s_ = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
   std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward
   double transfer_time_s_ = 0, recompute_flops_ = 0;

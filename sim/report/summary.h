@@ -107,6 +107,15 @@ struct CollectiveSummary {
   std::uint64_t bytes = 0;  // sum of Op::message_bytes
 };
 
+/// One pipeline stage, as its simulated rank ran it: the time its device computed and the
+/// rest of the iteration, its bubble (waiting for the stages before and after it).
+struct PipelineStageSummary {
+  std::uint32_t stage = 0;
+  std::uint32_t rank = 0;
+  double compute_s = 0;         // forward and backward
+  double bubble_fraction = 0;   // 1 - compute / the flush (Summary::passes_end_s)
+};
+
 struct Summary {
   std::string status = "ok";  // ok | oom
   std::string workload;       // trace name
@@ -137,6 +146,15 @@ struct Summary {
   /// simulated for all of them (symmetric ranks, their traffic still on the links).
   std::uint32_t ranks = 1;
   bool symmetric = false;
+  /// Per compute device slot, when the step communicates: the time it computed forward and
+  /// backward ops (its compute streams' union), and when the last of those ended anywhere
+  /// (a pipeline's flush, before the optimizer steps).
+  std::vector<double> device_compute_s;
+  double passes_end_s = 0;
+  /// A pipeline's stages (empty without one), its schedule and micro-batches.
+  std::vector<PipelineStageSummary> pipeline;
+  std::string pipeline_schedule;
+  std::uint32_t micro_batches = 1;
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;
   double recompute_flops = 0;

@@ -196,6 +196,14 @@ std::string summary_json(const Summary& s) {
   j["comm_time_s"] = s.comm_time_s;
   j["exposed_comm_time_s"] = s.exposed_comm_time_s;
   j["ranks"] = {{"count", s.ranks}, {"symmetric", s.symmetric}};
+  if (!s.pipeline.empty()) {
+    nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+    for (const PipelineStageSummary& st : s.pipeline)
+      stages.push_back({{"stage", st.stage}, {"rank", st.rank}, {"compute_time_s", st.compute_s},
+                        {"bubble_fraction", st.bubble_fraction}});
+    j["pipeline"] = {{"schedule", s.pipeline_schedule}, {"micro_batches", s.micro_batches},
+                     {"flush_s", s.passes_end_s}, {"stages", stages}};
+  }
   ordered_json collectives = ordered_json::array();
   for (const auto& c : s.collectives)
     collectives.push_back({{"kind", c.kind}, {"count", c.count}, {"bytes", c.bytes}});
@@ -376,8 +384,18 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
                             format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
   if (s.ranks > 1)
     row("ranks", fmt::format("{} ranks{}", s.ranks,
-                             s.symmetric ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
-                                         : " (each simulated)"));
+                             !s.symmetric        ? " (each simulated)"
+                             : s.pipeline.empty() ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
+                                                  : " (symmetric: each stage's first rank simulated, its peers' traffic "
+                                                    "on the links)"));
+  if (!s.pipeline.empty()) {
+    std::string bubbles;
+    for (const PipelineStageSummary& st : s.pipeline)
+      bubbles += fmt::format("{}{:.1f}%", bubbles.empty() ? "" : " ", 100 * st.bubble_fraction);
+    row("pipeline", fmt::format("{} stages, {}, {} micro-batches; flush at {}, bubble per stage {}",
+                                s.pipeline.size(), s.pipeline_schedule, s.micro_batches,
+                                format_seconds(s.passes_end_s), bubbles));
+  }
   if (!s.collectives.empty()) {
     std::string parts;
     for (const auto& c : s.collectives)

@@ -78,7 +78,10 @@ RunResult run(const RunInputs& in) {
                                    "--devices does not apply to it",
                                    in.workloads[0].name, layout.ranks));
     slots.clear();
-    for (std::uint32_t k = 0; k < (layout.symmetric ? 1 : layout.ranks); ++k) slots.push_back(k);
+    if (!layout.simulated.empty())
+      slots = layout.simulated;  // placed already (a pipeline's stages)
+    else
+      for (std::uint32_t k = 0; k < (layout.symmetric ? 1 : layout.ranks); ++k) slots.push_back(k);
   }
   if (slots.empty())
     for (std::uint32_t k = 0; k < compute.size(); ++k) slots.push_back(k);
@@ -89,17 +92,18 @@ RunResult run(const RunInputs& in) {
                                    platform.name, compute.size(), s));
     names.push_back(platform.devices[compute[s]].name);
   }
+  const bool placed = !layout.simulated.empty();
   if (in.workloads.size() != 1 && in.workloads.size() != slots.size())
     throw InputError(fmt::format("platform {} runs {} device(s): give one workload (run on each) "
                                  "or {}, got {}",
                                  platform.name, slots.size(), slots.size(), in.workloads.size()));
   // One step on every device: a replica each (a single device takes it as it is).
   std::vector<Trace> replicas;
-  if (in.workloads.size() == 1 && slots.size() > 1) replicas.assign(slots.size(), in.workloads[0]);
+  if (in.workloads.size() == 1 && slots.size() > 1 && !placed) replicas.assign(slots.size(), in.workloads[0]);
   const std::vector<Trace>& traces = replicas.empty() ? in.workloads : replicas;
 
   RunResult out;
-  out.trace = combine_per_device(traces, names, layout.ranks > 1 ? slots : in.slots);
+  out.trace = placed ? in.workloads[0] : combine_per_device(traces, names, layout.ranks > 1 ? slots : in.slots);
   out.notes = layout_notes;
   if (layout.ranks <= 1 && in.workloads.size() == 1 && in.workloads[0].parallel.from_trace) {
     // Not laid out as ranks: its groups are names only, as before.
@@ -144,10 +148,25 @@ RunResult run(const RunInputs& in) {
   if (layout.ranks > 1) {
     out.summary.ranks = layout.ranks;
     out.summary.symmetric = layout.symmetric;
+    if (layout.stages > 1) {
+      out.summary.pipeline_schedule = layout.schedule;
+      out.summary.micro_batches = layout.micro_batches;
+      const std::uint32_t per_stage = layout.ranks / layout.stages;
+      for (std::uint32_t r : layout.simulated) {
+        if (r % per_stage != 0) continue;  // a stage's first rank speaks for it
+        PipelineStageSummary st{r / per_stage, r, 0, 0};
+        if (r < out.summary.device_compute_s.size()) st.compute_s = out.summary.device_compute_s[r];
+        if (out.summary.passes_end_s > 0) st.bubble_fraction = 1 - st.compute_s / out.summary.passes_end_s;
+        out.summary.pipeline.push_back(st);
+      }
+    }
     if (layout.symmetric) {
-      // Rank 0 speaks for its peers: their compute tiers held what its held.
-      const std::size_t t0 = *platform.devices[compute[0]].compute_tier;
-      for (std::uint32_t r = 1; r < layout.ranks; ++r) {
+      // A simulated rank speaks for its peers (rank 0 for all of them, or a pipeline
+      // stage's first rank for the stage's): their compute tiers held what its held.
+      for (std::uint32_t r = 0; r < layout.ranks; ++r) {
+        const std::uint32_t speaker = placed ? layout.speaker[r] : 0;
+        if (speaker == r) continue;
+        const std::size_t t0 = *platform.devices[compute[speaker]].compute_tier;
         const std::size_t t = *platform.devices[compute[r]].compute_tier;
         if (t < out.summary.tiers.size() && t0 < out.summary.tiers.size()) {
           out.summary.tiers[t].usage = out.summary.tiers[t0].usage;

@@ -6,8 +6,18 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/pipeline.h"
 
 namespace memsim {
+
+std::string_view to_string(PipelineSchedule s) {
+  switch (s) {
+    case PipelineSchedule::gpipe: return "gpipe";
+    case PipelineSchedule::one_f_one_b: return "1f1b";
+    case PipelineSchedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
 
 std::vector<ParamSpec> parallel_param_specs() {
   return {
@@ -16,6 +26,14 @@ std::vector<ParamSpec> parallel_param_specs() {
              "innermost: rank = tp_rank + tp x dp_rank)", "1"},
       {"sp", "sequence parallelism with tp: norms, dropouts and residuals on 1/tp of the tokens, "
              "reduce-scatter and all-gather in place of all-reduce", "false"},
+      {"pp", "pipeline stages: the layers split evenly over pp devices, activations and their "
+             "gradients sent between them (PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage))", "1"},
+      {"schedule", "pipeline schedule: gpipe, 1f1b (PipeDream-Flush) or interleaved (Megatron's, "
+                   "over virtual_stages chunks per device)", "1f1b"},
+      {"virtual_stages", "interleaved: model chunks per device", "1"},
+      {"fused_accumulation", "micro-batches add their weight gradients into .grad inside the backward op "
+                             "(Megatron's gradient_accumulation_fusion), not through a gradient of their "
+                             "own and an accumulate_grad", "false"},
       {"zero", "0 DDP (all-reduce), 1 optimizer state sharded, 2 and gradients, 3 and parameters "
                "(FSDP's full shard)", "0"},
       {"bucket", "gradient bucket: DDP's bucket_cap_mb (its first bucket is 1 MiB), ZeRO-1/2's "
@@ -54,6 +72,19 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   const ConfigNode sp = params.get("sp");
   s.sp = sp.as_bool();
   if (s.sp && s.tp == 1) sp.fail("sequence parallelism needs tp > 1");
+  s.pp = static_cast<std::uint32_t>(params.get("pp").as_int_in(1, 1024));
+  const ConfigNode schedule = params.get("schedule");
+  const std::string name = schedule.as_choice({"gpipe", "1f1b", "interleaved"});
+  s.schedule = name == "gpipe" ? PipelineSchedule::gpipe
+               : name == "1f1b" ? PipelineSchedule::one_f_one_b
+                                : PipelineSchedule::interleaved;
+  const ConfigNode chunks = params.get("virtual_stages");
+  s.virtual_stages = static_cast<std::uint32_t>(chunks.as_int_in(1, 64));
+  if (s.virtual_stages > 1 && s.schedule != PipelineSchedule::interleaved)
+    chunks.fail("virtual stages need schedule: interleaved");
+  if (s.schedule == PipelineSchedule::interleaved && s.virtual_stages < 2)
+    schedule.fail("the interleaved schedule needs virtual_stages of 2 or more");
+  s.fused_accumulation = params.get("fused_accumulation").as_bool();
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();
@@ -61,6 +92,18 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.reshard_after_forward = params.get("reshard_after_forward").as_bool();
   s.symmetric = params.get("symmetric").as_bool();
   return s;
+}
+
+std::string parallel_summary(const ParallelSettings& s) {
+  std::string out;
+  if (s.tp > 1) out = fmt::format("tp {}{}", s.tp, s.sp ? " sp" : "");
+  if (s.pp > 1) {
+    out += fmt::format("{}pp {} {}", out.empty() ? "" : ", ", s.pp, to_string(s.schedule));
+    if (s.virtual_stages > 1) out += fmt::format(" x {} chunks", s.virtual_stages);
+  }
+  if (s.dp > 1 || out.empty()) out += fmt::format("{}dp {}, zero {}", out.empty() ? "" : ", ", s.dp, s.zero);
+  if (s.micro_batches > 1) out += fmt::format(", {} micro-batches", s.micro_batches);
+  return out;
 }
 
 std::string parameter_unit(const std::string& name) {
@@ -87,21 +130,14 @@ struct Param {
   OpId ready = kNoOp;  // the last op before the optimizer that writes the gradient
 };
 
-std::string parallel_summary(const ParallelSettings& s) {
-  std::string out;
-  if (s.tp > 1) out = fmt::format("tp {}{}", s.tp, s.sp ? " sp" : "");
-  if (s.dp > 1 || s.tp == 1) out += fmt::format("{}dp {}, zero {}", out.empty() ? "" : ", ", s.dp, s.zero);
-  if (s.micro_batches > 1) out += fmt::format(", {} micro-batches", s.micro_batches);
-  return out;
-}
-
 std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 1) / n; }
 
-// The step with its forward and backward run `m` times (see parallel.h); `mb` gets each
-// op's micro-batch (the optimizer's: the last).
-Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>& mb) {
-  mb.assign(step.ops.size(), 0);
-  if (m <= 1) return step;
+}  // namespace
+
+Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& order, std::uint32_t m,
+                        std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
+                        bool fused_accumulation) {
+  mb.clear();
   // The parameters' gradients: what the optimizer steps read.
   std::vector<bool> param_grad(step.buffers.size(), false);
   for (const Op& op : step.ops)
@@ -109,21 +145,45 @@ Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>&
       for (BufferId b : op.inputs)
         if (step.buffers[b].category == Category::gradient) param_grad[b] = true;
   Trace out = step.without_ops();
-  mb.clear();
-  std::vector<OpId> body;
-  for (const Op& op : step.ops)
-    if (op.phase != Phase::optimizer) body.push_back(op.id);
-  for (std::uint32_t k = 0; k < m; ++k) {
-    std::vector<BufferId> copy(step.buffers.size());
-    for (BufferId b = 0; b < copy.size(); ++b) copy[b] = b;
-    std::vector<OpId> op_copy(step.ops.size(), kNoOp);
-    for (OpId id : body) {
+  std::uint32_t chunks = 1;
+  for (const MicroBatchBlock& block : order) chunks = std::max(chunks, block.chunk + 1);
+  // The ops of each block kind: (chunk, forward or backward), in step order.
+  std::vector<std::vector<OpId>> ops_of(2 * chunks);
+  for (const Op& op : step.ops) {
+    if (op.phase == Phase::optimizer) continue;
+    const std::uint32_t chunk = op.id < chunk_of.size() ? chunk_of[op.id] : 0;
+    ops_of[2 * chunk + (op.phase == Phase::forward ? 0 : 1)].push_back(op.id);
+  }
+  std::vector<std::vector<BufferId>> copy(m);
+  std::vector<std::vector<OpId>> op_copy(m);
+  for (const MicroBatchBlock& block : order) {
+    const std::uint32_t k = block.mb;
+    if (copy[k].empty()) {
+      copy[k].resize(step.buffers.size());
+      for (BufferId b = 0; b < copy[k].size(); ++b) copy[k][b] = b;
+      op_copy[k].assign(step.ops.size(), kNoOp);
+    }
+    // The last computation before this block: a receive is posted only when the schedule
+    // gets here (waiting for a send instead could close a cycle between two stages).
+    OpId previous = kNoOp;
+    for (auto i = static_cast<OpId>(out.ops.size()); i-- > 0;)
+      if (out.ops[i].group.empty()) {  // not a communication
+        previous = i;
+        break;
+      }
+    for (OpId id : ops_of[2 * block.chunk + (block.forward ? 0 : 1)]) {
       Op op = step.ops[id];
       std::vector<std::pair<BufferId, BufferId>> accumulate;  // (this micro-batch's, .grad)
       if (k > 0) {
         op.name += fmt::format("@mb{}", k);
-        for (BufferId& b : op.inputs) b = copy[b];
-        for (BufferId& b : op.updates) b = copy[b];
+        for (BufferId& b : op.inputs) b = copy[k][b];
+        for (BufferId& b : op.updates) b = copy[k][b];
+        if (fused_accumulation) {
+          // The parameter gradients are written in place, added to what .grad holds.
+          for (BufferId b : op.outputs)
+            if (param_grad[b]) op.updates.push_back(b);
+          std::erase_if(op.outputs, [&](BufferId b) { return param_grad[b]; });
+        }
         for (BufferId& b : op.outputs) {
           const Buffer& orig = step.buffers[b];
           const BufferId fresh = out.add_buffer(fmt::format("{}@mb{}", orig.name, k), orig.bytes,
@@ -132,12 +192,14 @@ Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>&
           if (param_grad[b])
             accumulate.emplace_back(fresh, b);
           else
-            copy[b] = fresh;
+            copy[k][b] = fresh;
           b = fresh;
         }
-        for (OpId& w : op.waits_for) w = op_copy[w];
       }
-      op_copy[id] = out.add_op(std::move(op));
+      for (OpId& w : op.waits_for) w = op_copy[k][w];
+      std::erase(op.waits_for, kNoOp);
+      if (op.kind == "recv" && previous != kNoOp) op.waits_for.push_back(previous);
+      op_copy[k][id] = out.add_op(std::move(op));
       mb.push_back(k);
       for (const auto& [fresh, grad] : accumulate) {
         Op add;
@@ -160,6 +222,22 @@ Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>&
       mb.push_back(m - 1);
     }
   return out;
+}
+
+namespace {
+
+// The step with its forward and backward run `m` times in turn (gradient accumulation).
+Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>& mb, bool fused) {
+  if (m <= 1) {
+    mb.assign(step.ops.size(), 0);
+    return step;
+  }
+  std::vector<MicroBatchBlock> order;
+  for (std::uint32_t k = 0; k < m; ++k) {
+    order.push_back({true, k, 0});
+    order.push_back({false, k, 0});
+  }
+  return run_micro_batches(step, order, m, mb, {}, fused);
 }
 
 class Sharder {
@@ -470,14 +548,19 @@ class Sharder {
 
 }  // namespace
 
+Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::vector<std::uint32_t> mb) {
+  return Sharder(step, settings, std::move(mb)).run();
+}
+
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {
+  if (settings.pp > 1) return pipeline(step, settings);
   if (settings.dp <= 1 && settings.micro_batches <= 1 && settings.tp <= 1) return step;
   for (const Op& op : step.ops)
     if (op.device != 0)
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
                                    step.name, op.name, op.device));
   std::vector<std::uint32_t> mb;
-  const Trace accumulated = accumulate(step, settings.micro_batches, mb);
+  const Trace accumulated = accumulate(step, settings.micro_batches, mb, settings.fused_accumulation);
   Trace out;
   if (settings.dp <= 1) {
     out = accumulated;

@@ -31,12 +31,20 @@
 // Every shard is ceil(bytes / dp): per-GPU model state for mixed-precision Adam (16 bytes per
 // parameter) is 16P (DDP), 4P + 12P/N (ZeRO-1), 2P + 14P/N (ZeRO-2), 16P/N (ZeRO-3).
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "sim/core/params.h"
 #include "sim/workload/trace.h"
 
 namespace memsim {
+
+/// A pipeline's order of forward and backward micro-batches on each stage: GPipe (all
+/// forwards, then all backwards), 1F1B (PipeDream-Flush: p - s - 1 warm-up forwards on stage
+/// s, then one forward and one backward in turn) or Megatron's interleaved 1F1B over
+/// virtual_stages model chunks per device.
+enum class PipelineSchedule : std::uint8_t { gpipe, one_f_one_b, interleaved };
+std::string_view to_string(PipelineSchedule s);
 
 struct ParallelSettings {
   std::uint32_t dp = 1;
@@ -49,6 +57,16 @@ struct ParallelSettings {
   /// residuals run on 1/tp of the tokens, and each all-reduce becomes a reduce-scatter and
   /// an all-gather.
   bool sp = false;
+  /// Pipeline parallelism: the layers split into pp stages on different devices
+  /// (pipeline.h), PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage).
+  std::uint32_t pp = 1;
+  PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
+  std::uint32_t virtual_stages = 1;  // model chunks per device (interleaved)
+  /// Micro-batches after the first add their parameter gradients into .grad inside the
+  /// backward op itself (Megatron's gradient_accumulation_fusion: the weight-gradient GEMM
+  /// accumulates into main_grad) rather than making a gradient of their own and adding it
+  /// (PyTorch's AccumulateGrad, the default).
+  bool fused_accumulation = false;
   int zero = 0;
   /// Gradient accumulation: the step is this many forward and backward passes of the
   /// workload's batch (a micro-batch), then one reduction and one optimizer step.
@@ -69,6 +87,29 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
 /// Rank 0's step of `step` (a single-device step) under `settings`. Throws InputError for a
 /// step it cannot shard (no optimizer step to find the parameters by).
 Trace parallelize(const Trace& step, const ParallelSettings& settings);
+
+// ---- building blocks of parallelize(), shared with the pipeline (pipeline.cpp) ----
+
+/// One block of a micro-batch schedule: the forward or the backward ops of model chunk
+/// `chunk` (a virtual stage; 0 without interleaving) for micro-batch `mb`.
+struct MicroBatchBlock {
+  bool forward = true;
+  std::uint32_t mb = 0;
+  std::uint32_t chunk = 0;
+};
+/// `step` (one micro-batch) run as `order` says: each block's ops copied, micro-batch k > 0
+/// with buffers of its own ("NAME@mbK") and its parameter gradients added into .grad
+/// (accumulate_grad), then the optimizer steps once. `chunk_of` gives each op's chunk
+/// (empty: all 0). A receive (kind recv) also waits for the op before its block: it is
+/// posted when the schedule reaches it. `mb` gets each op's micro-batch.
+Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& order, std::uint32_t m,
+                        std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
+                        bool fused_accumulation = false);
+/// The data-parallel part of parallelize(): DDP buckets or ZeRO over process group "dp" of
+/// `step`, whose ops' micro-batches are `mb`.
+Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::vector<std::uint32_t> mb);
+/// "tp 8, dp 2, zero 1, 8 micro-batches": the layout in words.
+std::string parallel_summary(const ParallelSettings& s);
 
 /// The FSDP unit a parameter belongs to: its name up to the first numeric component
 /// ("layers.3.attn.wq.weight" -> "layers.3"), else its first component ("fc.weight" -> "fc").

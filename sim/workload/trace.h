@@ -148,6 +148,16 @@ struct ParallelLayout {
   /// Imported: the ranks are the trace's process groups, not a request; on a platform with
   /// fewer devices the step runs alone and its collectives take the cost model's time.
   bool from_trace = false;
+  /// A step already placed on its ranks (a pipeline's stages): the ranks whose ops the trace
+  /// holds (Op::device is the rank), and for every rank the simulated one that stands for
+  /// it. Empty: the trace is one rank's, for the run to place.
+  std::vector<std::uint32_t> simulated;
+  std::vector<std::uint32_t> speaker;
+  /// A pipeline: its stages (rank / (ranks / stages) is a rank's stage), schedule and
+  /// micro-batches.
+  std::uint32_t stages = 1;
+  std::string schedule;
+  std::uint32_t micro_batches = 1;
 };
 
 struct Trace {

@@ -36,7 +36,11 @@ Trace generate_workload(const ConfigNode& spec) {
       if (ps.name == "batch") batch = params.get("batch").as_int();
     const ParallelSettings settings =
         read_parallel_settings(Params(*section, parallel_param_specs(), "parallel"), batch);
-    trace = parallelize(trace, settings);
+    try {
+      trace = parallelize(trace, settings);
+    } catch (const InputError& e) {
+      section->fail(e.what());  // located at the parallel section
+    }
     validate(trace, fmt::format("{} (model {}, {})", spec.file(), model, trace.parallel.summary));
   }
   return trace;

@@ -1,0 +1,339 @@
+#include "sim/workload/pipeline.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "sim/core/error.h"
+
+namespace memsim {
+
+std::vector<MicroBatchBlock> pipeline_order(PipelineSchedule schedule, std::uint32_t stages, std::uint32_t stage,
+                                            std::uint32_t m, std::uint32_t chunks) {
+  std::vector<MicroBatchBlock> order;
+  if (schedule == PipelineSchedule::gpipe) {
+    for (std::uint32_t k = 0; k < m; ++k) order.push_back({true, k, 0});
+    for (std::uint32_t k = 0; k < m; ++k) order.push_back({false, k, 0});
+    return order;
+  }
+  if (schedule == PipelineSchedule::one_f_one_b) {
+    // Warm-up forwards, then one forward and one backward in turn, then the last backwards.
+    const std::uint32_t warmup = std::min(stages - stage - 1, m);
+    for (std::uint32_t k = 0; k < warmup; ++k) order.push_back({true, k, 0});
+    for (std::uint32_t k = 0; k < m - warmup; ++k) {
+      order.push_back({true, warmup + k, 0});
+      order.push_back({false, k, 0});
+    }
+    for (std::uint32_t k = m - warmup; k < m; ++k) order.push_back({false, k, 0});
+    return order;
+  }
+  // Megatron-LM's interleaved 1F1B: virtual micro-batch k is micro-batch
+  // (k / (p v)) p + k mod p of chunk (k mod p v) / p (backward: the chunks in reverse), and
+  // stage s warms up with 2 (p - s - 1) + (v - 1) p of them.
+  if (m % stages != 0)
+    throw InputError(fmt::format("the interleaved schedule runs micro-batches in groups of the {} stages; {} "
+                                 "micro-batches are not a multiple of it",
+                                 stages, m));
+  const std::uint32_t total = m * chunks, group = stages * chunks;
+  const std::uint32_t warmup = std::min(total, 2 * (stages - stage - 1) + (chunks - 1) * stages);
+  auto block = [&](std::uint32_t k, bool forward) {
+    const std::uint32_t chunk = (k % group) / stages;
+    return MicroBatchBlock{forward, (k / group) * stages + k % stages, forward ? chunk : chunks - 1 - chunk};
+  };
+  for (std::uint32_t k = 0; k < warmup; ++k) order.push_back(block(k, true));
+  for (std::uint32_t k = 0; k < total - warmup; ++k) {
+    order.push_back(block(warmup + k, true));
+    order.push_back(block(k, false));
+  }
+  for (std::uint32_t k = total - warmup; k < total; ++k) order.push_back(block(k, false));
+  return order;
+}
+
+namespace {
+
+constexpr std::uint32_t kNone = 0xffffffffu;
+
+// The numbered unit an op belongs to: its name up to the first numeric component
+// ("model.layers.3.mlp.down_proj.backward" -> "model.layers.3"), or "" without one.
+std::string numbered_unit(const std::string& name) {
+  std::size_t start = 0;
+  while (start <= name.size()) {
+    std::size_t dot = name.find('.', start);
+    if (dot == std::string::npos) dot = name.size();
+    const std::string_view part(name.data() + start, dot - start);
+    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return name.substr(0, dot);
+    start = dot + 1;
+  }
+  return {};
+}
+
+class Pipeliner {
+ public:
+  Pipeliner(const Trace& step, const ParallelSettings& s) : in_(step), s_(s) {}
+
+  Trace run() {
+    assign_chunks();
+    find_crossings();
+    std::vector<Trace> stages;
+    for (std::uint32_t d = 0; d < s_.pp; ++d) stages.push_back(stage_step(d));
+    return place(stages);
+  }
+
+ private:
+  std::uint32_t chunks() const { return s_.pp * s_.virtual_stages; }
+  std::uint32_t stage_of(std::uint32_t chunk) const { return chunk % s_.pp; }
+  std::uint32_t rank(std::uint32_t stage, std::uint32_t dp, std::uint32_t tp) const {
+    return tp + s_.tp * (dp + s_.dp * stage);
+  }
+
+  // Each op's model chunk: its layer's, else the chunk of the layer before it (forward: the
+  // first chunk before any layer; backward: the last chunk before any layer's backward).
+  void assign_chunks() {
+    std::map<std::string, std::uint32_t> index;
+    for (const Op& op : in_.ops)
+      if (op.phase == Phase::forward)
+        if (std::string u = numbered_unit(op.name); !u.empty() && !index.count(u))
+          index.emplace(std::move(u), static_cast<std::uint32_t>(index.size()));
+    const auto layers = static_cast<std::uint32_t>(index.size());
+    if (layers == 0)
+      throw InputError(fmt::format("{}: pipeline parallelism splits a model by its numbered layers (transformer "
+                                   "blocks, residual blocks), and no op of this model belongs to one",
+                                   in_.name));
+    if (layers % chunks() != 0)
+      throw InputError(fmt::format("{}: its {} layers do not split evenly into {} pipeline stage(s){}", in_.name,
+                                   layers, s_.pp,
+                                   s_.virtual_stages > 1 ? fmt::format(" of {} chunks each", s_.virtual_stages)
+                                                         : std::string()));
+    const std::uint32_t per_chunk = layers / chunks();
+    chunk_.assign(in_.ops.size(), kNone);
+    std::uint32_t forward = 0, backward = chunks() - 1;
+    for (const Op& op : in_.ops) {
+      if (op.phase == Phase::optimizer) continue;
+      std::uint32_t& current = op.phase == Phase::forward ? forward : backward;
+      if (const std::string u = numbered_unit(op.name); !u.empty()) {
+        const auto it = index.find(u);
+        if (it != index.end()) current = it->second / per_chunk;
+      }
+      chunk_[op.id] = current;
+    }
+    // Which stages use each buffer outside the optimizer.
+    users_.assign(in_.buffers.size(), {});
+    for (const Op& op : in_.ops) {
+      if (op.phase == Phase::optimizer) continue;
+      const std::uint32_t d = stage_of(chunk_[op.id]);
+      for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
+        for (BufferId b : *list) users_[b].insert(d);
+    }
+  }
+
+  // A buffer made on one stage and used on another: sent after its last write on the
+  // maker's stage before the first use there, received before that use.
+  void find_crossings() {
+    for (const Op& op : in_.ops) {
+      if (op.phase == Phase::optimizer) continue;
+      const std::uint32_t d = stage_of(chunk_[op.id]);
+      for (const auto* list : {&op.inputs, &op.updates})
+        for (BufferId b : *list) {
+          const OpId maker = in_.buffers[b].producer;
+          if (maker == kNoOp || in_.ops[maker].phase == Phase::optimizer) continue;
+          const std::uint32_t from = stage_of(chunk_[maker]);
+          if (from == d || crossing_.count({b, d})) continue;
+          // The last write on the maker's stage before this first use.
+          OpId last = maker;
+          for (OpId w = maker + 1; w < op.id; ++w) {
+            const Op& o = in_.ops[w];
+            if (o.phase == Phase::optimizer || stage_of(chunk_[w]) != from) continue;
+            if (std::find(o.updates.begin(), o.updates.end(), b) != o.updates.end()) last = w;
+          }
+          // A group of its own (a stream of its own on each side): sends and receives of
+          // different tensors between the same stages need not come in the same order.
+          const std::string group = fmt::format("pp.{}>{}:{}", chunk_[last], chunk_[op.id], in_.buffers[b].name);
+          crossing_[{b, d}] = Crossing{from, last, op.id, group};
+          sends_after_[last].push_back({b, d});
+          recvs_before_[op.id].push_back({b, d});
+        }
+    }
+  }
+
+
+  // Stage d's step: its ops (and the sends and receives between stages) for one micro-batch,
+  // then the schedule's micro-batches, then data parallelism.
+  Trace stage_step(std::uint32_t d) {
+    Trace t;
+    t.name = in_.name;
+    t.description = in_.description;
+    t.parameters = in_.parameters;
+    std::vector<BufferId> id(in_.buffers.size(), kNoOp);
+    auto buffer = [&](BufferId b) {
+      if (id[b] == kNoOp) {
+        const Buffer& orig = in_.buffers[b];
+        id[b] = t.add_buffer(orig.name, orig.bytes, orig.category, orig.persistent);
+      }
+      return id[b];
+    };
+    std::map<BufferId, BufferId> received;  // on this stage, the received copy of a buffer
+    std::vector<std::uint32_t> chunk_of;    // per op of t: its chunk on this stage
+    auto local = [&](BufferId b) {
+      const auto it = received.find(b);
+      return it != received.end() ? it->second : buffer(b);
+    };
+    auto add = [&](Op op, std::uint32_t chunk) {
+      chunk_of.push_back(chunk / s_.pp);
+      t.add_op(std::move(op));
+    };
+    std::vector<OpId> new_id(in_.ops.size(), kNoOp);
+    for (const Op& orig : in_.ops) {
+      if (orig.phase == Phase::optimizer) continue;
+      const std::uint32_t chunk = chunk_[orig.id];
+      if (auto it = recvs_before_.find(orig.id); it != recvs_before_.end() && stage_of(chunk) == d)
+        for (const auto& [b, to] : it->second) {
+          const Buffer& src = in_.buffers[b];
+          const BufferId copy = t.add_buffer(src.name + ".recv", src.bytes, src.category, false);
+          received[b] = copy;
+          Op recv;
+          recv.name = src.name + ".recv";
+          recv.kind = "recv";
+          recv.phase = orig.phase;
+          recv.dtype = orig.dtype;
+          recv.outputs = {copy};
+          recv.message_bytes = src.bytes;
+          recv.group = crossing_.at({b, to}).group;
+          add(std::move(recv), chunk);
+        }
+      if (stage_of(chunk) == d) {
+        Op op = orig;
+        for (BufferId& b : op.inputs) b = local(b);
+        for (BufferId& b : op.updates) b = local(b);
+        for (BufferId& b : op.outputs) b = buffer(b);
+        for (OpId& w : op.waits_for) w = new_id[w];
+        std::erase(op.waits_for, kNoOp);
+        new_id[orig.id] = static_cast<OpId>(t.ops.size());
+        add(std::move(op), chunk);
+      }
+      if (auto it = sends_after_.find(orig.id); it != sends_after_.end() && stage_of(chunk) == d)
+        for (const auto& [b, to] : it->second) {
+          const Crossing& c = crossing_.at({b, to});
+          Op send;
+          send.name = fmt::format("{}.send.{}", in_.buffers[b].name, to);
+          send.kind = "send";
+          send.phase = orig.phase;
+          send.dtype = orig.dtype;
+          send.inputs = {local(b)};
+          send.message_bytes = in_.buffers[b].bytes;
+          send.group = c.group;
+          add(std::move(send), chunk);
+        }
+    }
+    // The optimizer steps of the parameters this stage uses, on the gradient it has.
+    for (const Op& orig : in_.ops) {
+      if (orig.phase != Phase::optimizer || orig.updates.empty() || !users_[orig.updates[0]].count(d)) continue;
+      Op op = orig;
+      for (BufferId& b : op.inputs) b = local(b);
+      for (BufferId& b : op.updates) b = local(b);
+      op.waits_for.clear();
+      add(std::move(op), 0);
+    }
+    // Groups by stage; place() names each rank's instance and its ranks.
+    if (s_.tp > 1) t.groups.push_back({"tp", {}});
+    for (const auto& [key, c] : crossing_)
+      if (c.from == d || key.second == d) t.groups.push_back({c.group, {c.from, key.second}});
+    validate(t, fmt::format("{} (pipeline stage {})", in_.name, d));
+
+    const std::vector<MicroBatchBlock> order =
+        pipeline_order(s_.schedule, s_.pp, d, s_.micro_batches, s_.virtual_stages);
+    std::vector<std::uint32_t> mb;
+    Trace run = run_micro_batches(t, order, s_.micro_batches, mb, chunk_of, s_.fused_accumulation);
+    if (s_.dp > 1) run = shard_over_dp(run, s_, std::move(mb));
+    return run;
+  }
+
+  // The stages' steps on their ranks: each simulated rank's copy with its groups' ranks.
+  Trace place(const std::vector<Trace>& stages) {
+    const std::uint32_t ranks = s_.tp * s_.dp * s_.pp;
+    Trace out;
+    out.name = in_.name;
+    out.description = in_.description;
+    out.parameters = in_.parameters;
+    out.parallel = {ranks, s_.symmetric, parallel_summary(s_), false, {}, std::vector<std::uint32_t>(ranks, 0)};
+    std::vector<std::uint32_t> simulated;
+    for (std::uint32_t stage = 0; stage < s_.pp; ++stage)
+      for (std::uint32_t dp = 0; dp < (s_.symmetric ? 1 : s_.dp); ++dp)
+        for (std::uint32_t tp = 0; tp < (s_.symmetric ? 1 : s_.tp); ++tp) simulated.push_back(rank(stage, dp, tp));
+    for (std::uint32_t r = 0; r < ranks; ++r)
+      out.parallel.speaker[r] = s_.symmetric ? rank(r / (s_.tp * s_.dp), 0, 0) : r;
+    out.parallel.simulated = simulated;
+    out.parallel.stages = s_.pp;
+    out.parallel.schedule = std::string(to_string(s_.schedule));
+    out.parallel.micro_batches = s_.micro_batches;
+    std::set<std::string> defined;
+    for (const std::uint32_t r : simulated) {
+      const std::uint32_t tp = r % s_.tp, dp = (r / s_.tp) % s_.dp, stage = r / (s_.tp * s_.dp);
+      const Trace& t = stages[stage];
+      const std::string prefix = s_.symmetric ? fmt::format("stage{}:", stage) : fmt::format("rank{}:", r);
+      // This rank's instance of each group of its stage's step.
+      std::map<std::string, std::string> group_name;
+      for (const ProcessGroup& g : t.groups) {
+        ProcessGroup placed;
+        if (g.name == "tp") {
+          placed.name = fmt::format("tp@{}", rank(stage, dp, 0));
+          for (std::uint32_t k = 0; k < s_.tp; ++k) placed.ranks.push_back(rank(stage, dp, k));
+        } else if (g.name == "dp") {
+          placed.name = fmt::format("dp@{}", rank(stage, 0, tp));
+          for (std::uint32_t k = 0; k < s_.dp; ++k) placed.ranks.push_back(rank(stage, k, tp));
+        } else {  // a point-to-point group between two stages (ranks hold the stages)
+          placed.name = fmt::format("{}@{}.{}", g.name, dp, tp);
+          for (std::uint32_t st : g.ranks) placed.ranks.push_back(rank(st, dp, tp));
+        }
+        group_name[g.name] = placed.name;
+        if (defined.insert(placed.name).second) out.groups.push_back(std::move(placed));
+      }
+      const auto base = static_cast<BufferId>(out.buffers.size());
+      const auto op_base = static_cast<OpId>(out.ops.size());
+      for (const Buffer& b : t.buffers) {
+        const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
+        out.buffers[id].device = r;
+      }
+      for (const Op& op : t.ops) {
+        Op copy = op;
+        copy.name = prefix + op.name;
+        copy.device = r;
+        for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
+          for (BufferId& b : *list) b += base;
+        for (OpId& w : copy.waits_for) w += op_base;
+        if (!copy.group.empty()) copy.group = group_name.at(copy.group);
+        out.add_op(std::move(copy));
+      }
+    }
+    out.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, out.parallel.summary);
+    return out;
+  }
+
+  struct Crossing {
+    std::uint32_t from;  // the stage that makes it
+    OpId after;          // its last write there before the first use
+    OpId first_use;      // the first op on the other stage that uses it
+    std::string group;   // its point-to-point group
+  };
+
+  const Trace& in_;
+  const ParallelSettings& s_;
+  std::vector<std::uint32_t> chunk_;          // per op of in_: its model chunk
+  std::vector<std::set<std::uint32_t>> users_;  // per buffer: the stages that use it
+  std::map<std::pair<BufferId, std::uint32_t>, Crossing> crossing_;  // (buffer, reading stage)
+  std::map<OpId, std::vector<std::pair<BufferId, std::uint32_t>>> sends_after_, recvs_before_;
+};
+
+}  // namespace
+
+Trace pipeline(const Trace& step, const ParallelSettings& settings) {
+  for (const Op& op : step.ops)
+    if (op.device != 0)
+      throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
+                                   step.name, op.name, op.device));
+  return Pipeliner(step, settings).run();
+}
+
+}  // namespace memsim
