@@ -45,7 +45,10 @@ const std::vector<std::string> kArchitectures{
 
 constexpr std::int64_t kMostWidth = 1 << 20, kMostVocab = 1 << 24;
 
-std::int64_t need(const ConfigNode& cfg, const char* key, std::int64_t hi) {
+// A field the architecture's mapping cannot do without.
+std::int64_t need(const ConfigNode& cfg, const std::string& arch, const char* key,
+                  std::int64_t hi) {
+  if (!cfg.has(key)) cfg.fail(fmt::format("missing key '{}', which {} needs", key, arch));
   return cfg.at(key).as_int_in(1, hi);
 }
 
@@ -88,17 +91,17 @@ std::string model_type(const ConfigNode& cfg, const char* family) {
 fs::path config_path(const ConfigNode& node) {
   fs::path p(node.as_string());
   if (p.is_relative() && node.file() != "-" && fs::exists(node.file()))
-    p = fs::path(node.file()).parent_path() / p;
+    p = (fs::path(node.file()).parent_path() / p).lexically_normal();
   return p;
 }
 
 Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& params,
                  std::int64_t seq, Impl impl, const TrainingSettings& settings) {
   DecoderShape d;
-  d.hidden = need(cfg, "hidden_size", kMostWidth);
-  d.ffn = need(cfg, "intermediate_size", kMostVocab);
-  d.layers = need(cfg, "num_hidden_layers", 10'000);
-  d.heads = need(cfg, "num_attention_heads", kMostWidth);
+  d.hidden = need(cfg, arch, "hidden_size", kMostWidth);
+  d.ffn = need(cfg, arch, "intermediate_size", kMostVocab);
+  d.layers = need(cfg, arch, "num_hidden_layers", 10'000);
+  d.heads = need(cfg, arch, "num_attention_heads", kMostWidth);
   check_divides(cfg, "num_attention_heads", d.hidden, d.heads);
   if ((d.hidden / d.heads) % 2 != 0)
     cfg.at("num_attention_heads").fail_expected("heads of an even size (rotary)");
@@ -106,7 +109,7 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
   if (d.heads % d.kv_heads != 0)
     cfg.at("num_key_value_heads")
         .fail_expected(fmt::format("a divisor of num_attention_heads ({})", d.heads));
-  d.vocab = need(cfg, "vocab_size", kMostVocab);
+  d.vocab = need(cfg, arch, "vocab_size", kMostVocab);
   d.tie_embeddings = flag(cfg, "tie_word_embeddings", false);
   if (const auto head_dim = cfg.find("head_dim"); head_dim && !head_dim->is_null()) {
     if (head_dim->as_int_in(1, kMostWidth) != d.hidden / d.heads)
@@ -118,8 +121,8 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
   require_flag(cfg, "mlp_bias", false, "biases on the MLP are not modelled");
   d.qkv_bias = arch == "Qwen2ForCausalLM";
   if (arch == "MixtralForCausalLM") {
-    d.experts = need(cfg, "num_local_experts", 1 << 16);
-    d.top_k = need(cfg, "num_experts_per_tok", d.experts);
+    d.experts = need(cfg, arch, "num_local_experts", 1 << 16);
+    d.top_k = need(cfg, arch, "num_experts_per_tok", d.experts);
     d.moe_ffn = d.ffn;
     const ConfigNode factor = params.get("capacity_factor");
     d.capacity_factor = factor.as_double();
@@ -133,13 +136,14 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
 
 Trace gpt2(const ConfigNode& cfg, const Params& params, std::int64_t seq, Impl impl,
            const TrainingSettings& settings) {
+  const std::string arch = "GPT2LMHeadModel";
   Gpt2Shape g;
-  g.hidden = need(cfg, "n_embd", kMostWidth);
-  g.layers = need(cfg, "n_layer", 10'000);
-  g.heads = need(cfg, "n_head", kMostWidth);
+  g.hidden = need(cfg, arch, "n_embd", kMostWidth);
+  g.layers = need(cfg, arch, "n_layer", 10'000);
+  g.heads = need(cfg, arch, "n_head", kMostWidth);
   check_divides(cfg, "n_head", g.hidden, g.heads);
-  g.vocab = need(cfg, "vocab_size", kMostVocab);
-  g.max_positions = need(cfg, "n_positions", kMostVocab);
+  g.vocab = need(cfg, arch, "vocab_size", kMostVocab);
+  g.max_positions = need(cfg, arch, "n_positions", kMostVocab);
   g.ffn = or_default(cfg, "n_inner", 4 * g.hidden, kMostVocab);
   require_flag(cfg, "tie_word_embeddings", true, "GPT-2's LM head is tied to wte");
   if (seq > g.max_positions)
@@ -152,14 +156,14 @@ Trace gpt2(const ConfigNode& cfg, const Params& params, std::int64_t seq, Impl i
 Trace bert(const std::string& arch, const ConfigNode& cfg, const Params& params,
            std::int64_t seq, Impl impl, const TrainingSettings& settings) {
   BertShape b;
-  b.hidden = need(cfg, "hidden_size", kMostWidth);
-  b.layers = need(cfg, "num_hidden_layers", 10'000);
-  b.heads = need(cfg, "num_attention_heads", kMostWidth);
+  b.hidden = need(cfg, arch, "hidden_size", kMostWidth);
+  b.layers = need(cfg, arch, "num_hidden_layers", 10'000);
+  b.heads = need(cfg, arch, "num_attention_heads", kMostWidth);
   check_divides(cfg, "num_attention_heads", b.hidden, b.heads);
-  b.ffn = need(cfg, "intermediate_size", kMostVocab);
-  b.vocab = need(cfg, "vocab_size", kMostVocab);
-  b.max_positions = need(cfg, "max_position_embeddings", kMostVocab);
-  b.type_vocab = need(cfg, "type_vocab_size", kMostVocab);
+  b.ffn = need(cfg, arch, "intermediate_size", kMostVocab);
+  b.vocab = need(cfg, arch, "vocab_size", kMostVocab);
+  b.max_positions = need(cfg, arch, "max_position_embeddings", kMostVocab);
+  b.type_vocab = need(cfg, arch, "type_vocab_size", kMostVocab);
   if (seq > b.max_positions)
     params.get("seq_len").fail_expected(
         fmt::format("at most max_position_embeddings ({})", b.max_positions));
