@@ -161,7 +161,7 @@ TEST(ZooMoe, CapacityAndSavedActivations) {
   // The router keeps fp32 probabilities and int64 picks for its backward.
   EXPECT_EQ(buffer_named(t, p + "router.probs").bytes, 16u * 4 * 4);
   EXPECT_EQ(buffer_named(t, p + "router.indices").bytes, 16u * 2 * 8);
-  for (const char* saved : {"router.probs", "router.indices", "router.weights.out",
+  for (const char* saved : {"router.probs", "router.indices", "router.weights",
                             "experts.2.dispatch.out", "experts.2.w1.out", "experts.2.act_fn.out",
                             "experts.2.w3.out", "experts.2.mul.out", "experts.2.w2.out"})
     EXPECT_TRUE(saved_by_forward(t, p + saved)) << saved;
