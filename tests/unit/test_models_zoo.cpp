@@ -176,6 +176,13 @@ TEST(ZooMoe, CapacityAndSavedActivations) {
   EXPECT_DOUBLE_EQ(op_named(t, p + "experts.1.w1").flops, 2.0 * 8 * 64 * 96);
 }
 
+TEST(ZooMoe, ExpertKeysNeedExperts) {
+  EXPECT_EQ(error_of(kTiny + "top_k: 2\n"),
+            "t.yaml:9:8: top_k: applies only with num_experts above 0");
+  EXPECT_EQ(error_of(kTiny + "num_experts: 4\ntop_k: 5\n"),
+            "t.yaml:10:8: top_k: expected at most num_experts (4), got '5'");
+}
+
 TEST(ZooMoe, SharedExpertsAndDenseFirstLayers) {
   const Trace t = generate(
       "model: llama\nlayers: 2\nhidden: 64\nheads: 8\nintermediate: 96\nvocab: 100\nseq_len: "

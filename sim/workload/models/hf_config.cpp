@@ -88,9 +88,14 @@ std::string model_type(const ConfigNode& cfg, const char* family) {
   return v && v->is_scalar() ? v->as_string() : family;
 }
 
+bool file_exists(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(p, ec);
+}
+
 fs::path config_path(const ConfigNode& node) {
   fs::path p(node.as_string());
-  if (p.is_relative() && node.file() != "-" && fs::exists(node.file()))
+  if (p.is_relative() && node.file() != "-" && file_exists(node.file()))
     p = (fs::path(node.file()).parent_path() / p).lexically_normal();
   return p;
 }
@@ -177,7 +182,7 @@ Trace bert(const std::string& arch, const ConfigNode& cfg, const Params& params,
 Trace generate_hf(const Params& params) {
   const ConfigNode path_node = params.get("config");
   const fs::path path = config_path(path_node);
-  if (!fs::exists(path))
+  if (!file_exists(path))
     path_node.fail(fmt::format("no such file '{}' (a path is relative to the workload file)",
                                path.string()));
   const ConfigNode cfg = ConfigNode::parse_file(path.string());
@@ -191,6 +196,11 @@ Trace generate_hf(const Params& params) {
                         ? Impl::fused
                         : Impl::materialized;
   const TrainingSettings settings = read_training_settings(params);
+  // Keys of one family are errors with another, never ignored.
+  if (arch != "MixtralForCausalLM" && params.given("capacity_factor"))
+    params.get("capacity_factor").fail(fmt::format("applies only to a mixture of experts, not {}", arch));
+  if (arch.rfind("Bert", 0) != 0 && params.given("num_labels"))
+    params.get("num_labels").fail(fmt::format("applies only to BERT's classifier, not {}", arch));
   if (arch == "GPT2LMHeadModel") return gpt2(cfg, params, seq, impl, settings);
   if (arch.rfind("Bert", 0) == 0) return bert(arch, cfg, params, seq, impl, settings);
   return llama_like(arch, cfg, params, seq, impl, settings);

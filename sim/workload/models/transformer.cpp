@@ -483,6 +483,10 @@ Trace generate_llama(const Params& params) {
                   ? d.ffn
                   : moe_ffn.as_int_in(1, 1 << 24);
   d.first_dense = params.get("first_dense_layers").as_int_in(0, d.layers);
+  if (d.experts == 0)
+    for (const char* key : {"top_k", "capacity_factor", "num_shared_experts", "moe_intermediate",
+                            "first_dense_layers"})
+      if (params.given(key)) params.get(key).fail("applies only with num_experts above 0");
   const std::int64_t seq = params.get("seq_len").as_int_in(1, 1 << 24);
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
