@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Runs each libFuzzer harness of fuzz/ for SECONDS, seeded with the shipped inputs.
 #   scripts/fuzz.sh BUILD_DIR SECONDS [HARNESS...]      (make fuzz FUZZ_SECONDS=N)
+# FUZZ_SEED fixes libFuzzer's seed; FUZZ_TIMEOUT (seconds, default 20) is how long one input
+# may run before it counts as a hang (raise it for long runs on a loaded machine).
 # Each harness keeps its growing corpus in BUILD_DIR/fuzz/corpus/NAME (so later runs start
 # where earlier ones stopped) and writes what it finds to BUILD_DIR/fuzz/findings/NAME/.
 # Exit status 1 when any harness found a crash, a leak, a hang or runaway memory; its
@@ -42,7 +44,7 @@ for h in "${harnesses[@]}"; do
   log=$build/fuzz/$h.log
   echo "fuzz: $h for ${seconds}s ($(ls -A "$seed_dir" | wc -l) seeds, corpus $corpus)"
   # -rss_limit_mb: inputs are bounded, so memory is too; -timeout: no input takes seconds.
-  "$bin" "$corpus" "$seed_dir" -max_total_time="$seconds" -timeout=20 -rss_limit_mb=3072 -seed="${FUZZ_SEED:-0}" \
+  "$bin" "$corpus" "$seed_dir" -max_total_time="$seconds" -timeout="${FUZZ_TIMEOUT:-20}" -rss_limit_mb=3072 -seed="${FUZZ_SEED:-0}" \
     -max_len="$(max_len "$h")" -artifact_prefix="$findings/" -print_final_stats=1 >"$log" 2>&1
   rc=$?
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)

@@ -8,6 +8,7 @@
 #include "sim/core/error.h"
 #include "sim/core/params.h"
 #include "sim/workload/models/models.h"
+#include "sim/workload/analysis.h"
 #include "sim/workload/trace.h"
 
 namespace memsim::test {
@@ -47,6 +48,20 @@ inline const Buffer* find_buffer(const Trace& t, const std::string& name) {
 inline const Buffer& buffer_named(const Trace& t, const std::string& name) {
   if (const Buffer* b = find_buffer(t, name)) return *b;
   throw std::logic_error("no buffer " + name);
+}
+
+// Bytes of forward activations still live when the forward pass ends: what autograd saved.
+inline std::uint64_t saved_activation_bytes(const Trace& t) {
+  const Liveness l = compute_liveness(t);
+  OpId end = 0;
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::forward) end = op.id;
+  std::uint64_t sum = 0;
+  for (const Buffer& b : t.buffers)
+    if (b.category == Category::activation && b.producer != kNoOp && b.producer <= end &&
+        l.last_use[b.id] != kNoOp && l.last_use[b.id] > end)
+      sum += b.bytes;
+  return sum;
 }
 
 }  // namespace memsim::test

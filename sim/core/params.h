@@ -27,6 +27,9 @@ class Params {
   /// The value of a declared parameter: from the map, else its default.
   ConfigNode get(const std::string& name) const;
   bool given(const std::string& name) const;
+  /// The value of an extra key (one the caller reads itself, such as a workload's
+  /// `parallel` section), if the map has it.
+  std::optional<ConfigNode> extra(const std::string& key) const { return map_.find(key); }
   const std::vector<ParamSpec>& specs() const { return specs_; }
 
  private:

@@ -124,8 +124,13 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::vector<std::vector<std::size_t>> wanted_routes() const;
   void run_collective(const Op& op, const exec::Site& site);
   void count_route(std::size_t from, std::size_t to, std::uint64_t bytes);
-  std::uint32_t comm_stream(std::uint32_t device_slot) const {
-    return static_cast<std::uint32_t>(platform_.devices[compute_devices_[device_slot]].streams);
+  /// A collective's stream: after its device's compute streams, one per process group the
+  /// device takes part in (PyTorch gives each NCCL communicator its own stream), in the
+  /// order the device first uses them.
+  std::uint32_t comm_stream(const Op& op) const {
+    const auto base = static_cast<std::uint32_t>(platform_.devices[compute_devices_[op.device]].streams);
+    const auto it = channel_.find({op.device, collective_[op.id]});
+    return base + (it == channel_.end() ? 0 : it->second);
   }
 
   // exec::Memory: the machine's driver.
@@ -240,6 +245,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   };
   static constexpr std::uint32_t kNotCollective = 0xffffffffu;
   std::vector<Group> groups_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> channel_;  // (device, group): comm stream after the compute ones
   std::vector<std::uint32_t> collective_;  // per op: its group in groups_, or kNotCollective
   struct Rendezvous {
     std::uint32_t arrived = 0, left = 0;
@@ -272,8 +278,7 @@ void Simulation::split_plan() {
       const Op& op = trace_.ops.at(step.id);
       // A collective runs on its device's communication stream (NCCL's own), after the
       // compute streams.
-      const std::uint32_t stream =
-          collective_[op.id] != kNotCollective ? comm_stream(op.device) : op.stream;
+      const std::uint32_t stream = collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream;
       current = &stream_of(op.device, stream);  // taken anew: streams_ may have grown
     }
     current->steps.push_back(step);
@@ -584,11 +589,14 @@ void Simulation::find_collectives() {
     groups_.push_back(std::move(group));
   }
   std::vector<std::vector<bool>> member(groups_.size(), std::vector<bool>(accelerators_, false));
+  std::map<std::uint32_t, std::uint32_t> channels_per_device;
   for (const Op& op : trace_.ops) {
     if (op.group.empty() || !is_communication_kind(op.kind)) continue;
     auto it = index.find(op.group);
     if (it == index.end()) continue;
     collective_[op.id] = it->second;
+    std::uint32_t& used = channels_per_device[op.device];
+    if (channel_.try_emplace({op.device, it->second}, used).second) ++used;
     if (op.device < accelerators_ && !member[it->second][op.device]) {
       member[it->second][op.device] = true;
       ++groups_[it->second].simulated;
@@ -779,7 +787,7 @@ Summary Simulation::run() {
   for (std::size_t d : compute_devices_)
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
   for (const Op& op : trace_.ops)
-    max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op.device) : op.stream) + 1);
+    max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream) + 1);
   tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
   split_plan();
   residency_.set_several_streams(streams_.size() > 1);

@@ -344,11 +344,15 @@ void Writer::put_metadata() {
   for (const auto& [pid, tid] : threads) {
     std::string name;
     if (tid < kCopyTidBase) {
-      // The stream after a device's compute streams is its communication stream.
+      // The streams after a device's compute streams are its communication streams, one
+      // per process group it takes part in.
       const std::size_t device = pid - 1;  // device_pid's inverse
-      const bool comm = device < platform_.devices.size() &&
-                        tid - 1 == static_cast<std::uint32_t>(platform_.devices[device].streams);
-      name = comm ? std::string("comm (NCCL)") : fmt::format("stream{}", tid - 1);
+      const auto compute = device < platform_.devices.size() ? static_cast<std::uint32_t>(platform_.devices[device].streams)
+                                                             : std::uint32_t{0};
+      if (device < platform_.devices.size() && tid - 1 >= compute)
+        name = tid - 1 == compute ? std::string("comm (NCCL)") : fmt::format("comm{} (NCCL)", tid - 1 - compute);
+      else
+        name = fmt::format("stream{}", tid - 1);
     } else {
       const std::uint32_t direction = tid / kCopyTidBase - 1, engine = tid % kCopyTidBase - 1;
       name = direction == 0 ? "copy_out" : "copy_in";

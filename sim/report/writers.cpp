@@ -375,7 +375,7 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
     row("host", fmt::format("CPU computed {} (offloaded ops), {} of it while the accelerator waited",
                             format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
   if (s.ranks > 1)
-    row("ranks", fmt::format("{} data-parallel ranks{}", s.ranks,
+    row("ranks", fmt::format("{} ranks{}", s.ranks,
                              s.symmetric ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
                                          : " (each simulated)"));
   if (!s.collectives.empty()) {

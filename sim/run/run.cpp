@@ -70,8 +70,9 @@ RunResult run(const RunInputs& in) {
     if (in.workloads.size() != 1)
       throw InputError("a data-parallel step (parallel.dp) runs alone: give one workload");
     if (compute.size() < layout.ranks)
-      throw InputError(fmt::format("{}: parallel.dp is {}, but platform {} has {} compute device(s)",
-                                   in.workloads[0].name, layout.ranks, platform.name, compute.size()));
+      throw InputError(fmt::format("{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s)",
+                                   in.workloads[0].name, layout.ranks, layout.summary, platform.name,
+                                   compute.size()));
     if (!in.slots.empty())
       throw InputError(fmt::format("{}: a data-parallel step takes the first {} compute devices; "
                                    "--devices does not apply to it",

@@ -12,6 +12,10 @@ namespace memsim {
 std::vector<ParamSpec> parallel_param_specs() {
   return {
       {"dp", "data-parallel ranks: the step is one of dp, each on its own device", "1"},
+      {"tp", "tensor-parallel ranks (Megatron's column and row split of attention and MLP; TP "
+             "innermost: rank = tp_rank + tp x dp_rank)", "1"},
+      {"sp", "sequence parallelism with tp: norms, dropouts and residuals on 1/tp of the tokens, "
+             "reduce-scatter and all-gather in place of all-reduce", "false"},
       {"zero", "0 DDP (all-reduce), 1 optimizer state sharded, 2 and gradients, 3 and parameters "
                "(FSDP's full shard)", "0"},
       {"bucket", "gradient bucket: DDP's bucket_cap_mb (its first bucket is 1 MiB), ZeRO-1/2's "
@@ -46,6 +50,10 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
     if (m > 4096) g.fail_expected(fmt::format("at most 4096 micro-batches of {} x {} ranks", batch, s.dp));
     s.micro_batches = static_cast<std::uint32_t>(m);
   }
+  s.tp = static_cast<std::uint32_t>(params.get("tp").as_int_in(1, 1024));
+  const ConfigNode sp = params.get("sp");
+  s.sp = sp.as_bool();
+  if (s.sp && s.tp == 1) sp.fail("sequence parallelism needs tp > 1");
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();
@@ -78,6 +86,14 @@ struct Param {
   OpId step = kNoOp;
   OpId ready = kNoOp;  // the last op before the optimizer that writes the gradient
 };
+
+std::string parallel_summary(const ParallelSettings& s) {
+  std::string out;
+  if (s.tp > 1) out = fmt::format("tp {}{}", s.tp, s.sp ? " sp" : "");
+  if (s.dp > 1 || s.tp == 1) out += fmt::format("{}dp {}, zero {}", out.empty() ? "" : ", ", s.dp, s.zero);
+  if (s.micro_batches > 1) out += fmt::format(", {} micro-batches", s.micro_batches);
+  return out;
+}
 
 std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 1) / n; }
 
@@ -155,9 +171,9 @@ class Sharder {
     find_parameters();
     out_ = in_.without_ops();
     ProcessGroup dp{"dp", {}};
-    for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r);
+    for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r * s_.tp);  // TP innermost
     out_.groups.push_back(std::move(dp));
-    out_.parallel = {s_.dp, s_.symmetric, summary(), false};
+    out_.parallel = {s_.dp * s_.tp, s_.symmetric, summary(), false};
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
@@ -171,10 +187,7 @@ class Sharder {
   }
 
  private:
-  std::string summary() const {
-    return s_.micro_batches > 1 ? fmt::format("dp {}, zero {}, {} micro-batches", s_.dp, s_.zero, s_.micro_batches)
-                                : fmt::format("dp {}, zero {}", s_.dp, s_.zero);
-  }
+  std::string summary() const { return parallel_summary(s_); }
 
   void find_parameters() {
     std::map<BufferId, std::size_t> by_grad;
@@ -458,20 +471,32 @@ class Sharder {
 }  // namespace
 
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {
-  if (settings.dp <= 1 && settings.micro_batches <= 1) return step;
+  if (settings.dp <= 1 && settings.micro_batches <= 1 && settings.tp <= 1) return step;
   for (const Op& op : step.ops)
     if (op.device != 0)
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
                                    step.name, op.name, op.device));
   std::vector<std::uint32_t> mb;
   const Trace accumulated = accumulate(step, settings.micro_batches, mb);
+  Trace out;
   if (settings.dp <= 1) {
-    Trace out = accumulated;
-    out.description = fmt::format("{}, {} micro-batches", step.description.empty() ? step.name : step.description,
-                                  settings.micro_batches);
-    return out;
+    out = accumulated;
+    if (settings.tp <= 1) {
+      out.description = fmt::format("{}, {} micro-batches", step.description.empty() ? step.name : step.description,
+                                    settings.micro_batches);
+      return out;
+    }
+    out.parallel = {settings.tp, settings.symmetric, parallel_summary(settings), false};
+  } else {
+    out = Sharder(accumulated, settings, std::move(mb)).run();
   }
-  Trace out = Sharder(accumulated, settings, std::move(mb)).run();
+  if (settings.tp > 1) {
+    // The model generator split the layers and named the group; its ranks are this rank's
+    // tensor-parallel peers: the next tp ranks.
+    ProcessGroup tp{"tp", {}};
+    for (std::uint32_t r = 0; r < settings.tp; ++r) tp.ranks.push_back(r);
+    out.groups.push_back(std::move(tp));
+  }
   out.description = fmt::format("{}, {}", step.description.empty() ? step.name : step.description,
                                 out.parallel.summary);
   return out;

@@ -40,6 +40,15 @@ namespace memsim {
 
 struct ParallelSettings {
   std::uint32_t dp = 1;
+  /// Tensor parallelism (Megatron-LM): each rank holds 1/tp of every attention and MLP
+  /// weight, column-split then row-split, with an all-reduce after each pair (the model
+  /// generator emits them; see ModelBuilder::tp_copy). Ranks are numbered TP innermost:
+  /// rank = tp_rank + tp x dp_rank.
+  std::uint32_t tp = 1;
+  /// Sequence parallelism (Korthikanti et al. 2022): with tp, the norms, dropouts and
+  /// residuals run on 1/tp of the tokens, and each all-reduce becomes a reduce-scatter and
+  /// an all-gather.
+  bool sp = false;
   int zero = 0;
   /// Gradient accumulation: the step is this many forward and backward passes of the
   /// workload's batch (a micro-batch), then one reduction and one optimizer step.

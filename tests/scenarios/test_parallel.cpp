@@ -126,7 +126,7 @@ TEST(Parallel, SymmetricRanksGiveTheAnswerOfEveryRankSimulated) {
 TEST(Parallel, ADataParallelStepNeedsAsManyDevicesAsRanks) {
   const CliResult r = run_memsim("run a100-40gb resnet18 --set parallel.dp=8");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("parallel.dp is 8, but platform a100-40gb has 1 compute device(s)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("runs on 8 ranks (dp 8, zero 0), but platform a100-40gb has 1 compute device(s)"), std::string::npos) << r.err;
   const CliResult bad = run_memsim("run dgx-a100 resnet18 --set parallel.zero=4");
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("parallel.zero"), std::string::npos) << bad.err;

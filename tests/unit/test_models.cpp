@@ -29,18 +29,6 @@ OpId last_forward_op(const Trace& t) {
   return last;
 }
 
-// Bytes of forward activations still live when the forward pass ends: what autograd saved.
-std::uint64_t saved_activation_bytes(const Trace& t) {
-  const Liveness l = compute_liveness(t);
-  const OpId end = last_forward_op(t);
-  std::uint64_t sum = 0;
-  for (const Buffer& b : t.buffers)
-    if (b.category == Category::activation && b.producer != kNoOp && b.producer <= end &&
-        l.last_use[b.id] != kNoOp && l.last_use[b.id] > end)
-      sum += b.bytes;
-  return sum;
-}
-
 // The checks every generated trace must pass.
 void expect_well_formed(const Trace& t) {
   EXPECT_NO_THROW(validate(t, "x"));

@@ -30,20 +30,6 @@ std::string last_user(const Trace& t, const Liveness& l, const std::string& buff
   return op == kNoOp ? "(none)" : t.ops[op].name;
 }
 
-// Bytes of forward activations still live when the forward pass ends: what autograd saved.
-std::uint64_t saved_activation_bytes(const Trace& t) {
-  const Liveness l = compute_liveness(t);
-  OpId end = 0;
-  for (const Op& op : t.ops)
-    if (op.phase == Phase::forward) end = op.id;
-  std::uint64_t sum = 0;
-  for (const Buffer& b : t.buffers)
-    if (b.category == Category::activation && b.producer != kNoOp && b.producer <= end &&
-        l.last_use[b.id] != kNoOp && l.last_use[b.id] > end)
-      sum += b.bytes;
-  return sum;
-}
-
 // Parameters whose name starts with `prefix` (fp32 weights).
 std::uint64_t parameters_under(const Trace& t, const std::string& prefix) {
   std::uint64_t bytes = 0;
@@ -422,7 +408,7 @@ TEST(SeqModels, BadSpecsAreLocated) {
   EXPECT_EQ(error_of("model: gpt\nseq_len: 4096\n"),
             "t.yaml:2:10: seq_len: expected at most max_positions (2048), got '4096'");
   EXPECT_EQ(error_of("model: llama\nattention_impl: flash\n"),
-            "t.yaml:2:17: attention_impl: expected one of materialized, fused, got 'flash'");
+            "t.yaml:2:17: attention_impl: expected one of materialized, fused, selective, got 'flash'");
   EXPECT_EQ(error_of("model: bert\ndropout: 1.5\n"),
             "t.yaml:2:10: dropout: expected a number from 0 to 1, got '1.5'");
   EXPECT_EQ(error_of("model: lstm\nlayers: 0\n"),

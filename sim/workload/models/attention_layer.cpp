@@ -59,7 +59,13 @@ Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v
     k = repeat_kv(name + ".repeat_k", k, groups);
     v = repeat_kv(name + ".repeat_v", v, groups);
   }
-  return materialized_attention(name, q, k, v, batch, heads, dropout_p);
+  // Megatron repeats k and v inside the core attention that selective recomputation
+  // remakes, so it saves them at their kv width; here the copies are made before it and
+  // saved, which overstates a GQA layer's selective saves by the copies (2 x tokens x
+  // (hidden - kv_width) elements).
+  return impl == AttentionImpl::selective
+             ? recomputed_attention(name, q, k, v, batch, heads, dropout_p)
+             : materialized_attention(name, q, k, v, batch, heads, dropout_p);
 }
 
 // Hugging Face's eager attention repeats each k/v head to its query heads with repeat_kv
@@ -135,6 +141,81 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
                          {gp, gv}, {}, 2 * mm_flops);
     trace_.ops[bw].bytes_moved = 2 * scores_bytes + 3 * qkv_bytes;
     contribute(dropped, gp, name);
+    contribute(v, gv, name);
+  });
+  return context;
+}
+
+// Selective activation recomputation (Korthikanti et al. 2022; Megatron's
+// --recompute-granularity selective): the forward runs as materialized, but keeps none of
+// its seq x seq tensors; the backward runs q k^T, the softmax and the dropout again (the
+// same RNG state gives the same mask), then the backward ops read what it remade. Saved:
+// q, k, v only, so the 5 as^2 b term is gone at the price of one more forward of the core.
+Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value k, Value v,
+                                         std::int64_t batch, std::int64_t heads, double dropout_p) {
+  const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
+  const std::int64_t seq = tokens / batch, head_dim = hidden / heads;
+  const double esize = dtype_bytes(settings_.dtype);
+  const double qkv_bytes = static_cast<double>(tokens * hidden) * esize;
+  const auto scores_elements = static_cast<std::uint64_t>(batch * heads * seq * seq);
+  const double scores_bytes = static_cast<double>(scores_elements) * esize;
+  const double elements = static_cast<double>(scores_elements);
+  const double mm_flops = 2.0 * static_cast<double>(batch * heads * seq * seq * head_dim);
+  const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
+                  values_[v.id].requires_grad;
+  const bool drops = dropout_p > 0;
+
+  // The core attention's ops; `tag` is "" forward and ".recompute" in the backward.
+  struct Core {
+    BufferId probs, dropped, mask;
+  };
+  auto core = [=, this](const std::string& tag) {
+    Core c{};
+    const BufferId scores = activation_buffer(name + tag + ".scores", scores_elements, settings_.dtype);
+    OpId id = emit(name + tag + ".qk", "bmm", distinct({buffer(q), buffer(k)}), {scores}, {}, mm_flops);
+    trace_.ops[id].bytes_moved = 2 * qkv_bytes + scores_bytes;
+    c.probs = activation_buffer(name + tag + ".softmax.out", scores_elements, settings_.dtype);
+    emit(name + tag + ".softmax", "softmax", {scores}, {c.probs}, {}, 4 * elements);
+    c.dropped = c.probs;
+    c.mask = kNoBuffer;
+    if (drops) {
+      c.dropped = activation_buffer(name + tag + ".dropout.out", scores_elements, settings_.dtype);
+      c.mask = activation_buffer(name + tag + ".dropout.mask", scores_elements, DType::boolean);
+      emit(name + tag + ".dropout", "dropout", {c.probs}, {c.dropped, c.mask}, {}, 2 * elements);
+    }
+    return c;
+  };
+  const Core fwd = core("");
+  const Value context = new_value(name + ".out", {tokens, hidden}, rg);
+  OpId id = emit(name + ".pv", "bmm", {fwd.dropped, buffer(v)}, {buffer(context)}, {}, mm_flops);
+  trace_.ops[id].bytes_moved = scores_bytes + 2 * qkv_bytes;
+
+  tape_.push_back([=, this] {
+    if (!has_grad(context)) return;
+    const BufferId g = take_grad(context);
+    const Core c = core(".recompute");
+    auto qkv_grad = [&](const std::string& n) {
+      return trace_.add_buffer(n, static_cast<std::uint64_t>(qkv_bytes), Category::activation_grad);
+    };
+    auto scores_grad = [&](const std::string& n) {
+      return trace_.add_buffer(n, static_cast<std::uint64_t>(scores_bytes), Category::activation_grad);
+    };
+    BufferId gp = scores_grad(name + ".pv.grad_probs");
+    const BufferId gv = qkv_grad(name + ".pv.grad_v");
+    OpId bw = emit(name + ".pv.backward", "bmm_backward", {g, c.dropped, buffer(v)}, {gp, gv}, {}, 2 * mm_flops);
+    trace_.ops[bw].bytes_moved = 2 * scores_bytes + 3 * qkv_bytes;
+    if (drops) {
+      const BufferId gd = scores_grad(name + ".dropout.grad_input");
+      emit(name + ".dropout.backward", "dropout_backward", {gp, c.mask}, {gd}, {}, elements);
+      gp = gd;
+    }
+    const BufferId gs = scores_grad(name + ".softmax.grad_input");
+    emit(name + ".softmax.backward", "softmax_backward", {gp, c.probs}, {gs}, {}, 3 * elements);
+    const BufferId gq = qkv_grad(name + ".qk.grad_q"), gk = qkv_grad(name + ".qk.grad_k");
+    bw = emit(name + ".qk.backward", "bmm_backward", distinct({gs, buffer(q), buffer(k)}), {gq, gk}, {}, 2 * mm_flops);
+    trace_.ops[bw].bytes_moved = scores_bytes + 4 * qkv_bytes;
+    contribute(q, gq, name);
+    contribute(k, gk, name);
     contribute(v, gv, name);
   });
   return context;

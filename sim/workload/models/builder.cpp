@@ -1,4 +1,5 @@
 #include "sim/workload/models/builder.h"
+#include "sim/workload/parallel.h"
 
 #include <algorithm>
 #include <optional>
@@ -148,6 +149,12 @@ TrainingSettings read_training_settings(const Params& params) {
   s.conv_algo = params.get("conv_algo").as_choice({"direct", "im2col"}) == "direct"
                     ? ConvAlgo::direct
                     : ConvAlgo::im2col;
+  if (auto section = params.extra("parallel"); section && section->is_map()) {
+    // The workload's parallel section, read again in full by generate_workload.
+    const ParallelSettings p = read_parallel_settings(Params(*section, parallel_param_specs(), "parallel"), s.batch);
+    s.tp = p.tp;
+    s.sp = p.sp;
+  }
   return s;
 }
 
@@ -334,6 +341,10 @@ void ModelBuilder::contribute(Value v, BufferId grad, const std::string& consume
 // ---------------------------------------------------------------------------------------
 
 Trace ModelBuilder::finish(std::string name, std::string description) {
+  if (settings_.tp > 1 && !tp_used_)
+    throw InputError(fmt::format("model {} does not split over tensor-parallel ranks (parallel.tp {}); "
+                                 "the transformers (bert, gpt2, gpt, llama) do",
+                                 name, settings_.tp));
   phase_ = Phase::backward;
   for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) (*it)();
   tape_.clear();

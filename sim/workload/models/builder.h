@@ -74,6 +74,10 @@ struct TrainingSettings {
   /// TransformerEngine-style FP8 linears: an fp8 copy of each weight, the saved input in
   /// fp8, per-tensor scaling state (see ModelBuilder::linear).
   bool fp8 = false;
+  /// Tensor parallelism of the workload's `parallel:` section (tp, sp): the model is this
+  /// rank's part of it. Models that cannot split say so; the transformers split.
+  std::uint32_t tp = 1;
+  bool sp = false;
   /// The element type of master weights and optimizer state: fp32 with mixed precision.
   DType state_dtype() const { return mixed_precision ? DType::fp32 : dtype; }
   /// Bytes of one optimizer state tensor of `elements`. int8 is bitsandbytes' 8-bit
@@ -238,10 +242,32 @@ class ModelBuilder {
   /// sin tables. Saves only the tables.
   Value rotary(const std::string& name, Value x, Value cos, Value sin);
 
-  enum class AttentionImpl : std::uint8_t { materialized, fused };
+  // ---- tensor and sequence parallelism (tensor_parallel.cpp) ----
+  // Megatron-LM's conjugate operators around a column-parallel then row-parallel pair of
+  // linears, over process group "tp" (parallelize() defines its ranks). Each emits a
+  // communication op of kind all_reduce, all_gather or reduce_scatter with `message_bytes`
+  // the whole tensor per rank.
+  /// f: identity forward; backward all-reduces the gradient in place.
+  Value tp_copy(const std::string& name, Value x);
+  /// g: all-reduces x in place forward; backward passes the gradient on.
+  Value tp_reduce(const std::string& name, Value x);
+  /// Sequence-parallel f: all-gathers the token shard x (`tokens/tp x h`) into a new full
+  /// buffer; backward reduce-scatters the gradient into a shard. The full buffer is not
+  /// saved: a linear reading it saves the shard and all-gathers it again in its backward
+  /// (Megatron's LinearWithGradAccumulationAndAsyncCommunication).
+  Value sp_gather(const std::string& name, Value x);
+  /// Sequence-parallel g: reduce-scatters x (`tokens x h` partial sums) into a new shard;
+  /// backward all-gathers the gradient.
+  Value sp_scatter(const std::string& name, Value x);
+  /// Sequence-parallel split of a full, already reduced tensor: this rank's rows copied out
+  /// (no communication); backward all-gathers the gradient.
+  Value sp_split(const std::string& name, Value x);
+
+  enum class AttentionImpl : std::uint8_t { materialized, fused, selective };
   /// Multi-head scaled dot-product attention over q (`tokens x hidden`, split into `heads`)
-  /// and k, v (`tokens x kv_width`: grouped-query attention when kv_width is a divisor
-  /// of hidden in whole heads; the materialized form repeats them to q's width first). materialized: scores = q k^T (batch x heads x seq x seq), softmax (its
+  /// and k, v (`tokens x kv_width`: grouped-query attention when kv_width is a divisor of
+  /// hidden in whole heads; the materialized and selective forms repeat them to q's width
+  /// first). materialized: scores = q k^T (batch x heads x seq x seq), softmax (its
   /// output saved), optional dropout on the probabilities, then probs v. fused
   /// (FlashAttention): one op that saves q, k, v, its output and the fp32 logsumexp, and no
   /// seq x seq tensor. `dropout_p` applies to the probabilities.
@@ -331,6 +357,15 @@ class ModelBuilder {
                              std::int64_t padding, std::int64_t groups, std::int64_t ho,
                              std::int64_t wo) const;
 
+  /// What a backward op reads for saved input x: x's buffer, or for a sequence-parallel
+  /// gather (sp_gather) the full tensor all-gathered again from the shard, once per backward.
+  BufferId saved_input(Value x);
+  OpId emit_comm(std::string name, std::string_view kind, std::vector<BufferId> inputs,
+                 std::vector<BufferId> outputs, std::vector<BufferId> updates,
+                 std::uint64_t message_bytes);
+  Value recomputed_attention(const std::string& name, Value q, Value k, Value v,
+                             std::int64_t batch, std::int64_t heads, double dropout_p);
+
   bool has_grad(Value v) const;
   BufferId take_grad(Value v);
   void contribute(Value v, BufferId grad, const std::string& consumer);
@@ -348,6 +383,13 @@ class ModelBuilder {
   std::vector<std::pair<std::uint32_t, BufferId>> pending_main_grads_;
   bool fp8_linears_ = false;                          // linear() runs in fp8 now
   std::unordered_map<std::uint32_t, BufferId> fp8_inputs_;  // value id -> its fp8 cast
+  struct Regather {
+    Value shard;
+    std::string name;
+    BufferId again = kNoBuffer;  // the backward's all-gathered copy, once made
+  };
+  std::vector<std::pair<std::uint32_t, Regather>> regather_;  // by value id of the full tensor
+  bool tp_used_ = false;  // a tensor-parallel layer ran: the model splits over tp
 };
 
 }  // namespace memsim

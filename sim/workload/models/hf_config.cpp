@@ -136,7 +136,7 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
   }
   const double p = params.given("dropout") ? params.get("dropout").as_fraction()
                                            : probability(cfg, "attention_dropout", 0);
-  return llama_decoder(model_type(cfg, "llama"), d, seq, impl, p, settings);
+  return llama_decoder(params, model_type(cfg, "llama"), d, seq, impl, p, settings);
 }
 
 Trace gpt2(const ConfigNode& cfg, const Params& params, std::int64_t seq, Impl impl,
@@ -155,7 +155,7 @@ Trace gpt2(const ConfigNode& cfg, const Params& params, std::int64_t seq, Impl i
     params.get("seq_len").fail_expected(fmt::format("at most n_positions ({})", g.max_positions));
   const double p = params.given("dropout") ? params.get("dropout").as_fraction()
                                            : probability(cfg, "resid_pdrop", 0.1);
-  return gpt2_decoder(model_type(cfg, "gpt2"), g, seq, impl, p, settings);
+  return gpt2_decoder(params, model_type(cfg, "gpt2"), g, seq, impl, p, settings);
 }
 
 Trace bert(const std::string& arch, const ConfigNode& cfg, const Params& params,
@@ -175,7 +175,7 @@ Trace bert(const std::string& arch, const ConfigNode& cfg, const Params& params,
   const double p = params.given("dropout") ? params.get("dropout").as_fraction()
                                            : probability(cfg, "hidden_dropout_prob", 0.1);
   const std::int64_t labels = params.get("num_labels").as_int_in(1, 1'000'000);
-  return bert_encoder(model_type(cfg, "bert"), b, arch == "BertForMaskedLM", labels, seq, impl,
+  return bert_encoder(params, model_type(cfg, "bert"), b, arch == "BertForMaskedLM", labels, seq, impl,
                       p, settings);
 }
 
@@ -192,9 +192,11 @@ Trace generate_hf(const Params& params) {
     archs.fail_expected("a list of one architecture name");
   const std::string arch = archs.items()[0].as_choice(kArchitectures);
   const std::int64_t seq = params.get("seq_len").as_int_in(1, 1 << 24);
-  const Impl impl = params.get("attention_impl").as_choice({"materialized", "fused"}) == "fused"
-                        ? Impl::fused
-                        : Impl::materialized;
+  const std::string form =
+      params.get("attention_impl").as_choice({"materialized", "fused", "selective"});
+  const Impl impl = form == "fused"       ? Impl::fused
+                    : form == "selective" ? Impl::selective
+                                          : Impl::materialized;
   const TrainingSettings settings = read_training_settings(params);
   // Keys of one family are errors with another, never ignored.
   if (arch != "MixtralForCausalLM" && params.given("capacity_factor"))
@@ -216,8 +218,9 @@ ModelInfo hf_model() {
               {{"config", "path of the config.json, relative to the workload file", std::nullopt},
                {"seq_len", "tokens per sample", "2048"},
                {"attention_impl",
-                "fused (FlashAttention; what Hugging Face's default sdpa runs in training) or "
-                "materialized (eager)",
+                "fused (FlashAttention; what Hugging Face's default sdpa runs in training), "
+                "materialized (eager) or selective (materialized, the seq x seq tensors "
+                "recomputed in backward)",
                 "fused"},
                {"dropout", "overrides the config's dropout (attention_dropout, resid_pdrop, "
                            "hidden_dropout_prob)",

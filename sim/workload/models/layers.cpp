@@ -106,7 +106,7 @@ Value ModelBuilder::conv2d(const std::string& name, Value x, std::int64_t out_ch
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
-    std::vector<BufferId> bw_reads{g, buffer(x)};
+    std::vector<BufferId> bw_reads{g, saved_input(x)};
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) {
@@ -441,7 +441,9 @@ Value ModelBuilder::linear(const std::string& name, Value x, std::int64_t out_fe
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
-    std::vector<BufferId> bw_reads{g, input};
+    // An fp8 input is saved as cast (with sequence parallelism too: the full fp8 tensor);
+    // a half input is the shard to gather again under sequence parallelism.
+    std::vector<BufferId> bw_reads{g, input == buffer(x) ? saved_input(x) : input};
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) {
@@ -479,7 +481,7 @@ Value ModelBuilder::matmul(const std::string& name, Value x, std::int64_t out_fe
       gi = grad_buffer(name, x);
       emit(name + ".backward_input", "matmul_backward", {g, params_[w].weight}, {gi}, {}, flops);
     }
-    emit(name + ".backward_weight", "matmul_backward", {g, buffer(x)}, {parameter_grad(w)}, {},
+    emit(name + ".backward_weight", "matmul_backward", {g, saved_input(x)}, {parameter_grad(w)}, {},
          flops);
     if (gi != kNoBuffer) contribute(x, gi, name);
   });

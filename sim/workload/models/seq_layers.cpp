@@ -113,7 +113,7 @@ Value ModelBuilder::tied_linear(const std::string& name, Value x, const std::str
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
-    std::vector<BufferId> bw_reads{g, buffer(x)};
+    std::vector<BufferId> bw_reads{g, saved_input(x)};
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) {

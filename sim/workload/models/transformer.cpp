@@ -98,52 +98,71 @@ Value drop(ModelBuilder& m, const std::string& name, Value x, double p) {
   return p > 0 ? m.dropout(name, x) : x;
 }
 
+// Megatron's f and g around a tensor-parallel pair of linears (tensor_parallel.cpp): with
+// tp 1 nothing; with sequence parallelism the gather and scatter of the token shards.
+Value tp_enter(ModelBuilder& m, const std::string& name, Value x) {
+  if (m.settings().tp == 1) return x;
+  return m.settings().sp ? m.sp_gather(name + ".sp_gather", x) : m.tp_copy(name + ".tp_copy", x);
+}
+Value tp_leave(ModelBuilder& m, const std::string& name, Value x) {
+  if (m.settings().tp == 1) return x;
+  return m.settings().sp ? m.sp_scatter(name + ".sp_scatter", x) : m.tp_reduce(name + ".tp_reduce", x);
+}
+
 Value moe_mlp(const Stack& s, const std::string& p, Value h);
 
 // One block: attention and MLP sublayers with residuals, norms pre or post; `moe` puts the
-// arch's mixture of experts in place of the MLP.
+// arch's mixture of experts in place of the MLP. Under tensor
+// parallelism (tp ranks) this rank holds heads/tp of the attention (q, k, v split by
+// output features, the output projection by input features) and ffn/tp of the MLP, as
+// Megatron-LM splits them; the residual stream is whole (or, with sp, 1/tp of the tokens).
 Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
   ModelBuilder& m = s.m;
   const Arch& a = s.arch;
   const Names& n = s.names;
+  const std::int64_t t = m.settings().tp;
   auto norm = [&](const char* name, Value v) {
     return a.rms_norm ? m.rms_norm(p + name, v) : m.layer_norm(p + name, v);
   };
 
   Value h = a.pre_norm ? norm(n.norm_attn, x) : x;
+  h = tp_enter(m, p + n.attn, h);
   Value q, k, v;
   if (a.fused_qkv) {
-    const Value qkv = m.linear(p + n.q, h, 3 * a.hidden, a.bias);
+    const Value qkv = m.linear(p + n.q, h, 3 * a.hidden / t, a.bias);
     const std::vector<Value> parts = m.split(p + n.q + ".split", qkv, 3);
     q = parts[0], k = parts[1], v = parts[2];
   } else {
     const std::int64_t kv_width = (a.kv_heads > 0 ? a.kv_heads : a.heads) * (a.hidden / a.heads);
-    q = m.linear(p + n.q, h, a.hidden, a.bias || a.qkv_bias);
-    k = m.linear(p + n.k, h, kv_width, a.bias || a.qkv_bias);
-    v = m.linear(p + n.v, h, kv_width, a.bias || a.qkv_bias);
+    q = m.linear(p + n.q, h, a.hidden / t, a.bias || a.qkv_bias);
+    k = m.linear(p + n.k, h, kv_width / t, a.bias || a.qkv_bias);
+    v = m.linear(p + n.v, h, kv_width / t, a.bias || a.qkv_bias);
   }
   if (s.rotary != nullptr) {
     q = m.rotary(p + n.attn + ".rotary_q", q, s.rotary[0], s.rotary[1]);
     k = m.rotary(p + n.attn + ".rotary_k", k, s.rotary[0], s.rotary[1]);
   }
-  h = m.attention(p + n.attn, q, k, v, s.batch, a.heads, a.causal, s.impl, a.dropout);
+  h = m.attention(p + n.attn, q, k, v, s.batch, a.heads / t, a.causal, s.impl, a.dropout);
   h = m.linear(p + n.out, h, a.hidden, a.bias);
+  h = tp_leave(m, p + n.out, h);
   if (n.attn_dropout != nullptr) h = drop(m, p + n.attn_dropout, h, a.dropout);
   x = m.add(p + n.attn_residual, h, x);
   if (!a.pre_norm) x = norm(n.norm_attn, x);
 
   h = a.pre_norm ? norm(n.norm_mlp, x) : x;
+  h = tp_enter(m, p + "mlp", h);
   if (moe) {
     h = moe_mlp(s, p, h);
   } else {
     if (a.swiglu) {
-      const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn, a.bias));
-      h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn, a.bias));
+      const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn / t, a.bias));
+      h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn / t, a.bias));
     } else {
-      h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn, a.bias));
+      h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn / t, a.bias));
     }
     h = m.linear(p + n.down, h, a.hidden, a.bias);
   }
+  h = tp_leave(m, p + (moe ? "moe" : n.down), h);
   if (n.mlp_dropout != nullptr) h = drop(m, p + n.mlp_dropout, h, a.dropout);
   x = m.add(p + n.mlp_residual, h, x);
   if (!a.pre_norm) x = norm(n.norm_mlp, x);
@@ -174,7 +193,8 @@ Value swiglu(ModelBuilder& m, const std::string& p, const char* const names[4], 
 // tokens x top_k / experts), at most all tokens. capacity_factor 1 is perfect balance (what
 // a dropless router averages to); above 1 it is a capacity limit's padded buffers, or the
 // load of the busiest expert. The auxiliary load-balancing loss (a few tokens x experts
-// values) is left out.
+// values) is left out. Under tensor parallelism each expert's SwiGLU is split as the dense
+// MLP is (Megatron's expert tensor parallelism equal to tp), the router replicated.
 Value moe_mlp(const Stack& s, const std::string& p, Value h) {
   ModelBuilder& m = s.m;
   const Moe& moe = *s.arch.moe;
@@ -183,7 +203,7 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
   static constexpr const char* kMixtral[4] = {"w1", "w3", "act_fn", "w2"};
   static constexpr const char* kDeepseek[4] = {"gate_proj", "up_proj", "act_fn", "down_proj"};
   const char* const* names = mixtral ? kMixtral : kDeepseek;
-  const std::int64_t tokens = m.shape(h)[0], hidden = m.shape(h)[1];
+  const std::int64_t tokens = m.shape(h)[0], hidden = m.shape(h)[1], t = m.settings().tp;
   const double wanted = std::ceil(moe.capacity_factor * static_cast<double>(tokens * moe.top_k) /
                                   static_cast<double>(moe.experts));
   const std::int64_t capacity =
@@ -198,12 +218,12 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
   for (std::int64_t e = 0; e < moe.experts; ++e) {
     const std::string ep = fmt::format("{}experts.{}.", q, e);
     const Value xe = m.dispatch(ep + "dispatch", h, capacity, indices);
-    const Value ye = swiglu(m, ep, names, xe, hidden, moe.ffn);
+    const Value ye = swiglu(m, ep, names, xe, hidden, moe.ffn / t);
     out = m.combine(ep + "combine", out, ye, weights, indices);
   }
   if (moe.shared_experts > 0) {
     const Value shared =
-        swiglu(m, q + "shared_experts.", kDeepseek, h, hidden, moe.shared_experts * moe.ffn);
+        swiglu(m, q + "shared_experts.", kDeepseek, h, hidden, moe.shared_experts * moe.ffn / t);
     out = m.add(q + "add_shared", out, shared);
   }
   return out;
@@ -216,8 +236,10 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
                                    const char* impl_default, const char* dropout_default) {
   specs.push_back({"seq_len", "tokens per sample", seq_default});
   specs.push_back({"attention_impl",
-                   "materialized (scores tensor batch x heads x seq x seq, softmax saved) or "
-                   "fused (FlashAttention: no scores tensor, fp32 logsumexp saved)",
+                   "materialized (scores tensor batch x heads x seq x seq, softmax saved), "
+                   "fused (FlashAttention: no scores tensor, fp32 logsumexp saved) or selective "
+                   "(materialized, its seq x seq tensors recomputed in backward: Megatron's "
+                   "selective recompute)",
                    impl_default});
   specs.push_back({"dropout",
                    "probability on the attention probabilities and after each sublayer; 0 "
@@ -228,9 +250,42 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
 }
 
 Impl read_impl(const Params& params) {
-  return params.get("attention_impl").as_choice({"materialized", "fused"}) == "fused"
-             ? Impl::fused
-             : Impl::materialized;
+  const std::string impl = params.get("attention_impl").as_choice({"materialized", "fused", "selective"});
+  return impl == "fused" ? Impl::fused : impl == "selective" ? Impl::selective : Impl::materialized;
+}
+
+// Tensor parallelism's divisibility, checked where the user set it (parallel.tp).
+void check_tp(const Params& params, const Arch& a, std::int64_t seq, std::int64_t batch) {
+  const std::int64_t t = read_training_settings(params).tp;
+  if (t == 1) return;
+  const ConfigNode tp = *params.extra("parallel")->find("tp");
+  if (a.heads % t != 0) tp.fail_expected(fmt::format("a divisor of the {} attention heads", a.heads));
+  if (a.ffn % t != 0) tp.fail_expected(fmt::format("a divisor of the MLP width {}", a.ffn));
+  if (a.kv_heads > 0 && a.kv_heads % t != 0)
+    tp.fail_expected(fmt::format("a divisor of the {} k/v heads", a.kv_heads));
+  if (a.moe != nullptr && a.moe->ffn % t != 0)
+    tp.fail_expected(fmt::format("a divisor of the expert width {}", a.moe->ffn));
+  if (read_training_settings(params).sp && (seq * batch) % t != 0)
+    tp.fail_expected(fmt::format("a divisor of the {} tokens per micro-batch (sequence parallelism splits them)",
+                                 seq * batch));
+}
+
+// The vocabulary rows this rank's embedding and LM head hold: Megatron pads the vocabulary
+// to a multiple of 128 x tp (make-vocab-size-divisible-by 128) and splits it evenly; with
+// tp 1 the table is as the model defines it.
+std::int64_t vocab_rows(std::int64_t vocab, std::int64_t t) {
+  if (t == 1) return vocab;
+  const std::int64_t unit = 128 * t;
+  return (vocab + unit - 1) / unit * 128;
+}
+
+// After a vocabulary-parallel embedding: the partial rows summed over the ranks.
+Value embedded(ModelBuilder& m, const std::string& name, Value x) {
+  return m.settings().tp == 1 ? x : m.tp_reduce(name + ".tp_reduce", x);
+}
+// Into the blocks: under sequence parallelism this rank's tokens only.
+Value into_blocks(ModelBuilder& m, const std::string& name, Value x) {
+  return m.settings().sp ? m.sp_split(name + ".sp_split", x) : x;
 }
 
 void check_heads(const Params& params, std::int64_t hidden, std::int64_t heads) {
@@ -239,8 +294,8 @@ void check_heads(const Params& params, std::int64_t hidden, std::int64_t heads) 
 }
 
 std::string details(std::int64_t seq, Impl impl, const TrainingSettings& s) {
-  return fmt::format("seq {}, {} attention; {}", seq,
-                     impl == Impl::fused ? "fused" : "materialized", s.summary());
+  const char* form = impl == Impl::fused ? "fused" : impl == Impl::selective ? "selective-recompute" : "materialized";
+  return fmt::format("seq {}, {} attention; {}", seq, form, s.summary());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -262,18 +317,20 @@ Trace generate_bert(const Params& params) {
     b.heads = 16;
     b.ffn = 4096;
   }
-  return bert_encoder(large ? "bert-large" : "bert-base", b, mlm, labels_n, seq, impl, p,
+  return bert_encoder(params, large ? "bert-large" : "bert-base", b, mlm, labels_n, seq, impl, p,
                       settings);
 }
 
 }  // namespace
 
-Trace bert_encoder(const std::string& name, const BertShape& b, bool mlm,
+Trace bert_encoder(const Params& params, const std::string& name, const BertShape& b, bool mlm,
                    std::int64_t labels_n, std::int64_t seq, Impl impl, double p,
                    const TrainingSettings& settings) {
   const Arch a{.layers = b.layers, .hidden = b.hidden, .heads = b.heads, .ffn = b.ffn,
                .vocab = b.vocab, .pre_norm = false, .rms_norm = false, .swiglu = false,
                .bias = true, .causal = false, .fused_qkv = false, .dropout = p};
+  check_tp(params, a, seq, settings.batch);
+  const std::int64_t t = settings.tp;
   ModelBuilder m(settings);
   const std::int64_t n = settings.batch, tokens = n * seq;
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
@@ -281,7 +338,8 @@ Trace bert_encoder(const std::string& name, const BertShape& b, bool mlm,
   const Value positions = m.input("position_ids", {seq}, DType::int64);
   const Value labels = m.input("labels", {mlm ? tokens : n}, DType::int64);
 
-  Value x = m.embedding("bert.embeddings.word_embeddings", ids, a.vocab, a.hidden);
+  Value x = m.embedding("bert.embeddings.word_embeddings", ids, vocab_rows(a.vocab, t), a.hidden);
+  x = embedded(m, "bert.embeddings.word_embeddings", x);
   const Value pos =
       m.embedding("bert.embeddings.position_embeddings", positions, b.max_positions, a.hidden);
   const Value type =
@@ -289,14 +347,18 @@ Trace bert_encoder(const std::string& name, const BertShape& b, bool mlm,
   x = m.add("bert.embeddings.add_token_types", x, type);
   x = m.add_broadcast("bert.embeddings.add_positions", x, pos);
   x = m.layer_norm("bert.embeddings.LayerNorm", x);
+  x = into_blocks(m, "bert.embeddings", x);
   x = drop(m, "bert.embeddings.dropout", x, p);
   x = blocks({m, a, kBertNames, n, impl, nullptr}, "bert.encoder.layer.", x);
   m.set_fp8_linears(false);  // the heads stay in the compute type
+  // The heads read every token (the classifier replicated on each rank).
+  if (settings.sp) x = m.sp_gather("bert.encoder.sp_gather", x);
 
   if (mlm) {
     x = m.linear("cls.predictions.transform.dense", x, a.hidden, true);
     x = m.gelu("cls.predictions.transform.transform_act_fn", x);
     x = m.layer_norm("cls.predictions.transform.LayerNorm", x);
+    if (t > 1) x = m.tp_copy("cls.predictions.decoder.tp_copy", x);
     x = m.tied_linear("cls.predictions.decoder", x, "bert.embeddings.word_embeddings.weight",
                       true);
   } else {
@@ -307,6 +369,7 @@ Trace bert_encoder(const std::string& name, const BertShape& b, bool mlm,
     x = m.linear("classifier", x, labels_n, true);
   }
   m.cross_entropy(x, labels);
+
   return m.finish(name, fmt::format("{} ({} head, {})", name, mlm ? "mlm" : "classifier",
                                     details(seq, impl, settings)));
 }
@@ -320,6 +383,7 @@ namespace {
 Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_positions,
                   std::int64_t seq, Impl impl, bool blocks_only, const TrainingSettings& settings) {
   ModelBuilder m(settings);
+  const std::int64_t t = settings.tp;
   const std::int64_t n = settings.batch, tokens = n * seq;
   const Stack stack{m, a, kGptNames, n, impl, nullptr};
   const std::string description = fmt::format("{} ({} layers x {}, {} heads, {}{})", name, a.layers,
@@ -327,8 +391,10 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
                                               blocks_only ? ", blocks only" : "");
   if (blocks_only) {
     // The blocks alone, between a hidden-state input and an MSE loss.
-    Value x = m.input("hidden_states", {tokens, a.hidden}, settings.dtype);
-    const Value target = m.input("target", {tokens, a.hidden}, settings.dtype);
+    // Under sequence parallelism this rank's tokens.
+    const std::int64_t rows = settings.sp ? tokens / t : tokens;
+    Value x = m.input("hidden_states", {rows, a.hidden}, settings.dtype);
+    const Value target = m.input("target", {rows, a.hidden}, settings.dtype);
     x = blocks(stack, "transformer.h.", x);
     m.mse_loss(x, target);
     return m.finish(name, description);
@@ -337,12 +403,17 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
   const Value positions = m.input("position_ids", {seq}, DType::int64);
   // Shifted by one position in the labels, as Hugging Face's loss does now.
   const Value labels = m.input("labels", {tokens}, DType::int64);
-  Value x = m.embedding("transformer.wte", ids, a.vocab, a.hidden);
+  Value x = m.embedding("transformer.wte", ids, vocab_rows(a.vocab, t), a.hidden);
+  x = embedded(m, "transformer.wte", x);
   const Value pos = m.embedding("transformer.wpe", positions, max_positions, a.hidden);
   x = m.add_broadcast("transformer.add_positions", x, pos);
+  x = into_blocks(m, "transformer", x);
   x = drop(m, "transformer.drop", x, a.dropout);
   x = blocks(stack, "transformer.h.", x);
   x = m.layer_norm("transformer.ln_f", x);
+  // The head: a column-parallel linear over the vocabulary (Megatron's vocab-parallel
+  // cross-entropy adds three all-reduces of one number per token, not modelled).
+  x = tp_enter(m, "lm_head", x);
   x = m.tied_linear("lm_head", x, "transformer.wte.weight", false);
   m.cross_entropy(x, labels);
   return m.finish(name, description);
@@ -357,10 +428,11 @@ Arch gpt_arch(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std:
 
 }  // namespace
 
-Trace gpt2_decoder(const std::string& name, const Gpt2Shape& g, std::int64_t seq, Impl impl,
-                   double dropout, const TrainingSettings& settings) {
+Trace gpt2_decoder(const Params& params, const std::string& name, const Gpt2Shape& g,
+                   std::int64_t seq, Impl impl, double dropout, const TrainingSettings& settings) {
   Arch a = gpt_arch(g.layers, g.hidden, g.heads, g.vocab, dropout);
   a.ffn = g.ffn;
+  check_tp(params, a, seq, settings.batch);
   return gpt_decoder(name, a, g.max_positions, seq, impl, false, settings);
 }
 
@@ -384,8 +456,9 @@ Trace generate_gpt2(const Params& params) {
   Variant v = kVariants[0];
   for (const Variant& candidate : kVariants)
     if (variant == candidate.variant) v = candidate;
-  return gpt_decoder(v.name, gpt_arch(v.layers, v.hidden, v.heads, 50257, p), 1024, seq, impl,
-                     false, settings);
+  const Arch a = gpt_arch(v.layers, v.hidden, v.heads, 50257, p);
+  check_tp(params, a, seq, settings.batch);
+  return gpt_decoder(v.name, a, 1024, seq, impl, false, settings);
 }
 
 Trace generate_gpt(const Params& params) {
@@ -403,8 +476,9 @@ Trace generate_gpt(const Params& params) {
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
   const TrainingSettings settings = read_training_settings(params);
-  return gpt_decoder("gpt", gpt_arch(layers, hidden, heads, vocab, p), max_positions, seq, impl,
-                     blocks_only, settings);
+  const Arch a = gpt_arch(layers, hidden, heads, vocab, p);
+  check_tp(params, a, seq, settings.batch);
+  return gpt_decoder("gpt", a, max_positions, seq, impl, blocks_only, settings);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -414,8 +488,8 @@ Trace generate_gpt(const Params& params) {
 
 }  // namespace
 
-Trace llama_decoder(const std::string& name, const DecoderShape& d, std::int64_t seq,
-                    ModelBuilder::AttentionImpl impl, double dropout,
+Trace llama_decoder(const Params& params, const std::string& name, const DecoderShape& d,
+                    std::int64_t seq, ModelBuilder::AttentionImpl impl, double dropout,
                     const TrainingSettings& settings) {
   Moe moe{.experts = d.experts, .top_k = d.top_k, .capacity_factor = d.capacity_factor,
           .ffn = d.moe_ffn, .shared_experts = d.shared_experts, .first_dense = d.first_dense};
@@ -423,6 +497,7 @@ Trace llama_decoder(const std::string& name, const DecoderShape& d, std::int64_t
          .pre_norm = true, .rms_norm = true, .swiglu = true, .bias = false, .causal = true,
          .fused_qkv = false, .dropout = dropout, .kv_heads = d.kv_heads, .qkv_bias = d.qkv_bias};
   if (d.experts > 0) a.moe = &moe;
+  check_tp(params, a, seq, settings.batch);
 
   ModelBuilder m(settings);
   const std::int64_t n = settings.batch, tokens = n * seq, head_dim = d.hidden / d.heads;
@@ -431,12 +506,16 @@ Trace llama_decoder(const std::string& name, const DecoderShape& d, std::int64_t
   // LlamaRotaryEmbedding's tables, computed once per step without gradient; taken as given.
   const Value rotary[2] = {m.input("rotary.cos", {seq, head_dim}, settings.dtype),
                            m.input("rotary.sin", {seq, head_dim}, settings.dtype)};
-  Value x = m.embedding("model.embed_tokens", ids, d.vocab, d.hidden);
+  const std::int64_t t = settings.tp;
+  Value x = m.embedding("model.embed_tokens", ids, vocab_rows(d.vocab, t), d.hidden);
+  x = embedded(m, "model.embed_tokens", x);
+  x = into_blocks(m, "model", x);
   x = blocks({m, a, kLlamaNames, n, impl, rotary}, "model.layers.", x);
   x = m.rms_norm("model.norm", x);
   m.set_fp8_linears(false);
+  x = tp_enter(m, "lm_head", x);
   x = d.tie_embeddings ? m.tied_linear("lm_head", x, "model.embed_tokens.weight", false)
-                       : m.linear("lm_head", x, d.vocab, false);
+                       : m.linear("lm_head", x, vocab_rows(d.vocab, t), false);
   m.cross_entropy(x, labels);
   std::string shape = fmt::format("{} layers x {}, {} heads", d.layers, d.hidden, d.heads);
   if (d.kv_heads != d.heads) shape += fmt::format(" ({} kv)", d.kv_heads);
@@ -491,7 +570,7 @@ Trace generate_llama(const Params& params) {
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
   const TrainingSettings settings = read_training_settings(params);
-  return llama_decoder("llama", d, seq, impl, p, settings);
+  return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 
 }  // namespace

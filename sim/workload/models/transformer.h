@@ -1,6 +1,8 @@
 #pragma once
 // The transformer families' builders by shape, for the generators in transformer.cpp and
 // for Hugging Face's config.json (hf_config.cpp), so that both build the same model.
+// `params` locates errors about the workload's parallel: section (tensor parallelism's
+// divisibility).
 #include <cstdint>
 #include <string>
 
@@ -18,7 +20,7 @@ struct DecoderShape {
   double capacity_factor = 1.0;
   std::int64_t moe_ffn = 11008, shared_experts = 0, first_dense = 0;
 };
-Trace llama_decoder(const std::string& name, const DecoderShape& shape, std::int64_t seq,
+Trace llama_decoder(const Params& params, const std::string& name, const DecoderShape& shape, std::int64_t seq,
                     ModelBuilder::AttentionImpl impl, double dropout,
                     const TrainingSettings& settings);
 
@@ -27,7 +29,7 @@ struct Gpt2Shape {
   std::int64_t layers = 12, hidden = 768, heads = 12, ffn = 3072, vocab = 50257,
                max_positions = 1024;
 };
-Trace gpt2_decoder(const std::string& name, const Gpt2Shape& shape, std::int64_t seq,
+Trace gpt2_decoder(const Params& params, const std::string& name, const Gpt2Shape& shape, std::int64_t seq,
                    ModelBuilder::AttentionImpl impl, double dropout,
                    const TrainingSettings& settings);
 
@@ -37,7 +39,7 @@ struct BertShape {
   std::int64_t layers = 12, hidden = 768, heads = 12, ffn = 3072, vocab = 30522,
                max_positions = 512, type_vocab = 2;
 };
-Trace bert_encoder(const std::string& name, const BertShape& shape, bool mlm,
+Trace bert_encoder(const Params& params, const std::string& name, const BertShape& shape, bool mlm,
                    std::int64_t num_labels, std::int64_t seq, ModelBuilder::AttentionImpl impl,
                    double dropout, const TrainingSettings& settings);
 

@@ -1,0 +1,121 @@
+// Megatron-LM's tensor and sequence parallelism as builder layers: the communication a
+// column-parallel linear (weights split by output features) followed by a row-parallel one
+// (split by input features) needs, over the process group "tp".
+//
+//   tensor parallel (Shoeybi et al. 2019)     f: forward identity, backward all-reduce
+//                                             g: forward all-reduce, backward identity
+//   sequence parallel (Korthikanti et al. 2022)  f: forward all-gather, backward reduce-scatter
+//                                                g: forward reduce-scatter, backward all-gather
+//
+// Under sequence parallelism the tensor entering a column-parallel linear is the shard of
+// the tokens this rank holds; the linear saves the shard and all-gathers it again for its
+// backward instead of keeping the gathered tensor (saved_input), which is what makes
+// Korthikanti's 34 sbh / t hold.
+#include <fmt/format.h>
+
+#include "sim/workload/models/builder.h"
+
+namespace memsim {
+
+OpId ModelBuilder::emit_comm(std::string name, std::string_view kind, std::vector<BufferId> inputs,
+                             std::vector<BufferId> outputs, std::vector<BufferId> updates,
+                             std::uint64_t message_bytes) {
+  const OpId id = emit(std::move(name), kind, std::move(inputs), std::move(outputs), std::move(updates), 0);
+  Op& op = trace_.ops[id];
+  op.group = "tp";
+  op.message_bytes = message_bytes;
+  op.bytes_moved = 0;  // the network moves it, not the compute tier
+  tp_used_ = true;
+  return id;
+}
+
+Value ModelBuilder::tp_copy(const std::string& name, Value x) {
+  const Value y = alias(x, shape(x), values_[x.id].requires_grad);
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    // The column-parallel linears' input gradients are partial sums over the ranks.
+    emit_comm(name + ".backward", "all_reduce", {}, {}, {g}, trace_.buffers[g].bytes);
+    contribute(x, g, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::tp_reduce(const std::string& name, Value x) {
+  const Value y = alias(x, shape(x), values_[x.id].requires_grad);
+  emit_comm(name, "all_reduce", {}, {}, {buffer(x)}, trace_.buffers[buffer(x)].bytes);
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (values_[x.id].requires_grad) contribute(x, g, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::sp_gather(const std::string& name, Value x) {
+  const Shape s = shape(x);
+  const std::int64_t t = settings_.tp;
+  const Value y = new_value(name + ".out", {s[0] * t, s[1]}, values_[x.id].requires_grad);
+  emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, trace_.buffers[buffer(y)].bytes);
+  regather_.push_back({y.id, Regather{x, name, kNoBuffer}});
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit_comm(name + ".backward", "reduce_scatter", {g}, {gi}, {}, trace_.buffers[g].bytes);
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::sp_scatter(const std::string& name, Value x) {
+  const Shape s = shape(x);
+  const std::int64_t t = settings_.tp;
+  const Value y = new_value(name + ".out", {s[0] / t, s[1]}, values_[x.id].requires_grad);
+  emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, trace_.buffers[buffer(x)].bytes);
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit_comm(name + ".backward", "all_gather", {g}, {gi}, {}, trace_.buffers[gi].bytes);
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::sp_split(const std::string& name, Value x) {
+  // Megatron's scatter_to_sequence_parallel_region keeps this rank's rows, and its embedding
+  // clones them (clone_scatter_output_in_embedding) so that the full tensor can go.
+  const Shape s = shape(x);
+  const std::int64_t t = settings_.tp;
+  const Value y = new_value(name + ".out", {s[0] / t, s[1]}, values_[x.id].requires_grad);
+  emit(name, "copy", {buffer(x)}, {buffer(y)}, {}, 0);
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit_comm(name + ".backward", "all_gather", {g}, {gi}, {}, trace_.buffers[gi].bytes);
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+BufferId ModelBuilder::saved_input(Value x) {
+  for (auto& [id, r] : regather_) {
+    if (id != x.id) continue;
+    if (r.again == kNoBuffer) {
+      r.again = activation_buffer(r.name + ".regathered", static_cast<std::uint64_t>(element_count(shape(x))),
+                                  settings_.dtype);
+      emit_comm(r.name + ".regather", "all_gather", {buffer(r.shard)}, {r.again}, {},
+                trace_.buffers[r.again].bytes);
+    }
+    return r.again;
+  }
+  return buffer(x);
+}
+
+}  // namespace memsim

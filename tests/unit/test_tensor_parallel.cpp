@@ -1,0 +1,146 @@
+// Tensor and sequence parallelism in the transformer generators: what one rank of tp saves
+// against Korthikanti et al. 2022 (Reducing Activation Recomputation in Large Transformer
+// Models, table 2), the communication Megatron-LM puts in a layer, the split weights, and
+// located errors for splits that do not divide.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+#include "sim/workload/trace.h"
+#include "sim/workload/workload.h"
+#include "tests/model_helpers.h"
+
+using namespace memsim;
+using namespace memsim::test;
+
+namespace {
+
+Trace workload(const std::string& yaml) { return generate_workload(ConfigNode::parse_text(yaml, "w.yaml")); }
+
+std::string workload_error(const std::string& yaml) {
+  try {
+    workload(yaml);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+// Two GPT-3 175B layers (h 12288, a 96) at s 2048, b 1, fp16 with dropout, blocks only.
+const std::string kGpt3 =
+    "model: gpt\nlayers: 2\nhidden: 12288\nheads: 96\nseq_len: 2048\nmax_positions: 2048\n"
+    "blocks_only: true\nbatch: 1\ndtype: fp16\nmixed_precision: true\noptimizer: adam\n"
+    "dropout: 0.1\n";
+constexpr double s = 2048, b = 1, h = 12288, a = 96, t = 8, L = 2;
+// Besides Korthikanti's terms the two LayerNorms of a layer keep an fp32 mean and rstd per
+// token (16 sb bytes; 16 sb / t with sequence parallelism), which the paper leaves out.
+constexpr double kNormStats = 16 * s * b;
+
+double relative(double got, double want) { return std::abs(got - want) / want; }
+
+std::map<std::string, int> comm_ops(const Trace& tr, Phase phase) {
+  std::map<std::string, int> n;
+  for (const Op& op : tr.ops)
+    if (op.phase == phase && !op.group.empty()) ++n[op.kind];
+  return n;
+}
+
+}  // namespace
+
+TEST(TensorParallel, ARankSavesKorthikantisActivationsWithTensorParallelism) {
+  // Tensor parallelism alone: sbh (10 + 24/t) + 5 as^2 b / t per layer. The 10 sbh are
+  // replicated on every rank: the two LayerNorm inputs (4), the inputs of the QKV and first
+  // MLP projections (2 + 2) and the two dropout masks after the sublayers (1 + 1).
+  const Trace tr = workload(kGpt3 + "parallel:\n  tp: 8\n");
+  const double korthikanti = L * (s * b * h * (10 + 24 / t) + 5 * a * s * s * b / t);
+  const auto saved = static_cast<double>(saved_activation_bytes(tr));
+  EXPECT_EQ(saved, korthikanti + L * kNormStats);
+  EXPECT_LT(relative(saved, korthikanti), 0.01);
+  // Per layer forward: an all-reduce after the attention and one after the MLP (g); the
+  // backward all-reduces the input gradients of the two column-parallel pairs (f).
+  EXPECT_EQ(comm_ops(tr, Phase::forward), (std::map<std::string, int>{{"all_reduce", 4}}));
+  EXPECT_EQ(comm_ops(tr, Phase::backward), (std::map<std::string, int>{{"all_reduce", 4}}));
+  const Op& g = op_named(tr, "transformer.h.0.attn.c_proj.tp_reduce");
+  EXPECT_EQ(g.message_bytes, static_cast<std::uint64_t>(s * b * h * 2));
+  EXPECT_EQ(g.group, "tp");
+  ASSERT_NE(tr.find_group("tp"), nullptr);
+  EXPECT_EQ(tr.find_group("tp")->ranks.size(), 8u);
+  EXPECT_EQ(tr.parallel.ranks, 8u);
+}
+
+TEST(TensorParallel, SequenceParallelismDividesEverythingByT) {
+  // sbh (34/t + 5as/(ht)): the norms, dropouts and residuals run on s/t tokens, and each
+  // column-parallel linear keeps its token shard, all-gathering it again for its backward.
+  const Trace tr = workload(kGpt3 + "parallel:\n  tp: 8\n  sp: true\n");
+  const double korthikanti = L * (s * b * h * 34 / t + 5 * a * s * s * b / t);
+  const auto saved = static_cast<double>(saved_activation_bytes(tr));
+  EXPECT_EQ(saved, korthikanti + L * kNormStats / t);
+  EXPECT_LT(relative(saved, korthikanti), 0.01);
+  // g becomes a reduce-scatter and f an all-gather; the backward mirrors them, and each
+  // column-parallel pair all-gathers its input once more.
+  EXPECT_EQ(comm_ops(tr, Phase::forward),
+            (std::map<std::string, int>{{"all_gather", 4}, {"reduce_scatter", 4}}));
+  EXPECT_EQ(comm_ops(tr, Phase::backward),
+            (std::map<std::string, int>{{"all_gather", 8}, {"reduce_scatter", 4}}));
+  const Op& gather = op_named(tr, "transformer.h.1.mlp.sp_gather");
+  EXPECT_EQ(gather.message_bytes, static_cast<std::uint64_t>(s * b * h * 2));
+  EXPECT_EQ(buffer_named(tr, "transformer.h.1.ln_2.out").bytes, static_cast<std::uint64_t>(s * b * h * 2 / t));
+}
+
+TEST(TensorParallel, SelectiveRecomputeDropsTheAttentionsQuadraticTerm) {
+  // Selective recompute keeps none of the seq x seq tensors: sbh (10 + 24/t) with tensor
+  // parallelism, 34 sbh / t with sequence parallelism too.
+  const std::string selective = kGpt3 + "attention_impl: selective\n";
+  const Trace tp = workload(selective + "parallel:\n  tp: 8\n");
+  const double tp_formula = L * s * b * h * (10 + 24 / t);
+  EXPECT_EQ(static_cast<double>(saved_activation_bytes(tp)), tp_formula + L * kNormStats);
+  EXPECT_LT(relative(static_cast<double>(saved_activation_bytes(tp)), tp_formula), 0.01);
+
+  const Trace sp = workload(selective + "parallel:\n  tp: 8\n  sp: true\n");
+  const double sp_formula = L * s * b * h * 34 / t;
+  EXPECT_EQ(static_cast<double>(saved_activation_bytes(sp)), sp_formula + L * kNormStats / t);
+  EXPECT_LT(relative(static_cast<double>(saved_activation_bytes(sp)), sp_formula), 0.01);
+
+  // The backward runs the core again: q k^T, the softmax and the dropout, before their
+  // backward ops, and the FLOPs of one more q k^T.
+  EXPECT_EQ(op_named(sp, "transformer.h.0.attn.recompute.qk").phase, Phase::backward);
+  EXPECT_EQ(op_named(sp, "transformer.h.0.attn.recompute.qk").flops,
+            op_named(sp, "transformer.h.0.attn.qk").flops);
+  const Trace one = workload(kGpt3 + "attention_impl: selective\n");
+  EXPECT_EQ(static_cast<double>(saved_activation_bytes(one)), L * (34 * s * b * h + kNormStats));
+}
+
+TEST(TensorParallel, EachRankHoldsItsShareOfTheWeights) {
+  // Llama 7B's shapes on 8 ranks: q, k, v, gate and up split by output features, o and down
+  // by input features; the vocabulary padded to a multiple of 128 x 8 and split.
+  const std::string llama =
+      "model: llama\nlayers: 2\nseq_len: 512\nbatch: 1\ndtype: bf16\nmixed_precision: true\n"
+      "optimizer: adamw\nattention_impl: fused\n";
+  const Trace one = workload(llama);
+  const Trace tp = workload(llama + "parallel:\n  tp: 8\n");
+  for (const char* w : {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+                        "model.layers.1.mlp.gate_proj.weight", "model.layers.1.mlp.down_proj.weight"})
+    EXPECT_EQ(buffer_named(tp, w).bytes * 8, buffer_named(one, w).bytes) << w;
+  // Norms are replicated.
+  EXPECT_EQ(buffer_named(tp, "model.layers.0.input_layernorm.weight").bytes,
+            buffer_named(one, "model.layers.0.input_layernorm.weight").bytes);
+  // 32000 rows padded to 32768, 4096 per rank.
+  EXPECT_EQ(buffer_named(tp, "model.embed_tokens.weight").bytes, 4096u * 4096 * 2);
+  EXPECT_EQ(buffer_named(tp, "lm_head.weight").bytes, 4096u * 4096 * 2);
+  EXPECT_LT(tp.parameters * 7, one.parameters);
+}
+
+TEST(TensorParallel, SplitsThatDoNotDivideAreLocatedErrors) {
+  const std::string e = workload_error(kGpt3 + "parallel:\n  tp: 7\n");
+  EXPECT_NE(e.find("w.yaml"), std::string::npos) << e;
+  EXPECT_NE(e.find("tp"), std::string::npos) << e;
+  EXPECT_NE(e.find("a divisor of the 96 attention heads"), std::string::npos) << e;
+  EXPECT_NE(workload_error(kGpt3 + "parallel:\n  sp: true\n").find("sequence parallelism needs tp > 1"),
+            std::string::npos);
+  EXPECT_NE(workload_error("model: resnet\nparallel:\n  tp: 2\n").find("does not split over tensor-parallel ranks"),
+            std::string::npos);
+}
