@@ -202,6 +202,23 @@ TEST(ZooMoe, SharedExpertsAndDenseFirstLayers) {
   EXPECT_NO_THROW(validate(t, "x"));
 }
 
+TEST(ZooModels, TensorParallelRanksSplitKvHeadsAndExperts) {
+  const std::string yaml = kMoe + "num_kv_heads: 2\nparallel:\n  tp: 2\n";
+  const Trace t = generate_workload(ConfigNode::parse_text(yaml, "w.yaml"));
+  // k and v: 2 heads of 8 over 2 ranks; each expert's SwiGLU 96 / 2 wide; the router whole.
+  EXPECT_EQ(buffer_named(t, "model.layers.0.self_attn.k_proj.weight").bytes, 64u * 8 * 4);
+  EXPECT_EQ(buffer_named(t, "model.layers.0.block_sparse_moe.experts.1.w1.weight").bytes,
+            64u * 48 * 4);
+  EXPECT_EQ(buffer_named(t, "model.layers.0.block_sparse_moe.gate.weight").bytes, 64u * 4 * 4);
+  EXPECT_NO_THROW(validate(t, "x"));
+  try {
+    generate_workload(ConfigNode::parse_text(kTiny + "num_kv_heads: 2\nparallel:\n  tp: 4\n", "w.yaml"));
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "w.yaml:11:7: parallel.tp: expected a divisor of the 2 k/v heads, got '4'");
+  }
+}
+
 // ---------------------------------------------------------------------------------------
 // Recipes: bytes per parameter of the model state
 
