@@ -241,6 +241,16 @@ TEST(ZooRecipes, Fp32MainGradsKeep18BytesPerParameter) {
   // The step reads main_grad.
   const Op& step = op_named(t, "model.layers.0.mlp.up_proj.weight.step");
   EXPECT_EQ(step.inputs, std::vector<BufferId>{main.id});
+  // A tied weight's two gradients (LM head, then embedding) each go into one main_grad.
+  const Trace tied = generate(
+      "model: gpt\nlayers: 1\nhidden: 64\nheads: 4\nvocab: 100\nmax_positions: 16\n"
+      "seq_len: 16\nbatch: 1\ndropout: 0\ndtype: bf16\nmixed_precision: true\n"
+      "optimizer: adamw\nmain_grads: fp32\n");
+  EXPECT_EQ(persistent_bytes(tied), 18 * tied.parameters);
+  EXPECT_NO_THROW(validate(tied, "x"));
+  int wte_adds = 0;
+  for (const Op& op : tied.ops) wte_adds += op.name == "transformer.wte.weight.main_grad.accumulate";
+  EXPECT_EQ(wte_adds, 2);
   EXPECT_EQ(error_of(kTiny + "main_grads: fp32\n"),
             "t.yaml:9:13: main_grads: fp32 main grads need mixed_precision: true");
 }

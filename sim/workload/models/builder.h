@@ -30,9 +30,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <unordered_map>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/params.h"
@@ -205,6 +205,7 @@ class ModelBuilder {
   //             silu_backward tanh_backward mul_backward softmax_backward
   //             rotary_embedding_backward bmm_backward flash_attention_backward
   //             select_backward lstm_cell_backward gru_cell_backward stack
+  // and copy (repeat_kv, a mixture of experts' dispatch, the fp8 casts of linear).
   // Sequence values are token-major matrices, `tokens x features` with tokens = batch x
   // seq_len (each sample's positions contiguous), so linear() applies to them as is.
   // Attention splits and merges heads as views. Recurrent layers take `seq x batch x
