@@ -183,6 +183,19 @@ TEST(ZooMoe, ExpertKeysNeedExperts) {
             "t.yaml:10:8: top_k: expected at most num_experts (4), got '5'");
 }
 
+TEST(ZooMoe, SavedActivationsByHand) {
+  // Against the dense layer, the MLP's saves change from its input and four s x f
+  // intermediates to: the same input, fp32 router probabilities (s x E), int64 picks and
+  // the routing weights (s x k each), and per routed token the gathered input and the
+  // expert's output (h each) plus its four intermediates (f each). fp32, s 16, h 64, f 96,
+  // E 4, k 2.
+  const std::uint64_t s = 16, h = 64, f = 96, e = 4, k = 2;
+  const std::uint64_t dense = s * h * 4 + 4 * s * f * 4;
+  const std::uint64_t moe = s * h * 4 + s * e * 4 + s * k * 8 + s * k * 4 + s * k * (2 * h + 4 * f) * 4;
+  EXPECT_EQ(saved_activation_bytes(generate(kMoe)) - saved_activation_bytes(generate(kTiny)),
+            moe - dense);
+}
+
 TEST(ZooMoe, SharedExpertsAndDenseFirstLayers) {
   const Trace t = generate(
       "model: llama\nlayers: 2\nhidden: 64\nheads: 8\nintermediate: 96\nvocab: 100\nseq_len: "
