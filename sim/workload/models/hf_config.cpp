@@ -11,11 +11,13 @@
 //     given; Qwen2 has biases on q, k and v by design); Mixtral: num_local_experts,
 //     num_experts_per_tok; attention_dropout (default 0) for the dropout.
 //   GPT2LMHeadModel: n_embd, n_layer, n_head, vocab_size, n_positions, n_inner (null: 4 x
-//     n_embd), tie_word_embeddings (must be true when given), resid_pdrop (default 0.1).
+//     n_embd), tie_word_embeddings (must be true when given), resid_pdrop (default 0.1; the
+//     native gpt2 has one dropout for embd_pdrop, attn_pdrop and resid_pdrop).
 //   BertModel (with a classifier of num_labels on the pooler, so that it trains),
 //   BertForSequenceClassification, BertForMaskedLM: hidden_size, num_hidden_layers,
 //     num_attention_heads, intermediate_size, vocab_size, max_position_embeddings,
-//     type_vocab_size, hidden_dropout_prob (default 0.1).
+//     type_vocab_size, hidden_dropout_prob (default 0.1; also for the attention
+//     probabilities, attention_probs_dropout_prob being the same in the published models).
 // Every other field is ignored, because it does not change memory: rope_theta and
 // rope_scaling (the rotary tables keep their size), rms_norm_eps and layer_norm_eps,
 // sliding_window and use_sliding_window (FlashAttention skips blocks outside the window but
@@ -224,7 +226,7 @@ ModelInfo hf_model() {
                 "fused"},
                {"dropout", "overrides the config's dropout (attention_dropout, resid_pdrop, "
                            "hidden_dropout_prob)",
-                "(the config's)"},
+                "the config's"},
                {"capacity_factor", "Mixtral: tokens per expert = ceil(capacity_factor x tokens "
                                    "x top_k / experts); 1: perfectly balanced",
                 "1.0"},
