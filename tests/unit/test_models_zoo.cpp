@@ -71,6 +71,7 @@ TEST(ZooModels, ParameterCountsMatchThePublishedOnes) {
   }
   // DeepSeekMoE 16B's published 16.4B; GPT-3's 175B.
   EXPECT_EQ(from_file("workloads/deepseek-moe-16b.yaml").parameters, 16'375'728'128u);
+  EXPECT_EQ(from_file("tests/data/hf/deepseek-moe-16b.yaml").parameters, 16'375'728'128u);
   EXPECT_EQ(from_file("workloads/gpt3-175b.yaml").parameters, 174'604'259'328u);
 }
 
@@ -90,8 +91,9 @@ TEST(ZooModels, HuggingFaceReaderErrorsNameTheFileAndKey) {
   const std::string dir = std::string(MEMSIM_SOURCE_DIR) + "/tests/data/hf/bad/";
   EXPECT_EQ(error_from_file("tests/data/hf/bad/falcon.yaml"),
             dir + "falcon.json:2:21: architectures[0]: expected one of LlamaForCausalLM, "
-                  "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, GPT2LMHeadModel, "
-                  "BertModel, BertForSequenceClassification, BertForMaskedLM, got "
+                  "MistralForCausalLM, MixtralForCausalLM, Qwen2ForCausalLM, DeepseekForCausalLM, "
+                  "GPT2LMHeadModel, BertModel, BertForSequenceClassification, BertForMaskedLM, "
+                  "got "
                   "'FalconForCausalLM'");
   EXPECT_EQ(error_from_file("tests/data/hf/bad/kv_heads.yaml"),
             dir + "kv_heads.json:8:26: num_key_value_heads: expected an integer, got "

@@ -10,6 +10,10 @@
 //     (must be hidden / heads when given), attention_bias and mlp_bias (must be false when
 //     given; Qwen2 has biases on q, k and v by design); Mixtral: num_local_experts,
 //     num_experts_per_tok; attention_dropout (default 0) for the dropout.
+//   DeepseekForCausalLM (DeepSeekMoE, its remote code): the Llama fields, then
+//     n_routed_experts, n_shared_experts, num_experts_per_tok, moe_intermediate_size,
+//     first_k_dense_replace (default 0), moe_layer_freq (must be 1 when given); scoring_func
+//     and norm_topk_prob change no tensor's size.
 //   GPT2LMHeadModel: n_embd, n_layer, n_head, vocab_size, n_positions, n_inner (null: 4 x
 //     n_embd), tie_word_embeddings (must be true when given), resid_pdrop (default 0.1; the
 //     native gpt2 has one dropout for embd_pdrop, attn_pdrop and resid_pdrop).
@@ -42,7 +46,7 @@ using Impl = ModelBuilder::AttentionImpl;
 
 const std::vector<std::string> kArchitectures{
     "LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-    "GPT2LMHeadModel",  "BertModel",          "BertForSequenceClassification",
+    "DeepseekForCausalLM", "GPT2LMHeadModel", "BertModel", "BertForSequenceClassification",
     "BertForMaskedLM"};
 
 constexpr std::int64_t kMostWidth = 1 << 20, kMostVocab = 1 << 24;
@@ -127,10 +131,23 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
   require_flag(cfg, "attention_bias", false, "biases on the attention projections are not modelled");
   require_flag(cfg, "mlp_bias", false, "biases on the MLP are not modelled");
   d.qkv_bias = arch == "Qwen2ForCausalLM";
+  const bool moe = arch == "MixtralForCausalLM" || arch == "DeepseekForCausalLM";
   if (arch == "MixtralForCausalLM") {
     d.experts = need(cfg, arch, "num_local_experts", 1 << 16);
     d.top_k = need(cfg, arch, "num_experts_per_tok", d.experts);
     d.moe_ffn = d.ffn;
+  }
+  if (arch == "DeepseekForCausalLM") {
+    d.experts = need(cfg, arch, "n_routed_experts", 1 << 16);
+    d.top_k = need(cfg, arch, "num_experts_per_tok", d.experts);
+    d.moe_ffn = need(cfg, arch, "moe_intermediate_size", kMostVocab);
+    d.shared_experts = need(cfg, arch, "n_shared_experts", 1 << 16);
+    const auto first = cfg.find("first_k_dense_replace");
+    d.first_dense = !first || first->is_null() ? 0 : first->as_int_in(0, d.layers);
+    if (or_default(cfg, "moe_layer_freq", 1, d.layers) != 1)
+      cfg.at("moe_layer_freq").fail_expected("1 (experts in every layer after the dense ones)");
+  }
+  if (moe) {
     const ConfigNode factor = params.get("capacity_factor");
     d.capacity_factor = factor.as_double();
     if (!(d.capacity_factor > 0 && d.capacity_factor <= 1e6))
@@ -201,7 +218,8 @@ Trace generate_hf(const Params& params) {
                                           : Impl::materialized;
   const TrainingSettings settings = read_training_settings(params);
   // Keys of one family are errors with another, never ignored.
-  if (arch != "MixtralForCausalLM" && params.given("capacity_factor"))
+  if (arch != "MixtralForCausalLM" && arch != "DeepseekForCausalLM" &&
+      params.given("capacity_factor"))
     params.get("capacity_factor").fail(fmt::format("applies only to a mixture of experts, not {}", arch));
   if (arch.rfind("Bert", 0) != 0 && params.given("num_labels"))
     params.get("num_labels").fail(fmt::format("applies only to BERT's classifier, not {}", arch));
@@ -214,8 +232,8 @@ Trace generate_hf(const Params& params) {
 
 ModelInfo hf_model() {
   return {"hf",
-          "a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, GPT-2, BERT), built as "
-          "the native family builds it",
+          "a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, DeepSeekMoE, GPT-2, "
+          "BERT), built as the native family builds it",
           with_training_params(
               {{"config", "path of the config.json, relative to the workload file", std::nullopt},
                {"seq_len", "tokens per sample", "2048"},
@@ -227,7 +245,7 @@ ModelInfo hf_model() {
                {"dropout", "overrides the config's dropout (attention_dropout, resid_pdrop, "
                            "hidden_dropout_prob)",
                 "the config's"},
-               {"capacity_factor", "Mixtral: tokens per expert = ceil(capacity_factor x tokens "
+               {"capacity_factor", "Mixtral, DeepSeekMoE: tokens per expert = ceil(capacity_factor x tokens "
                                    "x top_k / experts); 1: perfectly balanced",
                 "1.0"},
                {"num_labels", "BERT without an LM head: outputs of the classifier on the pooler",
