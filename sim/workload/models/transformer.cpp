@@ -49,7 +49,6 @@ struct Arch {
   const Moe* moe = nullptr;  // mixture of experts in place of the MLP, or null
 };
 
-
 // Module names inside a block, as Hugging Face names them.
 struct Names {
   const char* norm_attn;
