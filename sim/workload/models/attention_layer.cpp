@@ -37,20 +37,55 @@ Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v
                               AttentionImpl impl, double dropout_p) {
   const Shape s = shape(q);
   require_rank(s, 2, name);
-  if (shape(k) != s || shape(v) != s)
+  require_rank(shape(k), 2, name);
+  if (shape(k) != shape(v) || shape(k)[0] != s[0])
     throw std::invalid_argument(fmt::format("layer '{}': q, k and v differ in shape", name));
   if (batch < 1 || s[0] % batch != 0 || heads < 1 || s[1] % heads != 0)
     throw std::invalid_argument(fmt::format(
         "layer '{}': {} x {} does not split into batch {} and {} heads", name, s[0], s[1], batch,
         heads));
+  // Grouped-query attention: k and v carry kv_heads heads of q's head size, each shared by
+  // heads / kv_heads query heads (kv_heads = 1 is multi-query attention).
+  const std::int64_t head_dim = s[1] / heads, kv_width = shape(k)[1];
+  if (kv_width % head_dim != 0 || heads % (kv_width / head_dim) != 0)
+    throw std::invalid_argument(fmt::format(
+        "layer '{}': k and v of width {} are no whole number of {}-wide heads dividing {}", name,
+        kv_width, head_dim, heads));
   // The causal mask costs nothing in either form: materialised, it is applied inside the
   // softmax (Megatron's fused scale-mask-softmax); fused, it skips the masked blocks.
-  switch (impl) {
-    case AttentionImpl::fused: return fused_attention(name, q, k, v, batch, heads, causal);
-    case AttentionImpl::selective: return recomputed_attention(name, q, k, v, batch, heads, dropout_p);
-    case AttentionImpl::materialized: break;
+  if (impl == AttentionImpl::fused) return fused_attention(name, q, k, v, batch, heads, causal);
+  const std::int64_t groups = heads / (kv_width / head_dim);
+  if (groups > 1) {
+    k = repeat_kv(name + ".repeat_k", k, groups);
+    v = repeat_kv(name + ".repeat_v", v, groups);
   }
-  return materialized_attention(name, q, k, v, batch, heads, dropout_p);
+  // Megatron repeats k and v inside the core attention that selective recomputation
+  // remakes, so it saves them at their kv width; here the copies are made before it and
+  // saved, which overstates a GQA layer's selective saves by the copies (2 x tokens x
+  // (hidden - kv_width) elements).
+  return impl == AttentionImpl::selective
+             ? recomputed_attention(name, q, k, v, batch, heads, dropout_p)
+             : materialized_attention(name, q, k, v, batch, heads, dropout_p);
+}
+
+// Hugging Face's eager attention repeats each k/v head to its query heads with repeat_kv
+// (expand, then reshape, which copies): the batched matmuls read, and save, the copies at q's
+// width, and the group's gradients are summed back into one head.
+Value ModelBuilder::repeat_kv(const std::string& name, Value x, std::int64_t groups) {
+  const std::int64_t tokens = shape(x)[0], width = shape(x)[1];
+  const bool rg = values_[x.id].requires_grad;
+  const Value y = new_value(name + ".out", {tokens, width * groups}, rg);
+  emit(name, "copy", {buffer(x)}, {buffer(y)}, {}, 0);
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit(name + ".backward", "sum", {g}, {gi}, {},
+         static_cast<double>(element_count(shape(y))));
+    contribute(x, gi, name);
+  });
+  return y;
 }
 
 // q k^T, softmax, dropout and probs v as eager PyTorch runs them. The head split and merge
@@ -189,13 +224,16 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
 // FlashAttention (2): one kernel that never writes the seq x seq scores. It saves q, k, v,
 // its output and the fp32 row logsumexp; dropout on the probabilities is regenerated from
 // the RNG state in the backward, so it keeps no mask. The backward recomputes the scores
-// block by block and needs an fp32 dq accumulator and fp32 row sums as scratch.
+// block by block and needs an fp32 dq accumulator and fp32 row sums as scratch. With
+// grouped-query attention the kernel indexes each k/v head for its group of query heads (a
+// view, no repeat), so k, v and their gradients keep their kv width; the FLOPs are q's.
 Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, Value v,
                                     std::int64_t batch, std::int64_t heads, bool causal) {
   const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
   const std::int64_t seq = tokens / batch;
   const double esize = dtype_bytes(settings_.dtype);
-  const double qkv_bytes = static_cast<double>(tokens * hidden) * esize;
+  const double q_bytes = static_cast<double>(tokens * hidden) * esize;
+  const double kv_bytes = static_cast<double>(element_count(shape(k))) * esize;
   const auto rows = static_cast<std::uint64_t>(batch * heads * seq);
   // Two matmuls of 2 b s^2 h FLOPs; a causal mask halves the blocks computed.
   const double flops = 4.0 * static_cast<double>(batch * seq) * static_cast<double>(seq * hidden) *
@@ -207,23 +245,24 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
   const BufferId lse = activation_buffer(name + ".logsumexp", rows, DType::fp32);
   OpId id = emit(name, "flash_attention", distinct({buffer(q), buffer(k), buffer(v)}),
                  {buffer(out), lse}, {}, flops);
-  trace_.ops[id].bytes_moved = 4 * qkv_bytes + 4.0 * static_cast<double>(rows);
+  trace_.ops[id].bytes_moved = 2 * q_bytes + 2 * kv_bytes + 4.0 * static_cast<double>(rows);
 
   tape_.push_back([=, this] {
     if (!has_grad(out)) return;
     const BufferId g = take_grad(out);
-    auto grad_of = [&](const std::string& n) {
-      return trace_.add_buffer(n, static_cast<std::uint64_t>(qkv_bytes), Category::activation_grad);
+    auto grad_of = [&](const std::string& n, double bytes) {
+      return trace_.add_buffer(n, static_cast<std::uint64_t>(bytes), Category::activation_grad);
     };
-    const BufferId gq = grad_of(name + ".grad_q"), gk = grad_of(name + ".grad_k"),
-                   gv = grad_of(name + ".grad_v");
+    const BufferId gq = grad_of(name + ".grad_q", q_bytes),
+                   gk = grad_of(name + ".grad_k", kv_bytes),
+                   gv = grad_of(name + ".grad_v", kv_bytes);
     const OpId bw = emit(name + ".backward", "flash_attention_backward",
                          distinct({g, buffer(q), buffer(k), buffer(v), buffer(out), lse}),
                          {gq, gk, gv}, {}, kFlashBackwardRatio * flops);
     Op& op = trace_.ops[bw];
     // Scratch is written and read back, counted twice as bytes_moved() counts workspace.
     op.workspace_bytes = static_cast<std::uint64_t>(tokens * hidden) * 4 + rows * 4;
-    op.bytes_moved = 8 * qkv_bytes + 4.0 * static_cast<double>(rows) +
+    op.bytes_moved = 4 * q_bytes + 4 * kv_bytes + 4.0 * static_cast<double>(rows) +
                      2.0 * static_cast<double>(op.workspace_bytes);
     contribute(q, gq, name);
     contribute(k, gk, name);

@@ -62,9 +62,20 @@ int optimizer_state_count(Optimizer o) {
   return 0;
 }
 
+std::uint64_t TrainingSettings::optimizer_state_bytes(std::uint64_t elements) const {
+  const DType d = optimizer_state_dtype.value_or(state_dtype());
+  if (d != DType::int8) return elements * dtype_bytes(d);
+  constexpr std::uint64_t kBlock = 2048, kMin8bitElements = 4096;
+  if (elements < kMin8bitElements) return elements * 4;
+  return elements + (elements + kBlock - 1) / kBlock * 4;
+}
+
 std::string TrainingSettings::summary() const {
   std::string s = fmt::format("batch {}, {}{}, {}", batch, to_string(dtype),
                               mixed_precision ? " mixed" : "", to_string(optimizer));
+  if (optimizer_state_dtype) s += fmt::format(" ({} state)", to_string(*optimizer_state_dtype));
+  if (fp32_main_grads) s += ", fp32 main grads";
+  if (fp8) s += ", fp8";
   if (!inplace) s += ", relu out of place";
   if (conv_algo != ConvAlgo::direct) s += fmt::format(", {}", to_string(conv_algo));
   return s;
@@ -83,6 +94,14 @@ std::vector<ParamSpec> training_param_specs() {
                   "ReLU(inplace=True)) in place; false: out of place", "true"},
       {"conv_algo", "direct, or im2col: each convolution and its backward get a workspace of "
                     "the lowered input, N x (C/groups x K x K) x (Hout x Wout)", "direct"},
+      {"main_grads", "dtype (each .grad in dtype, freed by its step), or fp32: Megatron's "
+                     "persistent fp32 main_grad per parameter (needs mixed_precision; 18 bytes "
+                     "per parameter with adamw)", "dtype"},
+      {"optimizer_state_dtype", "auto (fp32 with mixed_precision, else dtype), fp32, fp16, "
+                                "bf16, or int8 (8-bit Adam: 1 byte per element plus an fp32 "
+                                "absmax per block of 2048)", "auto"},
+      {"fp8", "true: TransformerEngine-style FP8 linears (fp8 weight copies and saved inputs, "
+              "scaling state; needs dtype fp16 or bf16)", "false"},
   };
 }
 
@@ -116,6 +135,16 @@ TrainingSettings read_training_settings(const Params& params) {
                 : opt == "momentum" ? Optimizer::momentum
                 : opt == "adam"     ? Optimizer::adam
                                     : Optimizer::adamw;
+  const ConfigNode main_grads = params.get("main_grads");
+  s.fp32_main_grads = main_grads.as_choice({"dtype", "fp32"}) == "fp32";
+  if (s.fp32_main_grads && !s.mixed_precision)
+    main_grads.fail("fp32 main grads need mixed_precision: true");
+  const std::string state = params.get("optimizer_state_dtype")
+                                .as_choice({"auto", "fp32", "fp16", "bf16", "int8"});
+  if (state != "auto") s.optimizer_state_dtype = *dtype_from_string(state);
+  const ConfigNode fp8 = params.get("fp8");
+  s.fp8 = fp8.as_bool();
+  if (s.fp8 && s.dtype == DType::fp32) fp8.fail("needs dtype fp16 or bf16, got fp32");
   s.inplace = params.get("inplace").as_bool();
   s.conv_algo = params.get("conv_algo").as_choice({"direct", "im2col"}) == "direct"
                     ? ConvAlgo::direct
@@ -145,7 +174,14 @@ std::int64_t element_count(const Shape& shape) {
 // ---------------------------------------------------------------------------------------
 // Bookkeeping
 
-ModelBuilder::ModelBuilder(const TrainingSettings& settings) : settings_(settings) {}
+ModelBuilder::ModelBuilder(const TrainingSettings& settings)
+    : settings_(settings), fp8_linears_(settings.fp8) {}
+
+bool ModelBuilder::set_fp8_linears(bool on) {
+  const bool was = fp8_linears_;
+  fp8_linears_ = on && settings_.fp8;
+  return was;
+}
 
 const Shape& ModelBuilder::shape(Value v) const { return values_.at(v.id).shape; }
 BufferId ModelBuilder::buffer(Value v) const { return values_.at(v.id).buffer; }
@@ -196,7 +232,12 @@ std::uint32_t ModelBuilder::parameter(std::string name, std::uint64_t elements) 
   const int opt = static_cast<int>(settings_.optimizer);
   for (int i = 0; i < states; ++i)
     p.state.push_back(trace_.add_buffer(name + "." + std::string(kStateNames[opt][i]),
-                                        state_bytes, Category::optimizer_state, true));
+                                        settings_.optimizer_state_bytes(elements),
+                                        Category::optimizer_state, true));
+  // Megatron's main_grad lives for the whole run (its DDP grad buffer, zeroed at the start of
+  // each step); the backward adds each bf16 gradient into it as soon as it is made.
+  if (settings_.fp32_main_grads)
+    p.main_grad = trace_.add_buffer(name + ".main_grad", elements * 4, Category::gradient, true);
   params_.push_back(std::move(p));
   return static_cast<std::uint32_t>(params_.size() - 1);
 }
@@ -207,6 +248,10 @@ BufferId ModelBuilder::parameter_grad(std::uint32_t p) {
   // after zero_grad(set_to_none=True)), so no copy op.
   param.grad = trace_.add_buffer(param.name + ".grad", trace_.buffers[param.weight].bytes,
                                  Category::gradient);
+  // With fp32 main grads the bf16 .grad lives only from the backward op that makes it to
+  // the add into main_grad right after (Megatron's grad hook; with gradient-accumulation
+  // fusion the weight GEMM adds into main_grad itself and no bf16 .grad is ever made).
+  if (param.main_grad != kNoBuffer) pending_main_grads_.emplace_back(p, param.grad);
   return param.grad;
 }
 
@@ -229,7 +274,21 @@ OpId ModelBuilder::emit(std::string name, std::string_view kind, std::vector<Buf
   op.flops = flops;
   op.dtype = settings_.dtype;
   op.bytes_moved = bytes_moved(trace_, op);
-  return trace_.add_op(std::move(op));
+  const OpId id = trace_.add_op(std::move(op));
+  if (!pending_main_grads_.empty()) {
+    // Each gradient this op made is added into its parameter's main_grad at once.
+    std::vector<std::pair<std::uint32_t, BufferId>> waiting;
+    std::vector<std::pair<std::uint32_t, BufferId>> made;
+    for (const auto& pg : pending_main_grads_) {
+      const auto& outs = trace_.ops[id].outputs;
+      (std::find(outs.begin(), outs.end(), pg.second) != outs.end() ? made : waiting).push_back(pg);
+    }
+    pending_main_grads_ = std::move(waiting);
+    for (const auto& [p, g] : made)
+      emit(params_[p].name + ".main_grad.accumulate", "accumulate_grad", {g}, {},
+           {params_[p].main_grad}, kAccumulateFlops * static_cast<double>(params_[p].elements));
+  }
+  return id;
 }
 
 std::uint32_t& ModelBuilder::holders(BufferId b) {
@@ -303,7 +362,8 @@ Trace ModelBuilder::finish(std::string name, std::string description) {
     std::vector<BufferId> updates{p.weight};
     if (p.master != kNoBuffer) updates.push_back(p.master);
     updates.insert(updates.end(), p.state.begin(), p.state.end());
-    const OpId step = emit(p.name + ".step", kind, {p.grad}, {}, std::move(updates),
+    const BufferId grad = p.main_grad != kNoBuffer ? p.main_grad : p.grad;
+    const OpId step = emit(p.name + ".step", kind, {grad}, {}, std::move(updates),
                            flops_per_param * static_cast<double>(p.elements));
     trace_.ops[step].dtype = settings_.state_dtype();
   }

@@ -29,8 +29,10 @@
 #include "sim/core/error.h"
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sim/core/params.h"
@@ -63,12 +65,25 @@ struct TrainingSettings {
   /// out of place; a model's out-of-place activations stay so either way.
   bool inplace = true;
   ConvAlgo conv_algo = ConvAlgo::direct;
+  /// Megatron's fp32 main gradients: each parameter's gradient accumulates into a
+  /// persistent fp32 "<param>.main_grad" (its grad buffer), which the optimizer reads.
+  bool fp32_main_grads = false;
+  /// The optimizer state's element type when given (fp32, fp16, bf16, or int8: 8-bit Adam,
+  /// see optimizer_state_bytes); else state_dtype().
+  std::optional<DType> optimizer_state_dtype;
+  /// TransformerEngine-style FP8 linears: an fp8 copy of each weight, the saved input in
+  /// fp8, per-tensor scaling state (see ModelBuilder::linear).
+  bool fp8 = false;
   /// Tensor parallelism of the workload's `parallel:` section (tp, sp): the model is this
   /// rank's part of it. Models that cannot split say so; the transformers split.
   std::uint32_t tp = 1;
   bool sp = false;
   /// The element type of master weights and optimizer state: fp32 with mixed precision.
   DType state_dtype() const { return mixed_precision ? DType::fp32 : dtype; }
+  /// Bytes of one optimizer state tensor of `elements`. int8 is bitsandbytes' 8-bit
+  /// optimizer: one byte per element and one fp32 absmax per block of 2048 elements, for
+  /// tensors of at least 4096 elements (min_8bit_size); smaller ones keep fp32 state.
+  std::uint64_t optimizer_state_bytes(std::uint64_t elements) const;
   /// "batch 64, fp32, momentum" (then ", mixed", ", relu out of place", ", im2col" where not
   /// the default), for Trace::description.
   std::string summary() const;
@@ -158,8 +173,19 @@ class ModelBuilder {
                       std::int64_t out_channels);
   /// NCHW -> N x CHW: a view, no op and no new buffer.
   Value flatten(Value x);
-  /// y = x W^T + b; one backward op for all its gradients.
+  /// y = x W^T + b; one backward op for all its gradients. With fp8 (settings().fp8 and
+  /// set_fp8_linears) as TransformerEngine's Linear: the weight is cast to a persistent
+  /// fp8 copy "<name>.weight.fp8" (1 byte per element) and the input to fp8 (one cast per
+  /// input value, shared by the linears reading it), which the GEMMs read and the backward
+  /// saves instead of the input; "<name>.fp8_meta" holds the delayed-scaling state of its
+  /// five fp8 tensors (input, weight, output; output and input gradients), each an amax
+  /// history of 1024 fp32 (TE's default amax_history_len) plus scale and inverse scale.
+  /// The backward casts the output gradient to fp8 in a workspace.
   Value linear(const std::string& name, Value x, std::int64_t out_features, bool bias);
+  /// Whether linear() runs in fp8 from now on (when settings().fp8; on by default then).
+  /// Transformer generators keep the LM head and MoE routers in the compute type, as
+  /// Megatron with TransformerEngine does. Returns the previous setting.
+  bool set_fp8_linears(bool on);
   /// y = x W^T without bias; backward as two matmul_backward ops, for the input (omitted
   /// when x needs no gradient) and for the weight.
   Value matmul(const std::string& name, Value x, std::int64_t out_features);
@@ -179,6 +205,7 @@ class ModelBuilder {
   //             silu_backward tanh_backward mul_backward softmax_backward
   //             rotary_embedding_backward bmm_backward flash_attention_backward
   //             select_backward lstm_cell_backward gru_cell_backward stack
+  // and copy (repeat_kv, a mixture of experts' dispatch, the fp8 casts of linear).
   // Sequence values are token-major matrices, `tokens x features` with tokens = batch x
   // seq_len (each sample's positions contiguous), so linear() applies to them as is.
   // Attention splits and merges heads as views. Recurrent layers take `seq x batch x
@@ -238,13 +265,30 @@ class ModelBuilder {
   Value sp_split(const std::string& name, Value x);
 
   enum class AttentionImpl : std::uint8_t { materialized, fused, selective };
-  /// Multi-head scaled dot-product attention over q, k, v (`tokens x hidden` each, split
-  /// into `heads`). materialized: scores = q k^T (batch x heads x seq x seq), softmax (its
+  /// Multi-head scaled dot-product attention over q (`tokens x hidden`, split into `heads`)
+  /// and k, v (`tokens x kv_width`: grouped-query attention when kv_width is a divisor of
+  /// hidden in whole heads; the materialized and selective forms repeat them to q's width
+  /// first). materialized: scores = q k^T (batch x heads x seq x seq), softmax (its
   /// output saved), optional dropout on the probabilities, then probs v. fused
   /// (FlashAttention): one op that saves q, k, v, its output and the fp32 logsumexp, and no
   /// seq x seq tensor. `dropout_p` applies to the probabilities.
   Value attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
                   std::int64_t heads, bool causal, AttentionImpl impl, double dropout_p);
+
+  // ---- mixture of experts (moe_layer.cpp) ----
+  /// A router's softmax over `logits` (tokens x experts; the probabilities kept in fp32, as
+  /// Mixtral does) and its top_k picks per token. Returns the routing weights (tokens x
+  /// top_k, in dtype); `indices` receives the int64 picks (tokens x top_k).
+  Value route_top_k(const std::string& name, Value logits, std::int64_t top_k,
+                    BufferId& indices);
+  /// The `rows` tokens of x (tokens x features) routed to one expert, gathered by index
+  /// (kind copy). Backward scatters their gradient into zeros of x's shape.
+  Value dispatch(const std::string& name, Value x, std::int64_t rows, BufferId indices);
+  /// A zero-filled value (kind fill) without gradient: the sum the experts add into.
+  Value zeros(const std::string& name, Shape shape);
+  /// out += weights x y, scattered back to y's tokens (index_add_), in place on out's
+  /// buffer (kind mul). Saves y, the weights and the indices.
+  Value combine(const std::string& name, Value out, Value y, Value weights, BufferId indices);
 
   enum class RecurrentCell : std::uint8_t { rnn_tanh, lstm, gru };
   /// Layer `layer` of a unidirectional nn.RNN/LSTM/GRU (zero initial state, biases) over x
@@ -272,6 +316,7 @@ class ModelBuilder {
                                std::int64_t batch, std::int64_t heads, double dropout_p);
   Value fused_attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
                         std::int64_t heads, bool causal);
+  Value repeat_kv(const std::string& name, Value x, std::int64_t groups);
 
  public:
   // ---- end of sequence-model layers ----
@@ -292,6 +337,8 @@ class ModelBuilder {
     std::uint64_t elements;
     BufferId grad;
     BufferId master = kNoOp;  // the fp32 copy under mixed precision, else none
+    BufferId main_grad = kNoOp;  // the persistent fp32 gradient with fp32_main_grads
+    BufferId fp8 = kNoOp;        // the weight's fp8 copy, for an fp8 linear
   };
   static constexpr BufferId kNoBuffer = kNoOp;
 
@@ -333,6 +380,10 @@ class ModelBuilder {
   std::vector<std::uint32_t> holders_;  // per buffer: how many grad_ slots hold it
   std::vector<Parameter> params_;
   std::vector<std::function<void()>> tape_;  // backward of each recorded layer
+  // fp32_main_grads: bf16 gradients made by the op being emitted, to add into main_grad.
+  std::vector<std::pair<std::uint32_t, BufferId>> pending_main_grads_;
+  bool fp8_linears_ = false;                          // linear() runs in fp8 now
+  std::unordered_map<std::uint32_t, BufferId> fp8_inputs_;  // value id -> its fp8 cast
   struct Regather {
     Value shard;
     std::string name;

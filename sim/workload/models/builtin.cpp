@@ -20,6 +20,7 @@ const std::vector<ModelInfo>& builtin_models() {
       gpt2_model(),
       gpt_model(),
       llama_model(),
+      hf_model(),
   };
   return models;
 }

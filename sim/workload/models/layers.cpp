@@ -406,30 +406,60 @@ Value ModelBuilder::linear(const std::string& name, Value x, std::int64_t out_fe
   const auto w = parameter(name + ".weight", static_cast<std::uint64_t>(out_features * in));
   const std::uint32_t b = bias ? parameter(name + ".bias", static_cast<std::uint64_t>(out_features))
                                : 0;
-  const Value y = new_value(name + ".out", {n, out_features}, true);
   const double mm_flops = 2.0 * static_cast<double>(n * in * out_features);
   const double bias_flops = bias ? static_cast<double>(n * out_features) : 0;
-  std::vector<BufferId> reads{buffer(x), params_[w].weight};
+  // What the GEMMs read: the input and the weight, or their fp8 casts.
+  BufferId input = buffer(x), weight = params_[w].weight;
+  if (fp8_linears_) {
+    const auto elements = static_cast<std::uint64_t>(out_features * in);
+    Parameter& pw = params_[w];
+    pw.fp8 = trace_.add_buffer(pw.name + ".fp8", elements, Category::weight, true);
+    // Five scaled tensors, each an amax history of 1024 fp32 plus scale and scale_inv.
+    constexpr std::uint64_t kAmaxHistory = 1024, kScaledTensors = 5;
+    const BufferId meta = trace_.add_buffer(name + ".fp8_meta", kScaledTensors * (kAmaxHistory + 2) * 4,
+                                            Category::other, true);
+    emit(name + ".weight.cast_fp8", "copy", {pw.weight, meta}, {}, {pw.fp8}, 0);
+    weight = pw.fp8;
+    const auto cached = fp8_inputs_.find(x.id);
+    if (cached != fp8_inputs_.end()) {
+      input = cached->second;
+    } else {
+      input = activation_buffer(name + ".input_fp8", static_cast<std::uint64_t>(n * in), DType::fp8);
+      emit(name + ".cast_fp8", "copy", {buffer(x), meta}, {input}, {}, 0);
+      fp8_inputs_.emplace(x.id, input);
+    }
+  }
+  const Value y = new_value(name + ".out", {n, out_features}, true);
+  std::vector<BufferId> reads{input, weight};
   if (bias) reads.push_back(params_[b].weight);
   emit(name, "linear", std::move(reads), {buffer(y)}, {}, mm_flops + bias_flops);
 
-  // Saves input and weight. Backward: grad_out W (input), grad_out^T x (weight), and a
-  // column sum of grad_out (bias).
+  // Saves input and weight (their fp8 casts in fp8). Backward: grad_out W (input),
+  // grad_out^T x (weight), and a column sum of grad_out (bias).
+  const bool fp8 = fp8_linears_;
   tape_.push_back([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
-    std::vector<BufferId> bw_reads{g, saved_input(x)};
+    // An fp8 input is saved as cast (with sequence parallelism too: the full fp8 tensor);
+    // a half input is the shard to gather again under sequence parallelism.
+    std::vector<BufferId> bw_reads{g, input == buffer(x) ? saved_input(x) : input};
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) {
-      bw_reads.push_back(params_[w].weight);
+      bw_reads.push_back(weight);
       outs.push_back(gi = grad_buffer(name, x));
     }
     outs.push_back(parameter_grad(w));
     if (bias) outs.push_back(parameter_grad(b));
-    emit(name + ".backward", "linear_backward", std::move(bw_reads), std::move(outs), {},
-         mm_flops * (wants_input ? 2 : 1) + bias_flops);
+    const OpId bw = emit(name + ".backward", "linear_backward", std::move(bw_reads),
+                         std::move(outs), {}, mm_flops * (wants_input ? 2 : 1) + bias_flops);
+    if (fp8) {
+      // The output gradient's fp8 cast, written and read back.
+      Op& op = trace_.ops[bw];
+      op.workspace_bytes = static_cast<std::uint64_t>(n * out_features);
+      op.bytes_moved += 2.0 * static_cast<double>(op.workspace_bytes);
+    }
     if (wants_input) contribute(x, gi, name);
   });
   return y;

@@ -40,5 +40,6 @@ ModelInfo bert_model();
 ModelInfo gpt2_model();
 ModelInfo gpt_model();
 ModelInfo llama_model();
+ModelInfo hf_model();  // hf_config.cpp
 
 }  // namespace memsim

@@ -43,12 +43,15 @@ void require_rank(const Shape& s, std::size_t rank, const std::string& layer) {
 
 BufferId ModelBuilder::param_grad_target(std::uint32_t p, const std::string& part_name) {
   if (params_[p].grad == kNoBuffer) return parameter_grad(p);
-  return trace_.add_buffer(part_name, trace_.buffers[params_[p].weight].bytes,
-                           Category::gradient);
+  const BufferId part = trace_.add_buffer(part_name, trace_.buffers[params_[p].weight].bytes,
+                                          Category::gradient);
+  // With fp32 main grads each part is added into main_grad as it is made (see emit).
+  if (params_[p].main_grad != kNoBuffer) pending_main_grads_.emplace_back(p, part);
+  return part;
 }
 
 void ModelBuilder::add_param_grad(std::uint32_t p, BufferId target, const std::string& op_name) {
-  if (target == params_[p].grad) return;
+  if (target == params_[p].grad || params_[p].main_grad != kNoBuffer) return;
   emit(op_name, "accumulate_grad", {target}, {}, {params_[p].grad},
        kEltwiseFlops * static_cast<double>(params_[p].elements));
 }

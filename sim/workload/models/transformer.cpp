@@ -8,6 +8,8 @@
 // at the head split and merge (views here), the separate scale and mask ops around the
 // softmax (fused here), HF's eager RMSNorm and tanh-GELU (fused kernels here), the attention
 // mask tensor, and autocast's fp32 copies (softmax, loss) under mixed precision.
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <string_view>
 
@@ -15,11 +17,23 @@
 
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
+#include "sim/workload/models/transformer.h"
 
 namespace memsim {
 namespace {
 
 using Impl = ModelBuilder::AttentionImpl;
+
+// A mixture of experts in place of the dense MLP: Mixtral's block_sparse_moe (routed
+// experts only) or, with shared experts, DeepSeekMoE's mlp (fine-grained routed experts of
+// their own width, plus shared experts that see every token).
+struct Moe {
+  std::int64_t experts, top_k;
+  double capacity_factor;       // tokens per expert = ceil(factor x tokens x top_k / experts)
+  std::int64_t ffn;             // each expert's SwiGLU width
+  std::int64_t shared_experts;  // 0: Mixtral's layout and names
+  std::int64_t first_dense;     // the first layers keep the dense MLP (DeepSeek: 1)
+};
 
 struct Arch {
   std::int64_t layers, hidden, heads, ffn, vocab;
@@ -30,6 +44,9 @@ struct Arch {
   bool causal;
   bool fused_qkv;  // one projection split in three (GPT-2's c_attn) or three projections
   double dropout;  // on the attention probabilities and after each sublayer
+  std::int64_t kv_heads = 0;  // k/v heads (grouped-query attention); 0: as many as heads
+  bool qkv_bias = false;      // biases on q, k and v alone (Qwen2), without `bias`
+  const Moe* moe = nullptr;  // mixture of experts in place of the MLP, or null
 };
 
 // Module names inside a block, as Hugging Face names them.
@@ -91,11 +108,14 @@ Value tp_leave(ModelBuilder& m, const std::string& name, Value x) {
   return m.settings().sp ? m.sp_scatter(name + ".sp_scatter", x) : m.tp_reduce(name + ".tp_reduce", x);
 }
 
-// One block: attention and MLP sublayers with residuals, norms pre or post. Under tensor
+Value moe_mlp(const Stack& s, const std::string& p, Value h);
+
+// One block: attention and MLP sublayers with residuals, norms pre or post; `moe` puts the
+// arch's mixture of experts in place of the MLP. Under tensor
 // parallelism (tp ranks) this rank holds heads/tp of the attention (q, k, v split by
 // output features, the output projection by input features) and ffn/tp of the MLP, as
 // Megatron-LM splits them; the residual stream is whole (or, with sp, 1/tp of the tokens).
-Value block(const Stack& s, const std::string& p, Value x) {
+Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
   ModelBuilder& m = s.m;
   const Arch& a = s.arch;
   const Names& n = s.names;
@@ -112,9 +132,10 @@ Value block(const Stack& s, const std::string& p, Value x) {
     const std::vector<Value> parts = m.split(p + n.q + ".split", qkv, 3);
     q = parts[0], k = parts[1], v = parts[2];
   } else {
-    q = m.linear(p + n.q, h, a.hidden / t, a.bias);
-    k = m.linear(p + n.k, h, a.hidden / t, a.bias);
-    v = m.linear(p + n.v, h, a.hidden / t, a.bias);
+    const std::int64_t kv_width = (a.kv_heads > 0 ? a.kv_heads : a.heads) * (a.hidden / a.heads);
+    q = m.linear(p + n.q, h, a.hidden / t, a.bias || a.qkv_bias);
+    k = m.linear(p + n.k, h, kv_width / t, a.bias || a.qkv_bias);
+    v = m.linear(p + n.v, h, kv_width / t, a.bias || a.qkv_bias);
   }
   if (s.rotary != nullptr) {
     q = m.rotary(p + n.attn + ".rotary_q", q, s.rotary[0], s.rotary[1]);
@@ -129,14 +150,18 @@ Value block(const Stack& s, const std::string& p, Value x) {
 
   h = a.pre_norm ? norm(n.norm_mlp, x) : x;
   h = tp_enter(m, p + "mlp", h);
-  if (a.swiglu) {
-    const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn / t, a.bias));
-    h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn / t, a.bias));
+  if (moe) {
+    h = moe_mlp(s, p, h);
   } else {
-    h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn / t, a.bias));
+    if (a.swiglu) {
+      const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn / t, a.bias));
+      h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn / t, a.bias));
+    } else {
+      h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn / t, a.bias));
+    }
+    h = m.linear(p + n.down, h, a.hidden, a.bias);
   }
-  h = m.linear(p + n.down, h, a.hidden, a.bias);
-  h = tp_leave(m, p + n.down, h);
+  h = tp_leave(m, p + (moe ? "moe" : n.down), h);
   if (n.mlp_dropout != nullptr) h = drop(m, p + n.mlp_dropout, h, a.dropout);
   x = m.add(p + n.mlp_residual, h, x);
   if (!a.pre_norm) x = norm(n.norm_mlp, x);
@@ -144,9 +169,63 @@ Value block(const Stack& s, const std::string& p, Value x) {
 }
 
 Value blocks(const Stack& s, const std::string& prefix, Value x) {
+  const Moe* moe = s.arch.moe;
   for (std::int64_t i = 0; i < s.arch.layers; ++i)
-    x = block(s, fmt::format("{}{}.", prefix, i), x);
+    x = block(s, fmt::format("{}{}.", prefix, i), x, moe != nullptr && i >= moe->first_dense);
   return x;
+}
+
+// SwiGLU down(silu(gate(x)) * up(x)) of width `ffn` over x, its modules named `names`
+// (gate, up, act, down) under p.
+Value swiglu(ModelBuilder& m, const std::string& p, const char* const names[4], Value x,
+             std::int64_t hidden, std::int64_t ffn) {
+  const Value gate = m.silu(p + names[2], m.linear(p + names[0], x, ffn, false));
+  const Value y = m.mul(p + "mul", gate, m.linear(p + names[1], x, ffn, false));
+  return m.linear(p + names[3], y, hidden, false);
+}
+
+// A mixture of experts over the normed hidden states h (tokens x hidden), as Hugging Face's
+// MixtralSparseMoeBlock and DeepseekMoE run it: router logits (a linear without bias),
+// softmax and top-k, then per expert the gather of its tokens, its SwiGLU and the weighted
+// scatter-add into one output; shared experts (one SwiGLU of shared x ffn, DeepSeek's
+// layout) are added to it. Every expert gets `capacity` tokens: ceil(capacity_factor x
+// tokens x top_k / experts), at most all tokens. capacity_factor 1 is perfect balance (what
+// a dropless router averages to); above 1 it is a capacity limit's padded buffers, or the
+// load of the busiest expert. The auxiliary load-balancing loss (a few tokens x experts
+// values) is left out. Under tensor parallelism each expert's SwiGLU is split as the dense
+// MLP is (Megatron's expert tensor parallelism equal to tp), the router replicated.
+Value moe_mlp(const Stack& s, const std::string& p, Value h) {
+  ModelBuilder& m = s.m;
+  const Moe& moe = *s.arch.moe;
+  const bool mixtral = moe.shared_experts == 0;
+  const std::string q = p + (mixtral ? "block_sparse_moe." : "mlp.");
+  static constexpr const char* kMixtral[4] = {"w1", "w3", "act_fn", "w2"};
+  static constexpr const char* kDeepseek[4] = {"gate_proj", "up_proj", "act_fn", "down_proj"};
+  const char* const* names = mixtral ? kMixtral : kDeepseek;
+  const std::int64_t tokens = m.shape(h)[0], hidden = m.shape(h)[1], t = m.settings().tp;
+  const double wanted = std::ceil(moe.capacity_factor * static_cast<double>(tokens * moe.top_k) /
+                                  static_cast<double>(moe.experts));
+  const std::int64_t capacity =
+      std::max<std::int64_t>(1, std::min<std::int64_t>(tokens, static_cast<std::int64_t>(wanted)));
+
+  BufferId indices = 0;
+  const bool fp8 = m.set_fp8_linears(false);  // the router stays in the compute type
+  const Value logits = m.linear(q + "gate", h, moe.experts, false);
+  m.set_fp8_linears(fp8);
+  const Value weights = m.route_top_k(q + "router", logits, moe.top_k, indices);
+  Value out = m.zeros(q + "experts.sum", {tokens, hidden});
+  for (std::int64_t e = 0; e < moe.experts; ++e) {
+    const std::string ep = fmt::format("{}experts.{}.", q, e);
+    const Value xe = m.dispatch(ep + "dispatch", h, capacity, indices);
+    const Value ye = swiglu(m, ep, names, xe, hidden, moe.ffn / t);
+    out = m.combine(ep + "combine", out, ye, weights, indices);
+  }
+  if (moe.shared_experts > 0) {
+    const Value shared =
+        swiglu(m, q + "shared_experts.", kDeepseek, h, hidden, moe.shared_experts * moe.ffn / t);
+    out = m.add(q + "add_shared", out, shared);
+  }
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -181,6 +260,10 @@ void check_tp(const Params& params, const Arch& a, std::int64_t seq, std::int64_
   const ConfigNode tp = *params.extra("parallel")->find("tp");
   if (a.heads % t != 0) tp.fail_expected(fmt::format("a divisor of the {} attention heads", a.heads));
   if (a.ffn % t != 0) tp.fail_expected(fmt::format("a divisor of the MLP width {}", a.ffn));
+  if (a.kv_heads > 0 && a.kv_heads % t != 0)
+    tp.fail_expected(fmt::format("a divisor of the {} k/v heads", a.kv_heads));
+  if (a.moe != nullptr && a.moe->ffn % t != 0)
+    tp.fail_expected(fmt::format("a divisor of the expert width {}", a.moe->ffn));
   if (read_training_settings(params).sp && (seq * batch) % t != 0)
     tp.fail_expected(fmt::format("a divisor of the {} tokens per micro-batch (sequence parallelism splits them)",
                                  seq * batch));
@@ -226,16 +309,25 @@ Trace generate_bert(const Params& params) {
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
   const TrainingSettings settings = read_training_settings(params);
-  Arch a{.layers = 12, .hidden = 768, .heads = 12, .ffn = 3072, .vocab = 30522,
-         .pre_norm = false, .rms_norm = false, .swiglu = false, .bias = true, .causal = false,
-         .fused_qkv = false, .dropout = p};
+  BertShape b;
   if (large) {
-    a.layers = 24;
-    a.hidden = 1024;
-    a.heads = 16;
-    a.ffn = 4096;
+    b.layers = 24;
+    b.hidden = 1024;
+    b.heads = 16;
+    b.ffn = 4096;
   }
+  return bert_encoder(params, large ? "bert-large" : "bert-base", b, mlm, labels_n, seq, impl, p,
+                      settings);
+}
 
+}  // namespace
+
+Trace bert_encoder(const Params& params, const std::string& name, const BertShape& b, bool mlm,
+                   std::int64_t labels_n, std::int64_t seq, Impl impl, double p,
+                   const TrainingSettings& settings) {
+  const Arch a{.layers = b.layers, .hidden = b.hidden, .heads = b.heads, .ffn = b.ffn,
+               .vocab = b.vocab, .pre_norm = false, .rms_norm = false, .swiglu = false,
+               .bias = true, .causal = false, .fused_qkv = false, .dropout = p};
   check_tp(params, a, seq, settings.batch);
   const std::int64_t t = settings.tp;
   ModelBuilder m(settings);
@@ -247,14 +339,17 @@ Trace generate_bert(const Params& params) {
 
   Value x = m.embedding("bert.embeddings.word_embeddings", ids, vocab_rows(a.vocab, t), a.hidden);
   x = embedded(m, "bert.embeddings.word_embeddings", x);
-  const Value pos = m.embedding("bert.embeddings.position_embeddings", positions, 512, a.hidden);
-  const Value type = m.embedding("bert.embeddings.token_type_embeddings", types, 2, a.hidden);
+  const Value pos =
+      m.embedding("bert.embeddings.position_embeddings", positions, b.max_positions, a.hidden);
+  const Value type =
+      m.embedding("bert.embeddings.token_type_embeddings", types, b.type_vocab, a.hidden);
   x = m.add("bert.embeddings.add_token_types", x, type);
   x = m.add_broadcast("bert.embeddings.add_positions", x, pos);
   x = m.layer_norm("bert.embeddings.LayerNorm", x);
   x = into_blocks(m, "bert.embeddings", x);
   x = drop(m, "bert.embeddings.dropout", x, p);
   x = blocks({m, a, kBertNames, n, impl, nullptr}, "bert.encoder.layer.", x);
+  m.set_fp8_linears(false);  // the heads stay in the compute type
   // The heads read every token (the classifier replicated on each rank).
   if (settings.sp) x = m.sp_gather("bert.encoder.sp_gather", x);
 
@@ -274,10 +369,11 @@ Trace generate_bert(const Params& params) {
   }
   m.cross_entropy(x, labels);
 
-  const std::string name = large ? "bert-large" : "bert-base";
   return m.finish(name, fmt::format("{} ({} head, {})", name, mlm ? "mlm" : "classifier",
                                     details(seq, impl, settings)));
 }
+
+namespace {
 
 // ---------------------------------------------------------------------------------------
 // GPT-2 and GPT-3-style decoders: GPT2LMHeadModel (learned positions, pre-norm, fused QKV,
@@ -329,6 +425,18 @@ Arch gpt_arch(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std:
           .fused_qkv = true, .dropout = dropout};
 }
 
+}  // namespace
+
+Trace gpt2_decoder(const Params& params, const std::string& name, const Gpt2Shape& g,
+                   std::int64_t seq, Impl impl, double dropout, const TrainingSettings& settings) {
+  Arch a = gpt_arch(g.layers, g.hidden, g.heads, g.vocab, dropout);
+  a.ffn = g.ffn;
+  check_tp(params, a, seq, settings.batch);
+  return gpt_decoder(name, a, g.max_positions, seq, impl, false, settings);
+}
+
+namespace {
+
 Trace generate_gpt2(const Params& params) {
   struct Variant {
     const char* variant;
@@ -373,45 +481,95 @@ Trace generate_gpt(const Params& params) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Llama: LlamaForCausalLM.
+// Llama: LlamaForCausalLM, and the models built like it: Mistral (grouped-query attention),
+// Mixtral (a mixture of experts in every layer), Qwen2 (biases on q, k and v), DeepSeekMoE
+// (fine-grained and shared experts after dense first layers).
 
-Trace generate_llama(const Params& params) {
-  const std::int64_t layers = params.get("layers").as_int_in(1, 10'000);
-  const std::int64_t hidden = params.get("hidden").as_int_in(1, 1 << 20);
-  const std::int64_t heads = params.get("heads").as_int_in(1, 1 << 20);
-  check_heads(params, hidden, heads);
-  if ((hidden / heads) % 2 != 0)
-    params.get("heads").fail_expected(
-        fmt::format("a divisor of hidden ({}) that leaves an even head size (rotary)", hidden));
-  const std::int64_t ffn = params.get("intermediate").as_int_in(1, 1 << 24);
-  const std::int64_t vocab = params.get("vocab").as_int_in(1, 1 << 24);
-  const std::int64_t seq = params.get("seq_len").as_int_in(1, 1 << 24);
-  const Impl impl = read_impl(params);
-  const double p = params.get("dropout").as_fraction();
-  const TrainingSettings settings = read_training_settings(params);
-  const Arch a{.layers = layers, .hidden = hidden, .heads = heads, .ffn = ffn, .vocab = vocab,
-               .pre_norm = true, .rms_norm = true, .swiglu = true, .bias = false, .causal = true,
-               .fused_qkv = false, .dropout = p};
+}  // namespace
+
+Trace llama_decoder(const Params& params, const std::string& name, const DecoderShape& d,
+                    std::int64_t seq, ModelBuilder::AttentionImpl impl, double dropout,
+                    const TrainingSettings& settings) {
+  Moe moe{.experts = d.experts, .top_k = d.top_k, .capacity_factor = d.capacity_factor,
+          .ffn = d.moe_ffn, .shared_experts = d.shared_experts, .first_dense = d.first_dense};
+  Arch a{.layers = d.layers, .hidden = d.hidden, .heads = d.heads, .ffn = d.ffn, .vocab = d.vocab,
+         .pre_norm = true, .rms_norm = true, .swiglu = true, .bias = false, .causal = true,
+         .fused_qkv = false, .dropout = dropout, .kv_heads = d.kv_heads, .qkv_bias = d.qkv_bias};
+  if (d.experts > 0) a.moe = &moe;
   check_tp(params, a, seq, settings.batch);
 
   ModelBuilder m(settings);
-  const std::int64_t n = settings.batch, tokens = n * seq, head_dim = hidden / heads;
+  const std::int64_t n = settings.batch, tokens = n * seq, head_dim = d.hidden / d.heads;
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
   const Value labels = m.input("labels", {tokens}, DType::int64);
   // LlamaRotaryEmbedding's tables, computed once per step without gradient; taken as given.
   const Value rotary[2] = {m.input("rotary.cos", {seq, head_dim}, settings.dtype),
                            m.input("rotary.sin", {seq, head_dim}, settings.dtype)};
   const std::int64_t t = settings.tp;
-  Value x = m.embedding("model.embed_tokens", ids, vocab_rows(vocab, t), hidden);
+  Value x = m.embedding("model.embed_tokens", ids, vocab_rows(d.vocab, t), d.hidden);
   x = embedded(m, "model.embed_tokens", x);
   x = into_blocks(m, "model", x);
   x = blocks({m, a, kLlamaNames, n, impl, rotary}, "model.layers.", x);
   x = m.rms_norm("model.norm", x);
+  m.set_fp8_linears(false);
   x = tp_enter(m, "lm_head", x);
-  x = m.linear("lm_head", x, vocab_rows(vocab, t), false);
+  x = d.tie_embeddings ? m.tied_linear("lm_head", x, "model.embed_tokens.weight", false)
+                       : m.linear("lm_head", x, vocab_rows(d.vocab, t), false);
   m.cross_entropy(x, labels);
-  return m.finish("llama", fmt::format("llama ({} layers x {}, {} heads, ffn {}, {})", layers,
-                                       hidden, heads, ffn, details(seq, impl, settings)));
+  std::string shape = fmt::format("{} layers x {}, {} heads", d.layers, d.hidden, d.heads);
+  if (d.kv_heads != d.heads) shape += fmt::format(" ({} kv)", d.kv_heads);
+  shape += fmt::format(", ffn {}", d.ffn);
+  if (d.experts > 0)
+    shape += fmt::format(", {} experts top-{}{}", d.experts, d.top_k,
+                         d.shared_experts > 0
+                             ? fmt::format(" + {} shared, expert ffn {}", d.shared_experts, d.moe_ffn)
+                             : std::string());
+  return m.finish(name, fmt::format("{} ({}, {})", name, shape, details(seq, impl, settings)));
+}
+
+namespace {
+
+Trace generate_llama(const Params& params) {
+  DecoderShape d;
+  d.layers = params.get("layers").as_int_in(1, 10'000);
+  d.hidden = params.get("hidden").as_int_in(1, 1 << 20);
+  d.heads = params.get("heads").as_int_in(1, 1 << 20);
+  check_heads(params, d.hidden, d.heads);
+  if ((d.hidden / d.heads) % 2 != 0)
+    params.get("heads").fail_expected(
+        fmt::format("a divisor of hidden ({}) that leaves an even head size (rotary)", d.hidden));
+  const ConfigNode kv = params.get("num_kv_heads");
+  d.kv_heads = kv.is_scalar() && kv.as_string() == "heads" ? d.heads : kv.as_int_in(1, 1 << 20);
+  if (d.heads % d.kv_heads != 0)
+    kv.fail_expected(fmt::format("a divisor of heads ({})", d.heads));
+  d.ffn = params.get("intermediate").as_int_in(1, 1 << 24);
+  d.vocab = params.get("vocab").as_int_in(1, 1 << 24);
+  d.qkv_bias = params.get("qkv_bias").as_bool();
+  d.tie_embeddings = params.get("tie_embeddings").as_bool();
+  d.experts = params.get("num_experts").as_int_in(0, 1 << 16);
+  const ConfigNode top_k = params.get("top_k");
+  d.top_k = top_k.as_int_in(1, 1 << 16);
+  if (d.experts > 0 && d.top_k > d.experts)
+    top_k.fail_expected(fmt::format("at most num_experts ({})", d.experts));
+  const ConfigNode factor = params.get("capacity_factor");
+  d.capacity_factor = factor.as_double();
+  if (!(d.capacity_factor > 0 && d.capacity_factor <= 1e6))
+    factor.fail_expected("a number above 0 (1: perfectly balanced experts)");
+  d.shared_experts = params.get("num_shared_experts").as_int_in(0, 1 << 16);
+  const ConfigNode moe_ffn = params.get("moe_intermediate");
+  d.moe_ffn = moe_ffn.is_scalar() && moe_ffn.as_string() == "intermediate"
+                  ? d.ffn
+                  : moe_ffn.as_int_in(1, 1 << 24);
+  d.first_dense = params.get("first_dense_layers").as_int_in(0, d.layers);
+  if (d.experts == 0)
+    for (const char* key : {"top_k", "capacity_factor", "num_shared_experts", "moe_intermediate",
+                            "first_dense_layers"})
+      if (params.given(key)) params.get(key).fail("applies only with num_experts above 0");
+  const std::int64_t seq = params.get("seq_len").as_int_in(1, 1 << 24);
+  const Impl impl = read_impl(params);
+  const double p = params.get("dropout").as_fraction();
+  const TrainingSettings settings = read_training_settings(params);
+  return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 
 }  // namespace
@@ -455,13 +613,35 @@ ModelInfo gpt_model() {
 }
 
 ModelInfo llama_model() {
-  return {"llama", "Llama decoder (RMSNorm, SwiGLU, rotary, no biases), LM loss; 7B by default",
+  return {"llama", "Llama decoder (RMSNorm, SwiGLU, rotary, no biases), LM loss; grouped-query attention, "
+                   "mixtures of experts; 7B by default",
           with_common({{"layers", "decoder layers", "32"},
                        {"hidden", "model width", "4096"},
                        {"heads", "attention heads; must divide hidden, leaving an even head size",
                         "32"},
-                       {"intermediate", "SwiGLU width", "11008"},
-                       {"vocab", "vocabulary size", "32000"}},
+                       {"num_kv_heads", "k/v heads, a divisor of heads: grouped-query "
+                                        "attention (1: multi-query); `heads`: as many as heads",
+                        "heads"},
+                       {"intermediate", "SwiGLU width (of the dense layers, with experts)",
+                        "11008"},
+                       {"vocab", "vocabulary size", "32000"},
+                       {"qkv_bias", "biases on q, k and v (Qwen2)", "false"},
+                       {"tie_embeddings", "the LM head reuses the token embeddings", "false"},
+                       {"num_experts", "routed experts in place of each MLP (Mixtral: "
+                                       "block_sparse_moe); 0: dense",
+                        "0"},
+                       {"top_k", "experts each token is routed to", "2"},
+                       {"capacity_factor",
+                        "tokens per expert = ceil(capacity_factor x tokens x top_k / "
+                        "num_experts); 1: perfectly balanced",
+                        "1.0"},
+                       {"num_shared_experts", "experts every token goes through (DeepSeekMoE's "
+                                              "layout and names when above 0)",
+                        "0"},
+                       {"moe_intermediate", "each expert's SwiGLU width; `intermediate`: the "
+                                            "dense width",
+                        "intermediate"},
+                       {"first_dense_layers", "leading layers that keep the dense MLP", "0"}},
                       "2048", "materialized", "0"),
           generate_llama};
 }
