@@ -55,9 +55,13 @@ bench: build
 	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
 
 # Data-parallel scale: Llama 7B under ZeRO-3 on 8 to 1,024 H100s (wall time and memory).
-.PHONY: parallel-bench
+.PHONY: parallel-bench pipeline-bench
 parallel-bench: build
 	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
+
+# Llama 3 70B with TP 8, a 1F1B pipeline and ZeRO-1 on 64 and 1,024 H100s (docs/parallel.md).
+pipeline-bench: memsim
+	/usr/bin/python3 bench/pipeline_scale.py $(BUILD)
 
 # The Pareto table of docs/policies.md: every policy on resnet50 and bert-base (a few
 # minutes: checkmate takes up to its time limit per point).

@@ -66,13 +66,19 @@ std::optional<double> scale_of(std::string_view suffix, const std::array<Unit, N
   return std::nullopt;
 }
 
+// Three significant digits, never in exponent form: 1020 MiB (a power-of-two step leaves
+// values up to 1023 before the next unit) prints whole.
+std::string three_digits(double v) {
+  return std::fabs(v) >= 999.5 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
+}
+
 std::string format_scaled(double value, const char* const* names, double step, int count) {
   int i = 0;
   while (i + 1 < count && std::fabs(value) >= step) {
     value /= step;
     ++i;
   }
-  return fmt::format("{:.3g} {}", value, names[i]);
+  return fmt::format("{} {}", three_digits(value), names[i]);
 }
 
 }  // namespace
@@ -142,10 +148,10 @@ std::string format_bytes(double bytes) {
 
 std::string format_seconds(double s) {
   if (s == 0) return "0 s";
-  if (s < 1e-6) return fmt::format("{:.3g} ns", s * 1e9);
-  if (s < 1e-3) return fmt::format("{:.3g} us", s * 1e6);
-  if (s < 1) return fmt::format("{:.3g} ms", s * 1e3);
-  return fmt::format("{:.3g} s", s);
+  if (s < 1e-6) return fmt::format("{} ns", three_digits(s * 1e9));
+  if (s < 1e-3) return fmt::format("{} us", three_digits(s * 1e6));
+  if (s < 1) return fmt::format("{} ms", three_digits(s * 1e3));
+  return fmt::format("{} s", three_digits(s));
 }
 
 std::string format_bandwidth(double bps) {

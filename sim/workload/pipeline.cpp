@@ -237,7 +237,11 @@ class Pipeliner {
       add(std::move(op), 0);
     }
     // Groups by stage; place() names each rank's instance and its ranks.
-    if (s_.tp > 1) t.groups.push_back({"tp", {}});
+    if (s_.tp > 1) {
+      ProcessGroup tp{"tp", {}};
+      for (std::uint32_t k = 0; k < s_.tp; ++k) tp.ranks.push_back(k);
+      t.groups.push_back(std::move(tp));
+    }
     for (const auto& [key, c] : crossing_)
       if (c.from == d || key.second == d) t.groups.push_back({c.group, {c.from, key.second}});
     validate(t, fmt::format("{} (pipeline stage {})", in_.name, d));

@@ -140,3 +140,50 @@ TEST(Parallel, ASuperPodOfManyNodesIsAFewLines) {
   EXPECT_EQ(r.out.find("gpu32"), std::string::npos);
   (void)j;
 }
+
+TEST(Parallel, A3DLayoutOfLlama3On64H100sFitsAndStageZeroHoldsTheMost) {
+  // Llama 3 70B as Megatron-LM trains it on eight DGX H100s: TP 8 with sequence parallelism
+  // in a node, a 1F1B pipeline of 4 stages over nodes, ZeRO-1 over 2 replicas, selective
+  // recompute. Stage 0 holds the most (p micro-batches in flight, the embedding), and each
+  // stage's peers are copies of its first rank.
+  const std::string out = temp_dir("llama3_3d");
+  const json s = run_json(
+      "run dgx-h100-superpod llama3-70b --set nodes=8 --set parallel.tp=8 --set parallel.sp=true "
+      "--set parallel.pp=4 --set parallel.dp=2 --set parallel.zero=1 --set parallel.micro_batches=8 "
+      "--set parallel.fused_accumulation=true --set workload.attention_impl=selective --set workload.main_grads=fp32",
+      out);
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_EQ(s["ranks"]["count"], 64);
+  ASSERT_EQ(s["pipeline"]["stages"].size(), 4u);
+  EXPECT_EQ(s["pipeline"]["schedule"], "1f1b");
+  const auto peak = [&](int gpu) {
+    return s["tiers"]["gpu" + std::to_string(gpu) + ".hbm"]["peak_allocated_bytes"].get<std::uint64_t>();
+  };
+  // Stage s is ranks 16 s .. 16 s + 15.
+  for (int stage = 0; stage < 4; ++stage)
+    for (int peer : {1, 8, 15}) EXPECT_EQ(peak(16 * stage + peer), peak(16 * stage)) << stage << " " << peer;
+  EXPECT_GT(peak(0), peak(16));
+  EXPECT_GT(peak(16), peak(48) * 1.0) << "stage 1 keeps 3 micro-batches, stage 3 one";
+  EXPECT_LT(peak(0), 80ull << 30);
+  // Activations and their gradients cross between stages: 8 micro-batches each way.
+  std::map<std::string, int> kinds;
+  for (const auto& c : s["collectives"]) kinds[c["kind"]] = c["count"];
+  EXPECT_EQ(kinds["send"], 8);
+  for (const auto& st : s["pipeline"]["stages"]) {
+    EXPECT_GT(st["bubble_fraction"].get<double>(), 0.0);
+    EXPECT_LT(st["bubble_fraction"].get<double>(), 1.0);
+  }
+}
+
+TEST(Parallel, PipelineSplitsThatCannotBeAreLocatedErrors) {
+  const CliResult uneven = run_memsim("run dgx-h100 llama-7b --set parallel.pp=5");
+  EXPECT_EQ(uneven.exit_code, 1);
+  EXPECT_NE(uneven.err.find("--set parallel.pp=5"), std::string::npos) << uneven.err;
+  EXPECT_NE(uneven.err.find("its 32 layers do not split evenly into 5 pipeline stage(s)"), std::string::npos) << uneven.err;
+  const CliResult unnumbered = run_memsim("run dgx-h100 mlp --set parallel.pp=2");
+  EXPECT_EQ(unnumbered.exit_code, 1);
+  EXPECT_NE(unnumbered.err.find("no op of this model belongs to one"), std::string::npos) << unnumbered.err;
+  const CliResult chunks = run_memsim("run dgx-h100 llama-7b --set parallel.pp=4 --set parallel.virtual_stages=2");
+  EXPECT_EQ(chunks.exit_code, 1);
+  EXPECT_NE(chunks.err.find("virtual stages need schedule: interleaved"), std::string::npos) << chunks.err;
+}

@@ -144,3 +144,22 @@ TEST(TensorParallel, SplitsThatDoNotDivideAreLocatedErrors) {
   EXPECT_NE(workload_error("model: resnet\nparallel:\n  tp: 2\n").find("does not split over tensor-parallel ranks"),
             std::string::npos);
 }
+
+TEST(TensorParallel, ALlamaLayerSavesMoreThanMegatronsFormulaByItsSwiGluAndLessByItsMissingDropout) {
+  // Megatron-LM's theoretical memory report counts sbh (18 + 4 f/h) / t per layer (sequence
+  // parallelism and selective recompute; a GELU MLP with two dropouts). A Llama layer saves
+  // sbh (16 + 8 f/h) / t: no dropout masks (-2), and SwiGLU keeps four f-wide tensors (the
+  // gate and up outputs, SiLU's output, the product) where GELU keeps two; the k/v heads
+  // are repeated to the query's before the recomputed core, so Q, K, V are 6 sbh / t as in
+  // the formula. Besides: the two RMSNorms' fp32 rstd, 8 sb / t.
+  const std::string spec =
+      "model: llama\nhidden: 8192\nheads: 64\nnum_kv_heads: 8\nintermediate: 28672\nvocab: 128256\n"
+      "seq_len: 8192\nbatch: 1\nattention_impl: selective\ndropout: 0\ndtype: bf16\nmixed_precision: true\n"
+      "optimizer: adamw\nparallel:\n  tp: 8\n  sp: true\n";
+  const double layer = static_cast<double>(saved_activation_bytes(workload(spec + "layers: 2\n"))) -
+                       static_cast<double>(saved_activation_bytes(workload(spec + "layers: 1\n")));
+  const double sbh = 8192.0 * 8192, f_h = 28672.0 / 8192;
+  EXPECT_EQ(layer, sbh * (16 + 8 * f_h) / 8 + 8 * 8192.0 / 8);
+  const double megatron = sbh * (18 + 4 * f_h) / 8;
+  EXPECT_NEAR(layer / megatron, (16 + 8 * f_h) / (18 + 4 * f_h), 1e-4);  // 44 / 32
+}
