@@ -14,6 +14,7 @@ Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, 
     computing_.resize(devices);
     communicating_.resize(devices);
     passes_.resize(devices);
+    collecting_.resize(devices);
   }
 }
 
@@ -98,6 +99,9 @@ void Tally::on_event(const Event& e) {
     case EventKind::comm: {
       const Op& op = trace_.ops[e.op];
       communicating_[op.device].emplace_back(e.start_s, e.end_s);
+      // A receive's time is mostly waiting for the stage before: a pipeline's bubble, not
+      // the network's.
+      if (op.kind != "send" && op.kind != "recv") collecting_[op.device].emplace_back(e.start_s, e.end_s);
       ++ops_run_;
       if (op.device == 0) {
         auto& [count, bytes] = collectives_[op.kind];
@@ -147,6 +151,11 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   if (communicates_)
     for (std::size_t d = 0; d < accelerators_; ++d) {
       s.device_compute_s.push_back(length(merged(passes_[d])));
+      // Communication this device waited for before the flush (not hidden by its compute).
+      std::vector<std::pair<double, double>> before;
+      for (auto [a, b] : collecting_[d])
+        if (a < passes_end_s_) before.emplace_back(a, std::min(b, passes_end_s_));
+      s.device_exposed_comm_s.push_back(uncovered(merged(before), merged(computing_[d])));
       const auto comm = merged(communicating_[d]);
       const double busy_s = length(comm);
       const double exposed = uncovered(comm, merged(computing_[d]));

@@ -60,6 +60,7 @@ class Tally {
   // Forward and backward compute per device, and when the last of it ended: a pipeline's
   // flush, before the optimizer steps.
   std::vector<std::vector<Interval>> passes_;
+  std::vector<std::vector<Interval>> collecting_;  // communication but point-to-point
   double passes_end_s_ = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
   std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward

@@ -113,7 +113,10 @@ struct PipelineStageSummary {
   std::uint32_t stage = 0;
   std::uint32_t rank = 0;
   double compute_s = 0;         // forward and backward
-  double bubble_fraction = 0;   // 1 - compute / the flush (Summary::passes_end_s)
+  double exposed_comm_s = 0;    // its tensor- and data-parallel communication it waited for
+  /// The rest of the flush (Summary::passes_end_s), as a fraction of it: waiting for the
+  /// stages before and after it.
+  double bubble_fraction = 0;
 };
 
 struct Summary {
@@ -150,6 +153,7 @@ struct Summary {
   /// backward ops (its compute streams' union), and when the last of those ended anywhere
   /// (a pipeline's flush, before the optimizer steps).
   std::vector<double> device_compute_s;
+  std::vector<double> device_exposed_comm_s;  // its collectives before then, not hidden by compute
   double passes_end_s = 0;
   /// A pipeline's stages (empty without one), its schedule and micro-batches.
   std::vector<PipelineStageSummary> pipeline;

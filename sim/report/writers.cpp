@@ -200,7 +200,7 @@ std::string summary_json(const Summary& s) {
     nlohmann::ordered_json stages = nlohmann::ordered_json::array();
     for (const PipelineStageSummary& st : s.pipeline)
       stages.push_back({{"stage", st.stage}, {"rank", st.rank}, {"compute_time_s", st.compute_s},
-                        {"bubble_fraction", st.bubble_fraction}});
+                        {"exposed_comm_time_s", st.exposed_comm_s}, {"bubble_fraction", st.bubble_fraction}});
     j["pipeline"] = {{"schedule", s.pipeline_schedule}, {"micro_batches", s.micro_batches},
                      {"flush_s", s.passes_end_s}, {"stages", stages}};
   }

@@ -154,9 +154,11 @@ RunResult run(const RunInputs& in) {
       const std::uint32_t per_stage = layout.ranks / layout.stages;
       for (std::uint32_t r : layout.simulated) {
         if (r % per_stage != 0) continue;  // a stage's first rank speaks for it
-        PipelineStageSummary st{r / per_stage, r, 0, 0};
+        PipelineStageSummary st{r / per_stage, r, 0, 0, 0};
         if (r < out.summary.device_compute_s.size()) st.compute_s = out.summary.device_compute_s[r];
-        if (out.summary.passes_end_s > 0) st.bubble_fraction = 1 - st.compute_s / out.summary.passes_end_s;
+        if (r < out.summary.device_exposed_comm_s.size()) st.exposed_comm_s = out.summary.device_exposed_comm_s[r];
+        if (out.summary.passes_end_s > 0)
+          st.bubble_fraction = std::max(0.0, 1 - (st.compute_s + st.exposed_comm_s) / out.summary.passes_end_s);
         out.summary.pipeline.push_back(st);
       }
     }
