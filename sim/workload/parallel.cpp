@@ -171,6 +171,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
         previous = i;
         break;
       }
+    OpId received = kNoOp;  // the block's last receive so far
     for (OpId id : ops_of[2 * block.chunk + (block.forward ? 0 : 1)]) {
       Op op = step.ops[id];
       std::vector<std::pair<BufferId, BufferId>> accumulate;  // (this micro-batch's, .grad)
@@ -198,8 +199,13 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
       }
       for (OpId& w : op.waits_for) w = op_copy[k][w];
       std::erase(op.waits_for, kNoOp);
-      if (op.kind == "recv" && previous != kNoOp) op.waits_for.push_back(previous);
+      const bool recv = op.kind == "recv";
+      if (recv && previous != kNoOp) op.waits_for.push_back(previous);
+      // Megatron waits for a receive on the CPU (batch_isend_irecv, then wait()), so the
+      // block's collectives are not issued before it has arrived.
+      if (!recv && !op.group.empty() && op.kind != "send" && received != kNoOp) op.waits_for.push_back(received);
       op_copy[k][id] = out.add_op(std::move(op));
+      if (recv) received = op_copy[k][id];
       mb.push_back(k);
       for (const auto& [fresh, grad] : accumulate) {
         Op add;

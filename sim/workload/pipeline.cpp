@@ -129,25 +129,21 @@ class Pipeliner {
     }
   }
 
-  // A buffer made on one stage and used on another: sent after its last write on the
-  // maker's stage before the first use there, received before that use.
+  // A buffer written on one stage and then used on another: sent after that last write,
+  // received before the use. The writer is the last one, not the maker: a gradient that
+  // residual connections accumulate in place is made by the last layer and updated by every
+  // layer before it, so each stage sends on what the stage after it sent and it added to.
   void find_crossings() {
+    std::vector<OpId> last_write(in_.buffers.size(), kNoOp);
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer) continue;
       const std::uint32_t d = stage_of(chunk_[op.id]);
       for (const auto* list : {&op.inputs, &op.updates})
         for (BufferId b : *list) {
-          const OpId maker = in_.buffers[b].producer;
-          if (maker == kNoOp || in_.ops[maker].phase == Phase::optimizer) continue;
-          const std::uint32_t from = stage_of(chunk_[maker]);
+          const OpId last = last_write[b];
+          if (last == kNoOp) continue;  // resident at the start (an input, a weight): each stage holds it
+          const std::uint32_t from = stage_of(chunk_[last]);
           if (from == d || crossing_.count({b, d})) continue;
-          // The last write on the maker's stage before this first use.
-          OpId last = maker;
-          for (OpId w = maker + 1; w < op.id; ++w) {
-            const Op& o = in_.ops[w];
-            if (o.phase == Phase::optimizer || stage_of(chunk_[w]) != from) continue;
-            if (std::find(o.updates.begin(), o.updates.end(), b) != o.updates.end()) last = w;
-          }
           // A group of its own (a stream of its own on each side): sends and receives of
           // different tensors between the same stages need not come in the same order.
           const std::string group = fmt::format("pp.{}>{}:{}", chunk_[last], chunk_[op.id], in_.buffers[b].name);
@@ -155,9 +151,10 @@ class Pipeliner {
           sends_after_[last].push_back({b, d});
           recvs_before_[op.id].push_back({b, d});
         }
+      for (const auto* list : {&op.outputs, &op.updates})
+        for (BufferId b : *list) last_write[b] = op.id;
     }
   }
-
 
   // Stage d's step: its ops (and the sends and receives between stages) for one micro-batch,
   // then the schedule's micro-batches, then data parallelism.
