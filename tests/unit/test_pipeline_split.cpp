@@ -1,0 +1,87 @@
+// How a pipeline splits a step, without the engine: the schedules' orders, which tensors
+// cross between stages and where the weights go.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <set>
+#include <string>
+
+#include "sim/core/config.h"
+#include "sim/core/error.h"
+#include "sim/workload/parallel.h"
+#include "sim/workload/pipeline.h"
+#include "sim/workload/workload.h"
+#include "tests/model_helpers.h"
+
+using namespace memsim;
+using namespace memsim::test;
+
+namespace {
+
+Trace workload(const std::string& yaml) { return generate_workload(ConfigNode::parse_text(yaml, "w.yaml")); }
+
+std::string order_of(const std::vector<MicroBatchBlock>& order) {
+  std::string out;
+  for (const MicroBatchBlock& b : order)
+    out += (out.empty() ? "" : " ") + std::string(b.forward ? "F" : "B") + std::to_string(b.mb) +
+           (b.chunk > 0 ? "." + std::to_string(b.chunk) : "");
+  return out;
+}
+
+}  // namespace
+
+TEST(PipelineSplit, SchedulesRunTheirOrders) {
+  // PipeDream-Flush on 4 stages: stage s warms up with 3 - s forwards.
+  EXPECT_EQ(order_of(pipeline_order(PipelineSchedule::one_f_one_b, 4, 0, 6, 1)),
+            "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5");
+  EXPECT_EQ(order_of(pipeline_order(PipelineSchedule::one_f_one_b, 4, 3, 6, 1)),
+            "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5");
+  // Fewer micro-batches than stages: all forwards, then all backwards.
+  EXPECT_EQ(order_of(pipeline_order(PipelineSchedule::one_f_one_b, 4, 0, 2, 1)), "F0 F1 B0 B1");
+  EXPECT_EQ(order_of(pipeline_order(PipelineSchedule::gpipe, 4, 2, 3, 1)), "F0 F1 F2 B0 B1 B2");
+  // Megatron's interleaving, 2 stages x 2 chunks, 4 micro-batches, stage 1: warm-up
+  // 2 (p - s - 1) + (v - 1) p = 2; forwards go chunk 0 for micro-batches 0 and 1, then
+  // chunk 1; backwards start with the last chunk.
+  EXPECT_EQ(order_of(pipeline_order(PipelineSchedule::interleaved, 2, 1, 4, 2)),
+            "F0 F1 F0.1 B0.1 F1.1 B1.1 F2 B0 F3 B1 F2.1 B2.1 F3.1 B3.1 B2 B3");
+  EXPECT_THROW(pipeline_order(PipelineSchedule::interleaved, 4, 0, 6, 2), InputError);
+}
+
+TEST(PipelineSplit, OnlyNeighboursSendAndTheResidualGradientGoesStageByStage) {
+  // Llama's residual stream forward and its gradient backward (one buffer accumulated in
+  // place through the layers) cross between neighbouring stages only.
+  const Trace t = workload(
+      "model: llama\nlayers: 8\nhidden: 256\nheads: 4\nintermediate: 512\nvocab: 1000\nseq_len: 64\nbatch: 1\n"
+      "parallel:\n  pp: 4\n  micro_batches: 2\n");
+  const std::regex group(R"(pp\.(\d+)>(\d+):.*)");
+  std::set<std::pair<int, int>> pairs;
+  for (const Op& op : t.ops) {
+    if (op.kind != "send" && op.kind != "recv") continue;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(op.group, m, group)) << op.group;
+    pairs.insert({std::stoi(m[1]), std::stoi(m[2])});
+  }
+  EXPECT_EQ(pairs, (std::set<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 3}, {1, 0}, {2, 1}, {3, 2}}));
+  // The stages hold their layers' weights: the embedding on the first, the head on the last.
+  EXPECT_NE(find_buffer(t, "stage0:model.embed_tokens.weight"), nullptr);
+  EXPECT_EQ(find_buffer(t, "stage3:model.embed_tokens.weight"), nullptr);
+  EXPECT_NE(find_buffer(t, "stage3:lm_head.weight"), nullptr);
+  EXPECT_NE(find_buffer(t, "stage1:model.layers.3.mlp.up_proj.weight"), nullptr);
+  EXPECT_EQ(find_buffer(t, "stage1:model.layers.4.mlp.up_proj.weight"), nullptr);
+  EXPECT_EQ(t.parallel.simulated, (std::vector<std::uint32_t>{0, 1, 2, 3}));
+}
+
+TEST(PipelineSplit, ATiedEmbeddingLivesOnTheFirstAndLastStage) {
+  // GPT-2's LM head reads the token embedding: the last stage holds a copy with its own
+  // optimizer step, as Megatron does, and sends its gradient contribution to the first.
+  const Trace t = workload(
+      "model: gpt\nlayers: 4\nhidden: 128\nheads: 4\nvocab: 1000\nseq_len: 64\nmax_positions: 64\nbatch: 1\n"
+      "parallel:\n  pp: 2\n");
+  for (const char* stage : {"stage0:", "stage1:"}) {
+    EXPECT_NE(find_buffer(t, std::string(stage) + "transformer.wte.weight"), nullptr) << stage;
+    EXPECT_NO_THROW(op_named(t, std::string(stage) + "transformer.wte.weight.step")) << stage;
+  }
+  bool sent = false;
+  for (const Op& op : t.ops) sent |= op.kind == "send" && op.name.find("wte.weight.grad") != std::string::npos;
+  EXPECT_TRUE(sent);
+}
