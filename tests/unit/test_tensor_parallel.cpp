@@ -55,6 +55,8 @@ TEST(TensorParallel, ARankSavesKorthikantisActivationsWithTensorParallelism) {
   // Tensor parallelism alone: sbh (10 + 24/t) + 5 as^2 b / t per layer. The 10 sbh are
   // replicated on every rank: the two LayerNorm inputs (4), the inputs of the QKV and first
   // MLP projections (2 + 2) and the two dropout masks after the sublayers (1 + 1).
+  const Trace one = workload(kGpt3);
+  EXPECT_EQ(static_cast<double>(saved_activation_bytes(one)), L * (s * b * h * (34 + 5 * a * s / h) + kNormStats));
   const Trace tr = workload(kGpt3 + "parallel:\n  tp: 8\n");
   const double korthikanti = L * (s * b * h * (10 + 24 / t) + 5 * a * s * s * b / t);
   const auto saved = static_cast<double>(saved_activation_bytes(tr));
