@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <functional>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -193,6 +195,91 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
 
 int cmd_explain(const std::string& out_dir) {
   std::cout << explain_text(read_peak_explanation(out_dir));
+  return 0;
+}
+
+// A range of device names: "gpu8-15" when consecutive with one prefix, else listed.
+std::string device_span(const PlatformSpec& p, const std::vector<std::size_t>& compute,
+                        const std::vector<std::uint32_t>& ranks) {
+  auto split = [](const std::string& n) {
+    std::size_t i = n.size();
+    while (i > 0 && std::isdigit(static_cast<unsigned char>(n[i - 1]))) --i;
+    return std::pair<std::string, std::string>(n.substr(0, i), n.substr(i));
+  };
+  const auto [prefix, first] = split(p.devices[compute[ranks.front()]].name);
+  bool consecutive = !first.empty();
+  for (std::size_t k = 1; k < ranks.size() && consecutive; ++k) {
+    const auto [pre, num] = split(p.devices[compute[ranks[k]]].name);
+    consecutive = pre == prefix && !num.empty() && ranks[k] == ranks[k - 1] + 1 &&
+                  std::stoul(num) == std::stoul(first) + k;
+  }
+  if (consecutive && ranks.size() > 1)
+    return fmt::format("{}{}-{}", prefix, first, split(p.devices[compute[ranks.back()]].name).second);
+  std::string out;
+  for (std::uint32_t r : ranks) out += (out.empty() ? "" : "+") + p.devices[compute[r]].name;
+  return out;
+}
+
+// `memsim info PLATFORM WORKLOAD --placement`: where each rank of a parallel step runs and
+// which devices each tensor-, data- and pipeline-parallel group spans.
+int cmd_placement(const std::string& platform_arg, const std::string& workload_arg,
+                  const std::vector<std::string>& sets, const ImportOptions& import) {
+  const auto overrides = parse_overrides(sets);
+  const PlatformSpec p = load_platform_arg(platform_arg, overrides);
+  const Trace t = load_workload_arg(workload_arg, overrides, import);
+  const ParallelLayout& l = t.parallel;
+  const auto compute = p.compute_devices();
+  const std::uint32_t ranks = std::max<std::uint32_t>(1, l.ranks);
+  if (compute.size() < ranks)
+    throw InputError(fmt::format("{}: the step runs on {} ranks, but platform {} has {} compute device(s)",
+                                 t.name, ranks, p.name, compute.size()));
+  const std::uint32_t tp = std::max<std::uint32_t>(1, l.tp), stages = std::max<std::uint32_t>(1, l.stages);
+  const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * stages));
+  auto rank = [&](std::uint32_t s, std::uint32_t d, std::uint32_t k) { return k + tp * (d + dp * s); };
+  auto nodes = [&](const std::vector<std::uint32_t>& rs) {
+    std::set<std::uint32_t> n;
+    for (std::uint32_t r : rs) n.insert(p.devices[compute[r]].node);
+    return n;
+  };
+  std::cout << fmt::format("{} on {}: {} ranks (tp {}, dp {}, pp {}), rank = tp_rank + {} x (dp_rank + {} x stage)\n",
+                           t.description.empty() ? t.name : t.description, p.name, ranks, tp, dp, stages, tp, dp);
+  constexpr std::size_t kMostGroups = 8;  // listed per kind; the rest counted
+  for (std::uint32_t s = 0; s < stages; ++s) {
+    std::vector<std::uint32_t> all;
+    for (std::uint32_t d = 0; d < dp; ++d)
+      for (std::uint32_t k = 0; k < tp; ++k) all.push_back(rank(s, d, k));
+    const auto n = nodes(all);
+    std::cout << fmt::format("  stage {:<3} ranks {}-{} on {} ({} node{})\n", s, all.front(), all.back(),
+                             device_span(p, compute, all), n.size(), n.size() == 1 ? "" : "s");
+    auto list = [&](const char* kind, std::uint32_t count, const std::function<std::vector<std::uint32_t>(std::uint32_t)>& group) {
+      std::string groups;
+      bool one_node = true;
+      for (std::uint32_t g = 0; g < count; ++g) {
+        const auto rs = group(g);
+        one_node &= nodes(rs).size() == 1;
+        if (g < kMostGroups) groups += (groups.empty() ? "" : ", ") + device_span(p, compute, rs);
+      }
+      if (count > kMostGroups) groups += fmt::format(", ... ({} groups)", count);
+      std::cout << fmt::format("    {} groups of {} ({}): {}\n", kind, kind == std::string("tp") ? tp : dp,
+                               one_node ? "each within a node" : "across nodes", groups);
+    };
+    if (tp > 1)
+      list("tp", dp, [&](std::uint32_t d) {
+        std::vector<std::uint32_t> rs;
+        for (std::uint32_t k = 0; k < tp; ++k) rs.push_back(rank(s, d, k));
+        return rs;
+      });
+    if (dp > 1)
+      list("dp", tp, [&](std::uint32_t k) {
+        std::vector<std::uint32_t> rs;
+        for (std::uint32_t d = 0; d < dp; ++d) rs.push_back(rank(s, d, k));
+        return rs;
+      });
+  }
+  if (stages > 1)
+    std::cout << fmt::format("  pipeline: stage s sends to s + 1 from each rank to the rank {} above it ({})\n",
+                             tp * dp,
+                             nodes({rank(0, 0, 0), rank(1, 0, 0)}).size() > 1 ? "across nodes" : "within a node");
   return 0;
 }
 
@@ -556,6 +643,12 @@ int cli_main(int argc, char** argv) {
   std::string target;
   auto* info = app.add_subcommand("info", "describe a workload (parameters, ops, bytes, FLOPs) or a device");
   info->add_option("target", target, "WORKLOAD or DEVICE.yaml (file or built-in preset)")->required();
+  std::string info_workload;
+  info->add_option("workload", info_workload, "with --placement: the WORKLOAD to lay out on the platform TARGET");
+  bool placement = false;
+  info->add_flag("--placement", placement,
+                 "memsim info PLATFORM WORKLOAD --placement: which devices each rank and each tensor-, data- "
+                 "and pipeline-parallel group runs on");
   info->add_option("--set", sets, "override a value, as for run");
   info->add_flag("--json", json, "print JSON");
   import_options(info);
@@ -618,7 +711,14 @@ int cli_main(int argc, char** argv) {
       return cmd_run(positional, policy, sets, out_dir, json, events, max_events, run->count("--devices") > 0,
                      only_devices, import, durations, explain, !no_advice && (advice || !json));
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
-    if (info->parsed()) return cmd_info(target, sets, json, import);
+    if (info->parsed()) {
+      if (placement || !info_workload.empty()) {
+        if (!placement || info_workload.empty())
+          throw UsageError("info PLATFORM WORKLOAD needs --placement (and --placement needs both)");
+        return cmd_placement(target, info_workload, sets, import);
+      }
+      return cmd_info(target, sets, json, import);
+    }
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file, import);
     if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);

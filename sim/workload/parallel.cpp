@@ -258,6 +258,8 @@ class Sharder {
     for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r * s_.tp);  // TP innermost
     out_.groups.push_back(std::move(dp));
     out_.parallel = {s_.dp * s_.tp, s_.symmetric, summary(), false};
+    out_.parallel.tp = s_.tp;
+    out_.parallel.dp = s_.dp;
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
@@ -576,6 +578,7 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
       return out;
     }
     out.parallel = {settings.tp, settings.symmetric, parallel_summary(settings), false};
+    out.parallel.tp = settings.tp;
   } else {
     out = Sharder(accumulated, settings, std::move(mb)).run();
   }

@@ -269,6 +269,8 @@ class Pipeliner {
     out.parallel.stages = s_.pp;
     out.parallel.schedule = std::string(to_string(s_.schedule));
     out.parallel.micro_batches = s_.micro_batches;
+    out.parallel.tp = s_.tp;
+    out.parallel.dp = s_.dp;
     std::set<std::string> defined;
     for (const std::uint32_t r : simulated) {
       const std::uint32_t tp = r % s_.tp, dp = (r / s_.tp) % s_.dp, stage = r / (s_.tp * s_.dp);

@@ -158,6 +158,8 @@ struct ParallelLayout {
   std::uint32_t stages = 1;
   std::string schedule;
   std::uint32_t micro_batches = 1;
+  /// The tensor- and data-parallel sizes (rank = tp_rank + tp x (dp_rank + dp x stage)).
+  std::uint32_t tp = 1, dp = 1;
 };
 
 struct Trace {

@@ -187,3 +187,19 @@ TEST(Parallel, PipelineSplitsThatCannotBeAreLocatedErrors) {
   EXPECT_EQ(chunks.exit_code, 1);
   EXPECT_NE(chunks.err.find("virtual stages need schedule: interleaved"), std::string::npos) << chunks.err;
 }
+
+TEST(Parallel, PlacementShowsWhereEachGroupRuns) {
+  // TP innermost within a node, DP across the two nodes of a stage, stages a node pair apart.
+  const CliResult r = run_memsim(
+      "info dgx-h100-superpod llama3-70b --set nodes=8 --set parallel.tp=8 --set parallel.pp=4 --set parallel.dp=2 "
+      "--placement");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("64 ranks (tp 8, dp 2, pp 4)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stage 1   ranks 16-31 on gpu16-31 (2 nodes)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tp groups of 8 (each within a node): gpu16-23, gpu24-31"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dp groups of 2 (across nodes): gpu16+gpu24,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("to the rank 16 above it (across nodes)"), std::string::npos) << r.out;
+  const CliResult missing = run_memsim("info dgx-h100 llama-7b");
+  EXPECT_EQ(missing.exit_code, 2);  // a usage error, as elsewhere
+  EXPECT_NE(missing.err.find("needs --placement"), std::string::npos) << missing.err;
+}
