@@ -203,3 +203,18 @@ TEST(Parallel, PlacementShowsWhereEachGroupRuns) {
   EXPECT_EQ(missing.exit_code, 2);  // a usage error, as elsewhere
   EXPECT_NE(missing.err.find("needs --placement"), std::string::npos) << missing.err;
 }
+
+TEST(Parallel, CheckpointingAcrossMicroBatchesIsRefusedNotMisplanned) {
+  // The recomputation schedules plan one forward and one backward pass per device; a step
+  // of several micro-batches is an input error naming the ops, not a crash.
+  const CliResult r = run_memsim(
+      "run dgx-h100 llama-7b --set workload.layers=4 --set workload.seq_len=512 --set parallel.dp=2 "
+      "--set parallel.micro_batches=2 --policy checkpoint-sqrt --no-advice");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("plans one forward and one backward pass per device"), std::string::npos) << r.err;
+  // Runtime policies take such a step: DTR on a pipeline.
+  const CliResult dtr = run_memsim(
+      "run dgx-h100 llama-7b --set workload.layers=4 --set workload.seq_len=512 --set parallel.pp=4 "
+      "--set parallel.micro_batches=4 --policy dtr --no-advice --out " + temp_dir("pp_dtr"));
+  EXPECT_EQ(dtr.exit_code, 0) << dtr.err;
+}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <queue>
 #include <stdexcept>
 
@@ -155,6 +156,19 @@ void ScheduleLayout::release_touched(std::size_t at, exec::Replayer& machine) {
 }
 
 Lowered ScheduleLayout::run(const Schedule& schedule) {
+  // The schedules recompute within one forward and one backward pass per device. A step of
+  // several (gradient accumulation, a pipeline's micro-batches) is refused, not misplanned.
+  std::map<std::uint32_t, OpId> last_backward;
+  for (const Op& op : t_.ops) {
+    if (op.phase == Phase::backward) last_backward[op.device] = op.id;
+    if (op.phase != Phase::forward) continue;
+    if (auto it = last_backward.find(op.device); it != last_backward.end())
+      throw InputError(fmt::format(
+          "this recomputation schedule plans one forward and one backward pass per device, and the step runs "
+          "several (micro-batches): forward op '{}' comes after backward op '{}'. Recompute inside the model "
+          "instead (workload.attention_impl: selective), or run one micro-batch",
+          op.name, t_.ops[it->second].name));
+  }
   build_entries(schedule);
   index_reads();
   exec::Replayer machine(t_, durations_, "(planned schedule)");
