@@ -66,10 +66,10 @@ std::optional<double> scale_of(std::string_view suffix, const std::array<Unit, N
   return std::nullopt;
 }
 
-// Three significant digits, never in exponent form: 1020 MiB (a power-of-two step leaves
-// values up to 1023 before the next unit) prints whole.
+// Three significant digits, and 1000 to 9999 whole rather than in exponent form: 1020 MiB
+// (a power-of-two step leaves values up to 1023 before the next unit), 1500 s.
 std::string three_digits(double v) {
-  return std::fabs(v) >= 999.5 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
+  return std::fabs(v) >= 999.5 && std::fabs(v) < 1e4 ? fmt::format("{:.0f}", v) : fmt::format("{:.3g}", v);
 }
 
 std::string format_scaled(double value, const char* const* names, double step, int count) {
