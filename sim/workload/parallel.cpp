@@ -26,6 +26,8 @@ std::vector<ParamSpec> parallel_param_specs() {
              "innermost: rank = tp_rank + tp x dp_rank)", "1"},
       {"sp", "sequence parallelism with tp: norms, dropouts and residuals on 1/tp of the tokens, "
              "reduce-scatter and all-gather in place of all-reduce", "false"},
+      {"ep", "expert-parallel ranks within each data-parallel group: a mixture of experts' experts split "
+             "over them, tokens dispatched and combined by all-to-all", "1"},
       {"pp", "pipeline stages: the layers split evenly over pp devices, activations and their "
              "gradients sent between them (PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage))", "1"},
       {"schedule", "pipeline schedule: gpipe, 1f1b (PipeDream-Flush) or interleaved (Megatron's, "
@@ -73,6 +75,10 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.sp = sp.as_bool();
   if (s.sp && s.tp == 1) sp.fail("sequence parallelism needs tp > 1");
   s.pp = static_cast<std::uint32_t>(params.get("pp").as_int_in(1, 1024));
+  const ConfigNode ep = params.get("ep");
+  s.ep = static_cast<std::uint32_t>(ep.as_int_in(1, 1024));
+  if (s.ep > 1 && s.dp % s.ep != 0)
+    ep.fail_expected(fmt::format("a divisor of dp ({}): expert-parallel ranks are data-parallel ranks", s.dp));
   const ConfigNode schedule = params.get("schedule");
   const std::string name = schedule.as_choice({"gpipe", "1f1b", "interleaved"});
   s.schedule = name == "gpipe" ? PipelineSchedule::gpipe
@@ -97,6 +103,7 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
 std::string parallel_summary(const ParallelSettings& s) {
   std::string out;
   if (s.tp > 1) out = fmt::format("tp {}{}", s.tp, s.sp ? " sp" : "");
+  if (s.ep > 1) out += fmt::format("{}ep {}", out.empty() ? "" : ", ", s.ep);
   if (s.pp > 1) {
     out += fmt::format("{}pp {} {}", out.empty() ? "" : ", ", s.pp, to_string(s.schedule));
     if (s.virtual_stages > 1) out += fmt::format(" x {} chunks", s.virtual_stages);
@@ -128,6 +135,9 @@ struct Param {
   std::vector<BufferId> master, state;
   OpId step = kNoOp;
   OpId ready = kNoOp;  // the last op before the optimizer that writes the gradient
+  /// An expert's parameter under expert parallelism: reduced and sharded over the expert
+  /// data-parallel group (the dp / ep ranks that hold the same experts), not all of dp.
+  bool expert = false;
 };
 
 std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 1) / n; }
@@ -257,12 +267,21 @@ class Sharder {
     ProcessGroup dp{"dp", {}};
     for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r * s_.tp);  // TP innermost
     out_.groups.push_back(std::move(dp));
+    if (s_.ep > 1 && s_.dp > s_.ep) {
+      // The ranks holding rank 0's experts: every ep-th of its data-parallel group.
+      ProcessGroup edp{"edp", {}};
+      for (std::uint32_t r = 0; r < s_.dp; r += s_.ep) edp.ranks.push_back(r * s_.tp);
+      out_.groups.push_back(std::move(edp));
+    }
     out_.parallel = {s_.dp * s_.tp, s_.symmetric, summary(), false};
     out_.parallel.tp = s_.tp;
     out_.parallel.dp = s_.dp;
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
+    if (s_.zero == 3 && s_.ep > 1)
+      throw InputError(fmt::format("{}: zero 3 with expert parallelism (parallel.ep {}) is not modelled; use zero 1 or 2",
+                                   in_.name, s_.ep));
     if (s_.zero >= 1) shard_optimizer();
     if (s_.zero == 3)
       shard_parameters();
@@ -295,6 +314,7 @@ class Sharder {
         if (in_.buffers[b].category == Category::optimizer_state) p.state.push_back(b);
       }
       p.step = op.id;
+      p.expert = s_.ep > 1 && in_.buffers[p.weight].name.find(".experts.") != std::string::npos;
       by_grad[p.grad] = params_.size();
       params_.push_back(std::move(p));
     }
@@ -315,13 +335,19 @@ class Sharder {
     return out_.add_buffer(std::move(name), bytes, c, persistent);
   }
 
-  static Op comm_op(std::string name, std::string kind, Phase phase, std::uint64_t message) {
+  // How many ranks share a parameter's gradient and shard its state: dp, or for an expert's
+  // dp / ep; and over which group.
+  std::uint32_t ways(const Param& p) const { return p.expert ? s_.dp / s_.ep : s_.dp; }
+  static const char* group_of(const Param& p) { return p.expert ? "edp" : "dp"; }
+
+  static Op comm_op(std::string name, std::string kind, Phase phase, std::uint64_t message,
+                    const char* group = "dp") {
     Op op;
     op.name = std::move(name);
     op.kind = std::move(kind);
     op.phase = phase;
     op.message_bytes = message;
-    op.group = "dp";
+    op.group = group;
     return op;
   }
 
@@ -329,18 +355,19 @@ class Sharder {
   // updates only it (its FLOPs in proportion) and reads the gradient's shard.
   void shard_optimizer() {
     for (Param& p : params_) {
-      for (BufferId b : p.master) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, s_.dp);
-      for (BufferId b : p.state) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, s_.dp);
+      const std::uint32_t n = ways(p);
+      for (BufferId b : p.master) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, n);
+      for (BufferId b : p.state) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, n);
       Op& step = ops_[p.step];
-      step.flops /= s_.dp;
-      step.bytes_moved /= s_.dp;
+      step.flops /= n;
+      step.bytes_moved /= n;
     }
   }
 
   // ZeRO-2 and 3: this rank's shard of a gradient, which its step reads instead.
   BufferId grad_shard(const Param& p) {
     const Buffer& g = in_.buffers[p.grad];
-    const BufferId b = add_buffer(g.name + ".shard", shard(g.bytes, s_.dp), Category::gradient, false);
+    const BufferId b = add_buffer(g.name + ".shard", shard(g.bytes, ways(p)), Category::gradient, false);
     for (BufferId& in : ops_[p.step].inputs)
       if (in == p.grad) in = b;
     return b;
@@ -349,9 +376,17 @@ class Sharder {
   // Buckets in the order backward makes the gradients; each is reduced once its last
   // gradient is ready.
   void bucket_gradients() {
+    bucket_gradients(false);
+    // Experts' gradients over their own group; with ep = dp no other rank holds them.
+    if (s_.ep > 1 && s_.dp > s_.ep) bucket_gradients(true);
+  }
+
+  void bucket_gradients(bool experts) {
+    const char* group = experts ? "edp" : "dp";
+    const std::string prefix = experts ? "expert_bucket" : "bucket";
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < params_.size(); ++i)
-      if (params_[i].ready != kNoOp) order.push_back(i);
+      if (params_[i].ready != kNoOp && params_[i].expert == experts) order.push_back(i);
     std::stable_sort(order.begin(), order.end(),
                      [&](std::size_t a, std::size_t b) { return params_[a].ready < params_[b].ready; });
     std::vector<std::vector<std::size_t>> buckets;
@@ -378,9 +413,9 @@ class Sharder {
         ready = std::max(ready, params_[i].ready);
         last_step = std::max(last_step, params_[i].step);
       }
-      const std::string name = fmt::format("bucket{}", k);
+      const std::string name = fmt::format("{}{}", prefix, k);
       if (s_.zero == 0) {
-        Op ar = comm_op(name + ".all_reduce", "all_reduce", Phase::backward, grad_bytes);
+        Op ar = comm_op(name + ".all_reduce", "all_reduce", Phase::backward, grad_bytes, group);
         for (std::size_t i : bucket) ar.updates.push_back(params_[i].grad);
         if (!s_.bucket_view)
           ar.updates.push_back(add_buffer("ddp." + name, grad_bytes, Category::comm, true));
@@ -389,7 +424,7 @@ class Sharder {
       }
       // ZeRO-1 reduces into the full gradients (the step reads its slice of them); ZeRO-2
       // into a shard, and the full gradients die.
-      Op rs = comm_op(name + ".reduce_scatter", "reduce_scatter", Phase::backward, grad_bytes);
+      Op rs = comm_op(name + ".reduce_scatter", "reduce_scatter", Phase::backward, grad_bytes, group);
       for (std::size_t i : bucket) {
         if (s_.zero == 1) {
           rs.updates.push_back(params_[i].grad);
@@ -400,7 +435,7 @@ class Sharder {
       }
       after_[ready].push_back(std::move(rs));
       // The updated shards of the (full) weights are gathered after the step.
-      Op ag = comm_op(name + ".all_gather", "all_gather", Phase::optimizer, weight_bytes);
+      Op ag = comm_op(name + ".all_gather", "all_gather", Phase::optimizer, weight_bytes, group);
       for (std::size_t i : bucket) ag.updates.push_back(params_[i].weight);
       after_[last_step].push_back(std::move(ag));
     }
@@ -562,7 +597,7 @@ Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::ve
 
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   if (settings.pp > 1) return pipeline(step, settings);
-  if (settings.dp <= 1 && settings.micro_batches <= 1 && settings.tp <= 1) return step;
+  if (settings.dp <= 1 && settings.micro_batches <= 1 && settings.tp <= 1 && settings.ep <= 1) return step;
   for (const Op& op : step.ops)
     if (op.device != 0)
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
@@ -588,6 +623,12 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
     ProcessGroup tp{"tp", {}};
     for (std::uint32_t r = 0; r < settings.tp; ++r) tp.ranks.push_back(r);
     out.groups.push_back(std::move(tp));
+  }
+  if (settings.ep > 1) {
+    // Its expert-parallel peers: the first ep ranks of its data-parallel group.
+    ProcessGroup ep{"ep", {}};
+    for (std::uint32_t r = 0; r < settings.ep; ++r) ep.ranks.push_back(r * settings.tp);
+    out.groups.push_back(std::move(ep));
   }
   out.description = fmt::format("{}, {}", step.description.empty() ? step.name : step.description,
                                 out.parallel.summary);

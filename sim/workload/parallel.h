@@ -57,6 +57,10 @@ struct ParallelSettings {
   /// residuals run on 1/tp of the tokens, and each all-reduce becomes a reduce-scatter and
   /// an all-gather.
   bool sp = false;
+  /// Expert parallelism: a mixture of experts' experts split over ep ranks of each
+  /// data-parallel group (consecutive data-parallel ranks), tokens sent to their experts'
+  /// ranks and back by all-to-all (Megatron's alltoall token dispatcher).
+  std::uint32_t ep = 1;
   /// Pipeline parallelism: the layers split into pp stages on different devices
   /// (pipeline.h), PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage).
   std::uint32_t pp = 1;

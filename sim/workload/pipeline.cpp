@@ -234,6 +234,11 @@ class Pipeliner {
       add(std::move(op), 0);
     }
     // Groups by stage; place() names each rank's instance and its ranks.
+    if (s_.ep > 1) {
+      ProcessGroup ep{"ep", {}};
+      for (std::uint32_t k = 0; k < s_.ep; ++k) ep.ranks.push_back(k * s_.tp);
+      t.groups.push_back(std::move(ep));
+    }
     if (s_.tp > 1) {
       ProcessGroup tp{"tp", {}};
       for (std::uint32_t k = 0; k < s_.tp; ++k) tp.ranks.push_back(k);
@@ -283,6 +288,13 @@ class Pipeliner {
         if (g.name == "tp") {
           placed.name = fmt::format("tp@{}", rank(stage, dp, 0));
           for (std::uint32_t k = 0; k < s_.tp; ++k) placed.ranks.push_back(rank(stage, dp, k));
+        } else if (g.name == "ep") {
+          const std::uint32_t first = dp / s_.ep * s_.ep;  // this rank's block of ep data-parallel ranks
+          placed.name = fmt::format("ep@{}", rank(stage, first, tp));
+          for (std::uint32_t k = 0; k < s_.ep; ++k) placed.ranks.push_back(rank(stage, first + k, tp));
+        } else if (g.name == "edp") {
+          placed.name = fmt::format("edp@{}", rank(stage, dp % s_.ep, tp));
+          for (std::uint32_t k = dp % s_.ep; k < s_.dp; k += s_.ep) placed.ranks.push_back(rank(stage, k, tp));
         } else if (g.name == "dp") {
           placed.name = fmt::format("dp@{}", rank(stage, 0, tp));
           for (std::uint32_t k = 0; k < s_.dp; ++k) placed.ranks.push_back(rank(stage, k, tp));

@@ -154,6 +154,7 @@ TrainingSettings read_training_settings(const Params& params) {
     const ParallelSettings p = read_parallel_settings(Params(*section, parallel_param_specs(), "parallel"), s.batch);
     s.tp = p.tp;
     s.sp = p.sp;
+    s.ep = p.ep;
   }
   return s;
 }
@@ -345,6 +346,9 @@ Trace ModelBuilder::finish(std::string name, std::string description) {
     throw InputError(fmt::format("model {} does not split over tensor-parallel ranks (parallel.tp {}); "
                                  "the transformers (bert, gpt2, gpt, llama) do",
                                  name, settings_.tp));
+  if (settings_.ep > 1 && !ep_used_)
+    throw InputError(fmt::format("model {} has no experts to split over expert-parallel ranks (parallel.ep {})",
+                                 name, settings_.ep));
   phase_ = Phase::backward;
   for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) (*it)();
   tape_.clear();

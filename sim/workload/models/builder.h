@@ -78,6 +78,7 @@ struct TrainingSettings {
   /// rank's part of it. Models that cannot split say so; the transformers split.
   std::uint32_t tp = 1;
   bool sp = false;
+  std::uint32_t ep = 1;  // expert-parallel ranks (parallel.ep)
   /// The element type of master weights and optimizer state: fp32 with mixed precision.
   DType state_dtype() const { return mixed_precision ? DType::fp32 : dtype; }
   /// Bytes of one optimizer state tensor of `elements`. int8 is bitsandbytes' 8-bit
@@ -289,6 +290,13 @@ class ModelBuilder {
   /// out += weights x y, scattered back to y's tokens (index_add_), in place on out's
   /// buffer (kind mul). Saves y, the weights and the indices.
   Value combine(const std::string& name, Value out, Value y, Value weights, BufferId indices);
+  /// Expert parallelism's exchange over group "ep": x's rows to the ranks of their experts
+  /// (or back), one all-to-all into a new buffer of x's size; backward the same for the
+  /// gradient.
+  Value ep_all_to_all(const std::string& name, Value x);
+  /// The experts' outputs (y, in expert order) weighted and summed back to `out_shape`'s
+  /// tokens (Megatron's unpermute); saves y, the weights and the indices.
+  Value unpermute(const std::string& name, Value y, Value weights, BufferId indices, Shape out_shape);
 
   enum class RecurrentCell : std::uint8_t { rnn_tanh, lstm, gru };
   /// Layer `layer` of a unidirectional nn.RNN/LSTM/GRU (zero initial state, biases) over x
@@ -363,7 +371,7 @@ class ModelBuilder {
   BufferId saved_input(Value x);
   OpId emit_comm(std::string name, std::string_view kind, std::vector<BufferId> inputs,
                  std::vector<BufferId> outputs, std::vector<BufferId> updates,
-                 std::uint64_t message_bytes);
+                 std::uint64_t message_bytes, const char* group = "tp");
   Value recomputed_attention(const std::string& name, Value q, Value k, Value v,
                              std::int64_t batch, std::int64_t heads, double dropout_p);
 
@@ -391,6 +399,7 @@ class ModelBuilder {
   };
   std::vector<std::pair<std::uint32_t, Regather>> regather_;  // by value id of the full tensor
   bool tp_used_ = false;  // a tensor-parallel layer ran: the model splits over tp
+  bool ep_used_ = false;  // an expert-parallel exchange ran
 };
 
 }  // namespace memsim

@@ -54,7 +54,9 @@ Value ModelBuilder::route_top_k(const std::string& name, Value logits, std::int6
 Value ModelBuilder::dispatch(const std::string& name, Value x, std::int64_t rows,
                              BufferId indices) {
   const Shape s = shape(x);
-  if (s.size() != 2 || rows < 1 || rows > s[0])
+  // More rows than x has is a gather that repeats them (top-k picks, expert parallelism's
+  // permutation of every routed token).
+  if (s.size() != 2 || rows < 1)
     throw std::invalid_argument(fmt::format("layer '{}': {} of {} rows", name, rows, s[0]));
   const bool rg = values_[x.id].requires_grad;
   const Value y = new_value(name + ".out", {rows, s[1]}, rg);
@@ -110,6 +112,44 @@ Value ModelBuilder::combine(const std::string& name, Value out, Value y, Value w
     if (w_rg) contribute(weights, gw, name);
   });
   return result;
+}
+
+Value ModelBuilder::ep_all_to_all(const std::string& name, Value x) {
+  const bool rg = values_[x.id].requires_grad;
+  const Value y = new_value(name + ".out", shape(x), rg);
+  const std::uint64_t bytes = trace_.buffers[buffer(x)].bytes;
+  emit_comm(name, "all_to_all", {buffer(x)}, {buffer(y)}, {}, bytes, "ep");
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit_comm(name + ".backward", "all_to_all", {g}, {gi}, {}, bytes, "ep");
+    contribute(x, gi, name);
+  });
+  return y;
+}
+
+Value ModelBuilder::unpermute(const std::string& name, Value y, Value weights, BufferId indices, Shape out_shape) {
+  const bool rg = values_[y.id].requires_grad || values_[weights.id].requires_grad;
+  const Value out = new_value(name + ".out", std::move(out_shape), rg);
+  const double elements = static_cast<double>(element_count(shape(y)));
+  emit(name, "mul", {buffer(y), buffer(weights), indices}, {buffer(out)}, {}, kCombineFlops * elements);
+  tape_.push_back([=, this] {
+    if (!has_grad(out)) return;
+    const BufferId g = take_grad(out);
+    const bool y_rg = values_[y.id].requires_grad, w_rg = values_[weights.id].requires_grad;
+    std::vector<BufferId> outs;
+    BufferId gy = kNoBuffer, gw = kNoBuffer;
+    if (y_rg) outs.push_back(gy = grad_buffer(name + ".y", y));
+    if (w_rg) outs.push_back(gw = grad_buffer(name + ".weights", weights));
+    if (!outs.empty())
+      emit(name + ".backward", "mul_backward", {g, buffer(y), buffer(weights), indices}, std::move(outs), {},
+           kCombineFlops * elements);
+    if (y_rg) contribute(y, gy, name);
+    if (w_rg) contribute(weights, gw, name);
+  });
+  return out;
 }
 
 }  // namespace memsim

@@ -19,13 +19,13 @@ namespace memsim {
 
 OpId ModelBuilder::emit_comm(std::string name, std::string_view kind, std::vector<BufferId> inputs,
                              std::vector<BufferId> outputs, std::vector<BufferId> updates,
-                             std::uint64_t message_bytes) {
+                             std::uint64_t message_bytes, const char* group) {
   const OpId id = emit(std::move(name), kind, std::move(inputs), std::move(outputs), std::move(updates), 0);
   Op& op = trace_.ops[id];
-  op.group = "tp";
+  op.group = group;
   op.message_bytes = message_bytes;
   op.bytes_moved = 0;  // the network moves it, not the compute tier
-  tp_used_ = true;
+  (std::string_view(group) == "ep" ? ep_used_ : tp_used_) = true;
   return id;
 }
 

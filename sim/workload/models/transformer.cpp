@@ -213,12 +213,33 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
   const Value logits = m.linear(q + "gate", h, moe.experts, false);
   m.set_fp8_linears(fp8);
   const Value weights = m.route_top_k(q + "router", logits, moe.top_k, indices);
-  Value out = m.zeros(q + "experts.sum", {tokens, hidden});
-  for (std::int64_t e = 0; e < moe.experts; ++e) {
-    const std::string ep = fmt::format("{}experts.{}.", q, e);
-    const Value xe = m.dispatch(ep + "dispatch", h, capacity, indices);
-    const Value ye = swiglu(m, ep, names, xe, hidden, moe.ffn / t);
-    out = m.combine(ep + "combine", out, ye, weights, indices);
+  Value out;
+  if (const std::int64_t ranks = m.settings().ep; ranks > 1) {
+    // Expert parallelism: this rank holds experts 0 .. E/ep - 1. Every routed token slot is
+    // permuted into expert order and sent to its expert's rank; each local expert takes its
+    // capacity from each of the ep ranks; the outputs go back the same way and are weighted
+    // into the tokens.
+    if (moe.experts % ranks != 0)
+      throw InputError(fmt::format("parallel.ep {} does not divide the {} experts", ranks, moe.experts));
+    const Value permuted = m.dispatch(q + "permute", h, capacity * moe.experts, indices);
+    const Value received = m.ep_all_to_all(q + "dispatch_all_to_all", permuted);
+    std::vector<Value> outputs;
+    for (std::int64_t e = 0; e < moe.experts / ranks; ++e) {
+      const std::string ep = fmt::format("{}experts.{}.", q, e);
+      const Value xe = m.dispatch(ep + "dispatch", received, capacity * ranks, indices);
+      outputs.push_back(swiglu(m, ep, names, xe, hidden, moe.ffn / t));
+    }
+    const Value gathered = m.cat(q + "experts.cat", outputs);
+    const Value back = m.ep_all_to_all(q + "combine_all_to_all", gathered);
+    out = m.unpermute(q + "unpermute", back, weights, indices, {tokens, hidden});
+  } else {
+    out = m.zeros(q + "experts.sum", {tokens, hidden});
+    for (std::int64_t e = 0; e < moe.experts; ++e) {
+      const std::string ep = fmt::format("{}experts.{}.", q, e);
+      const Value xe = m.dispatch(ep + "dispatch", h, capacity, indices);
+      const Value ye = swiglu(m, ep, names, xe, hidden, moe.ffn / t);
+      out = m.combine(ep + "combine", out, ye, weights, indices);
+    }
   }
   if (moe.shared_experts > 0) {
     const Value shared =
@@ -569,6 +590,8 @@ Trace generate_llama(const Params& params) {
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
   const TrainingSettings settings = read_training_settings(params);
+  if (settings.ep > 1 && d.experts % settings.ep != 0)
+    params.extra("parallel")->find("ep")->fail_expected(fmt::format("a divisor of the {} experts", d.experts));
   return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 
