@@ -19,7 +19,7 @@ harnesses=("$@")
 seeds() {
   case $1 in
     platform) ls configs/devices/*.yaml tests/scenarios/data/*.yaml tests/bad_inputs/*.yaml ;;
-    workload) ls workloads/*.yaml tests/bad_inputs/*.yaml ;;
+    workload) ls workloads/*.yaml tests/bad_inputs/*.yaml fuzz/seeds/workload/*.yaml ;;
     sweep) ls configs/sweeps/*.yaml tests/bad_sweeps/*.yaml ;;
     native_trace) grep -l '"memsim-trace"' tests/bad_inputs/*.json tests/scenarios/data/*.json tests/scenarios/data/*/*.json fuzz/seeds/native_trace/* ;;
     et) ls tests/data/et/*.json tests/bad_inputs/et_*.json workloads/traces/mlp-b64.et.json
