@@ -10,6 +10,7 @@
 #include "sim/workload/models/models.h"
 #include "sim/workload/analysis.h"
 #include "sim/workload/trace.h"
+#include "sim/workload/workload.h"
 
 namespace memsim::test {
 
@@ -21,6 +22,19 @@ inline Trace generate(const std::string& yaml) {
   if (info == nullptr) throw std::logic_error("no model " + model);
   Params params(node, info->params, "model " + model, {"model", "name"});
   return info->generate(params);
+}
+
+/// The trace of a whole workload spec, its `parallel:` section included (generate_workload).
+inline Trace workload(const std::string& yaml) { return generate_workload(ConfigNode::parse_text(yaml, "w.yaml")); }
+
+/// The message of the InputError that `workload(yaml)` throws, or "(no error)".
+inline std::string workload_error(const std::string& yaml) {
+  try {
+    workload(yaml);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "(no error)";
 }
 
 /// The message of the InputError that generating `yaml` throws, or "(no error)".

@@ -16,17 +16,6 @@ using namespace memsim::test;
 
 namespace {
 
-Trace workload(const std::string& yaml) { return generate_workload(ConfigNode::parse_text(yaml, "w.yaml")); }
-
-std::string workload_error(const std::string& yaml) {
-  try {
-    workload(yaml);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // A small Mixtral: 8 experts, top 2, 128 tokens, bf16.
 const std::string kMoe =
     "model: llama\nlayers: 2\nhidden: 256\nheads: 4\nnum_kv_heads: 2\nintermediate: 512\nvocab: 1000\n"

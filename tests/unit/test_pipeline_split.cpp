@@ -18,8 +18,6 @@ using namespace memsim::test;
 
 namespace {
 
-Trace workload(const std::string& yaml) { return generate_workload(ConfigNode::parse_text(yaml, "w.yaml")); }
-
 std::string order_of(const std::vector<MicroBatchBlock>& order) {
   std::string out;
   for (const MicroBatchBlock& b : order)

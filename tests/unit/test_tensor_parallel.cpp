@@ -19,17 +19,6 @@ using namespace memsim::test;
 
 namespace {
 
-Trace workload(const std::string& yaml) { return generate_workload(ConfigNode::parse_text(yaml, "w.yaml")); }
-
-std::string workload_error(const std::string& yaml) {
-  try {
-    workload(yaml);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
 // Two GPT-3 175B layers (h 12288, a 96) at s 2048, b 1, fp16 with dropout, blocks only.
 const std::string kGpt3 =
     "model: gpt\nlayers: 2\nhidden: 12288\nheads: 96\nseq_len: 2048\nmax_positions: 2048\n"
