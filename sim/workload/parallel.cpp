@@ -69,6 +69,7 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
     const std::int64_t m = (global + per_step - 1) / per_step;
     if (m > 4096) g.fail_expected(fmt::format("at most 4096 micro-batches of {} x {} ranks", batch, s.dp));
     s.micro_batches = static_cast<std::uint32_t>(m);
+    s.global_batch = global;
   }
   s.tp = static_cast<std::uint32_t>(params.get("tp").as_int_in(1, 1024));
   const ConfigNode sp = params.get("sp");

@@ -71,6 +71,8 @@ struct ParallelSettings {
   /// accumulates into main_grad) rather than making a gradient of their own and adding it
   /// (PyTorch's AccumulateGrad, the default).
   bool fused_accumulation = false;
+  /// The global batch asked for (0: none): micro_batches is it over batch x dp, rounded up.
+  std::int64_t global_batch = 0;
   int zero = 0;
   /// Gradient accumulation: the step is this many forward and backward passes of the
   /// workload's batch (a micro-batch), then one reduction and one optimizer step.

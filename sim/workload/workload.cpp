@@ -42,6 +42,11 @@ Trace generate_workload(const ConfigNode& spec) {
       section->fail(e.what());  // located at the parallel section
     }
     validate(trace, fmt::format("{} (model {}, {})", spec.file(), model, trace.parallel.summary));
+    if (settings.global_batch > 0 && settings.global_batch % (batch * settings.dp) != 0)
+      trace.import_notes.push_back(fmt::format(
+          "parallel.global_batch {} is not a multiple of batch {} x dp {}: {} micro-batches, {} samples per step",
+          settings.global_batch, batch, settings.dp, settings.micro_batches,
+          static_cast<std::int64_t>(settings.micro_batches) * batch * settings.dp));
   }
   return trace;
 }

@@ -83,3 +83,16 @@ TEST(PipelineSplit, ATiedEmbeddingLivesOnTheFirstAndLastStage) {
   for (const Op& op : t.ops) sent |= op.kind == "send" && op.name.find("wte.weight.grad") != std::string::npos;
   EXPECT_TRUE(sent);
 }
+
+TEST(PipelineSplit, AGlobalBatchThatDoesNotDivideSaysWhatItRuns) {
+  // 64 samples over 8 ranks of batch 5: 2 micro-batches, 80 samples; the step says so.
+  const std::string spec = "model: gpt\nlayers: 2\nhidden: 64\nheads: 4\nseq_len: 32\nmax_positions: 32\n"
+                           "batch: 5\nparallel:\n  dp: 8\n  global_batch: 64\n";
+  const Trace t = workload(spec);
+  ASSERT_EQ(t.import_notes.size(), 1u);
+  EXPECT_EQ(t.import_notes[0],
+            "parallel.global_batch 64 is not a multiple of batch 5 x dp 8: 2 micro-batches, 80 samples per step");
+  EXPECT_TRUE(workload("model: gpt\nlayers: 2\nhidden: 64\nheads: 4\nseq_len: 32\nmax_positions: 32\n"
+                       "batch: 4\nparallel:\n  dp: 8\n  global_batch: 64\n")
+                  .import_notes.empty());
+}
