@@ -154,3 +154,25 @@ TEST(TensorParallel, ALlamaLayerSavesMoreThanMegatronsFormulaByItsSwiGluAndLessB
   const double megatron = sbh * (18 + 4 * f_h) / 8;
   EXPECT_NEAR(layer / megatron, (16 + 8 * f_h) / (18 + 4 * f_h), 1e-4);  // 44 / 32
 }
+
+TEST(TensorParallel, FullRecomputeKeepsOnlyEachLayersInput) {
+  // Korthikanti's table 2, full recompute: 2 sbh per layer with tensor parallelism alone,
+  // 2 sbh / t with sequence parallelism; the backward runs each layer's forward again first.
+  const std::string full = kGpt3 + "recompute: full\n";
+  const Trace tp = workload(full + "parallel:\n  tp: 8\n");
+  EXPECT_EQ(static_cast<double>(saved_activation_bytes(tp)), L * 2 * s * b * h);
+  const Trace sp = workload(full + "parallel:\n  tp: 8\n  sp: true\n");
+  EXPECT_EQ(static_cast<double>(saved_activation_bytes(sp)), L * 2 * s * b * h / t);
+  const Op& again = op_named(sp, "transformer.h.0.attn.qk@recompute");
+  EXPECT_EQ(again.phase, Phase::backward);
+  EXPECT_EQ(again.flops, op_named(sp, "transformer.h.0.attn.qk").flops);
+  // The remade forward comes before the layer's first backward op and feeds it.
+  const Op& first_backward = op_named(sp, "transformer.h.1.mlp.c_proj.backward");
+  EXPECT_LT(op_named(sp, "transformer.h.1.mlp.c_fc@recompute").id, first_backward.id);
+  bool remade = false;
+  for (BufferId in : first_backward.inputs) {
+    EXPECT_NE(sp.buffers[in].name, "transformer.h.1.mlp.act.out") << "reads the forward's own GELU output";
+    remade |= sp.buffers[in].name == "transformer.h.1.mlp.act.out@recompute";
+  }
+  EXPECT_TRUE(remade);
+}

@@ -149,6 +149,8 @@ TrainingSettings read_training_settings(const Params& params) {
   s.conv_algo = params.get("conv_algo").as_choice({"direct", "im2col"}) == "direct"
                     ? ConvAlgo::direct
                     : ConvAlgo::im2col;
+  for (const ParamSpec& spec : params.specs())
+    if (spec.name == "recompute") s.full_recompute = params.get("recompute").as_choice({"none", "full"}) == "full";
   if (auto section = params.extra("parallel"); section && section->is_map()) {
     // The workload's parallel section, read again in full by generate_workload.
     const ParallelSettings p = read_parallel_settings(Params(*section, parallel_param_specs(), "parallel"), s.batch);
@@ -265,6 +267,10 @@ BufferId ModelBuilder::grad_buffer(const std::string& op_name, Value like) {
 OpId ModelBuilder::emit(std::string name, std::string_view kind, std::vector<BufferId> inputs,
                         std::vector<BufferId> outputs, std::vector<BufferId> updates,
                         double flops) {
+  if (!remap_.empty())  // inside a recomputed region's backward: read the remakes
+    for (auto* list : {&inputs, &updates})
+      for (BufferId& b : *list)
+        if (auto it = remap_.find(b); it != remap_.end()) b = it->second;
   Op op;
   op.name = std::move(name);
   op.kind = kind;
@@ -340,6 +346,36 @@ void ModelBuilder::contribute(Value v, BufferId grad, const std::string& consume
 }
 
 // ---------------------------------------------------------------------------------------
+
+void ModelBuilder::begin_recompute() {
+  recompute_from_ = static_cast<OpId>(trace_.ops.size());
+  // Runs last of the region's backward: its remakes are not read past it.
+  tape_.push_back([this] { remap_.clear(); });
+}
+
+void ModelBuilder::end_recompute() {
+  const OpId from = recompute_from_, to = static_cast<OpId>(trace_.ops.size());
+  recompute_from_ = kNoOp;
+  // Runs first of the region's backward: the forward ops again, on buffers of their own.
+  tape_.push_back([this, from, to] {
+    for (OpId id = from; id < to; ++id) {
+      Op op = trace_.ops[id];
+      op.name += "@recompute";
+      op.phase = Phase::backward;
+      op.waits_for.clear();
+      for (auto* list : {&op.inputs, &op.updates})
+        for (BufferId& b : *list)
+          if (auto it = remap_.find(b); it != remap_.end()) b = it->second;
+      for (BufferId& b : op.outputs) {
+        const Buffer& orig = trace_.buffers[b];
+        const BufferId again = trace_.add_buffer(orig.name + "@recompute", orig.bytes, orig.category, false);
+        remap_[b] = again;
+        b = again;
+      }
+      trace_.add_op(std::move(op));
+    }
+  });
+}
 
 Trace ModelBuilder::finish(std::string name, std::string description) {
   if (settings_.tp > 1 && !tp_used_)

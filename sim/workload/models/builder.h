@@ -78,6 +78,9 @@ struct TrainingSettings {
   /// rank's part of it. Models that cannot split say so; the transformers split.
   std::uint32_t tp = 1;
   bool sp = false;
+  /// `recompute: full` (the models that declare it): each layer keeps only its input and is
+  /// run again in the backward (ModelBuilder::begin_recompute).
+  bool full_recompute = false;
   std::uint32_t ep = 1;  // expert-parallel ranks (parallel.ep)
   /// The element type of master weights and optimizer state: fp32 with mixed precision.
   DType state_dtype() const { return mixed_precision ? DType::fp32 : dtype; }
@@ -265,6 +268,13 @@ class ModelBuilder {
   /// (no communication); backward all-gathers the gradient.
   Value sp_split(const std::string& name, Value x);
 
+  /// Full activation recomputation of the layers built between begin_recompute() and
+  /// end_recompute() (Megatron's --recompute-granularity full, torch.utils.checkpoint): the
+  /// backward first runs their forward ops again ("NAME@recompute", from the region's
+  /// input) and its ops read what that made, so the forward keeps only the region's input.
+  void begin_recompute();
+  void end_recompute();
+
   enum class AttentionImpl : std::uint8_t { materialized, fused, selective };
   /// Multi-head scaled dot-product attention over q (`tokens x hidden`, split into `heads`)
   /// and k, v (`tokens x kv_width`: grouped-query attention when kv_width is a divisor of
@@ -399,6 +409,8 @@ class ModelBuilder {
   };
   std::vector<std::pair<std::uint32_t, Regather>> regather_;  // by value id of the full tensor
   bool tp_used_ = false;  // a tensor-parallel layer ran: the model splits over tp
+  OpId recompute_from_ = kNoOp;  // the first op of the open recomputed region
+  std::unordered_map<BufferId, BufferId> remap_;  // during a region's backward: its forward buffers' remakes
   bool ep_used_ = false;  // an expert-parallel exchange ran
 };
 

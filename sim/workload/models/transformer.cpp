@@ -170,8 +170,12 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
 
 Value blocks(const Stack& s, const std::string& prefix, Value x) {
   const Moe* moe = s.arch.moe;
-  for (std::int64_t i = 0; i < s.arch.layers; ++i)
+  const bool full = s.m.settings().full_recompute;
+  for (std::int64_t i = 0; i < s.arch.layers; ++i) {
+    if (full) s.m.begin_recompute();
     x = block(s, fmt::format("{}{}.", prefix, i), x, moe != nullptr && i >= moe->first_dense);
+    if (full) s.m.end_recompute();
+  }
   return x;
 }
 
@@ -265,6 +269,10 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
                    "probability on the attention probabilities and after each sublayer; 0 "
                    "emits no dropout ops",
                    dropout_default});
+  specs.push_back({"recompute",
+                   "none, or full: each layer keeps only its input and runs again in the backward "
+                   "(Megatron's --recompute-granularity full, torch.utils.checkpoint per layer)",
+                   "none"});
   specs = with_training_params(std::move(specs));
   return specs;
 }
