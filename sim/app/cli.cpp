@@ -174,7 +174,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
                                                platform_run, max_events);
   write_output_file(out_dir + "/trace.json", chrome.json);
-  if (chrome.truncated())
+  if (chrome.truncated() && max_events > 0)  // --max-events 0 asks for none: nothing to say
     std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
                              "raise --max-events to keep more\n",
                              out_dir, chrome.events_written, chrome.events_total,

@@ -364,6 +364,10 @@ TEST(TraceJson, MaxEventsCapsTheTraceAndSaysSo) {
   EXPECT_GT(t["otherData"]["events_total"].get<std::size_t>(), written);
   EXPECT_NE(r.err.find("trace.json: kept the first"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--max-events"), std::string::npos) << r.err;
+  // Asking for no events is not a truncation worth a line.
+  const CliResult none = run_memsim("run a100-40gb resnet18 --max-events 0 --out " + temp_dir("zero"));
+  EXPECT_EQ(none.exit_code, 0);
+  EXPECT_EQ(none.err.find("kept the first"), std::string::npos) << none.err;
   // Without the cap nothing is said.
   CliResult full = run_memsim("run a100-40gb resnet18 --set workload.batch=16 --out " + temp_dir("nocap"));
   EXPECT_EQ(full.err, "");
