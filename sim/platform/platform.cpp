@@ -164,7 +164,9 @@ class NodeNames {
     if (nodes_ == 1) return name;
     auto [prefix, number] = split(name);
     if (!number) return name + std::to_string(k);
-    return prefix + std::to_string(*number + static_cast<std::uint64_t>(k) * span_.at(prefix));
+    const auto span = span_.find(prefix);
+    if (span == span_.end()) return name;  // not a name of the node: the caller reports it
+    return prefix + std::to_string(*number + static_cast<std::uint64_t>(k) * span->second);
   }
 
  private:
