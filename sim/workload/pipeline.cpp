@@ -305,22 +305,7 @@ class Pipeliner {
         group_name[g.name] = placed.name;
         if (defined.insert(placed.name).second) out.groups.push_back(std::move(placed));
       }
-      const auto base = static_cast<BufferId>(out.buffers.size());
-      const auto op_base = static_cast<OpId>(out.ops.size());
-      for (const Buffer& b : t.buffers) {
-        const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
-        out.buffers[id].device = r;
-      }
-      for (const Op& op : t.ops) {
-        Op copy = op;
-        copy.name = prefix + op.name;
-        copy.device = r;
-        for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
-          for (BufferId& b : *list) b += base;
-        for (OpId& w : copy.waits_for) w += op_base;
-        if (!copy.group.empty()) copy.group = group_name.at(copy.group);
-        out.add_op(std::move(copy));
-      }
+      append_on_device(out, t, prefix, r, group_name);
     }
     out.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, out.parallel.summary);
     return out;

@@ -245,32 +245,38 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
   out.ops.reserve(n_ops);
   for (std::size_t k = 0; k < traces.size(); ++k) {
     const Trace& t = traces[k];
-    const auto base = static_cast<BufferId>(out.buffers.size());
-    const std::string prefix = devices.at(k) + ":";
-    for (const Buffer& b : t.buffers) {
-      const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
-      out.buffers[id].device = slot(k);
-    }
-    const auto op_base = static_cast<OpId>(out.ops.size());
-    for (const Op& op : t.ops) {
+    for (const Op& op : t.ops)
       if (op.device != 0)
         throw InputError(fmt::format("{}: op '{}' already names device {}; only single-device traces "
                                      "can be placed one per device",
                                      op_where(t, op.id), op.name, op.device));
-      if (op.id < t.op_sources.size()) {
-        out.op_sources.resize(out.ops.size());
-        out.op_sources.push_back(t.op_sources[op.id]);
-      }
-      Op copy = op;
-      copy.name = prefix + op.name;
-      copy.device = slot(k);
-      for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
-        for (BufferId& b : *list) b += base;
-      for (OpId& w : copy.waits_for) w += op_base;
-      out.add_op(std::move(copy));
-    }
+    append_on_device(out, t, devices.at(k) + ":", slot(k));
   }
   return out;
+}
+
+void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std::uint32_t device,
+                      const std::map<std::string, std::string>& group_names) {
+  const auto base = static_cast<BufferId>(out.buffers.size());
+  for (const Buffer& b : t.buffers) {
+    const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
+    out.buffers[id].device = device;
+  }
+  const auto op_base = static_cast<OpId>(out.ops.size());
+  for (const Op& op : t.ops) {
+    if (op.id < t.op_sources.size()) {
+      out.op_sources.resize(out.ops.size());
+      out.op_sources.push_back(t.op_sources[op.id]);
+    }
+    Op copy = op;
+    copy.name = prefix + op.name;
+    copy.device = device;
+    for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
+      for (BufferId& b : *list) b += base;
+    for (OpId& w : copy.waits_for) w += op_base;
+    if (auto it = group_names.find(copy.group); it != group_names.end()) copy.group = it->second;
+    out.add_op(std::move(copy));
+  }
 }
 
 Liveness compute_liveness(const Trace& trace) {

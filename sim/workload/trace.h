@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <limits>
 #include <optional>
 #include <span>
@@ -216,6 +217,13 @@ void validate(const Trace& trace, const std::string& source,
 /// idle); by default trace k goes on device k.
 Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std::string>& devices,
                          const std::vector<std::uint32_t>& slots = {});
+
+/// Appends `t`'s buffers and ops to `out`, their names prefixed with `prefix`, every op and
+/// buffer on compute device `device`, ids shifted past what `out` holds; an op's group is
+/// renamed by `group_names` where it has an entry. (combine_per_device and a pipeline's
+/// placement share it.)
+void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std::uint32_t device,
+                      const std::map<std::string, std::string>& group_names = {});
 
 /// When each buffer is live, in op indices.
 struct Liveness {

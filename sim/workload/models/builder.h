@@ -382,6 +382,14 @@ class ModelBuilder {
   OpId emit_comm(std::string name, std::string_view kind, std::vector<BufferId> inputs,
                  std::vector<BufferId> outputs, std::vector<BufferId> updates,
                  std::uint64_t message_bytes, const char* group = "tp");
+  /// Records the backward of a collective that made y from x: y's gradient goes through the
+  /// collective `kind` into a new gradient of x's shape.
+  void comm_backward(const std::string& name, Value x, Value y, std::string_view kind, std::uint64_t message_bytes,
+                     const char* group = "tp");
+  /// The backward op of a weighted sum of y (combine, unpermute): the gradients of y and of
+  /// the weights (kNoBuffer for one that needs none) from the output's gradient g.
+  std::pair<BufferId, BufferId> weighted_backward(const std::string& name, BufferId g, Value y, Value weights,
+                                                  BufferId indices, double flops);
   Value recomputed_attention(const std::string& name, Value q, Value k, Value v,
                              std::int64_t batch, std::int64_t heads, double dropout_p);
 

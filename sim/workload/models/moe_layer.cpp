@@ -81,6 +81,17 @@ Value ModelBuilder::zeros(const std::string& name, Shape s) {
   return y;
 }
 
+std::pair<BufferId, BufferId> ModelBuilder::weighted_backward(const std::string& name, BufferId g, Value y,
+                                                             Value weights, BufferId indices, double flops) {
+  std::vector<BufferId> outs;
+  BufferId gy = kNoBuffer, gw = kNoBuffer;
+  if (values_[y.id].requires_grad) outs.push_back(gy = grad_buffer(name + ".y", y));
+  if (values_[weights.id].requires_grad) outs.push_back(gw = grad_buffer(name + ".weights", weights));
+  if (!outs.empty())
+    emit(name + ".backward", "mul_backward", {g, buffer(y), buffer(weights), indices}, std::move(outs), {}, flops);
+  return {gy, gw};
+}
+
 Value ModelBuilder::combine(const std::string& name, Value out, Value y, Value weights,
                             BufferId indices) {
   const Shape so = shape(out), sy = shape(y);
@@ -99,17 +110,10 @@ Value ModelBuilder::combine(const std::string& name, Value out, Value y, Value w
   tape_.push_back([=, this] {
     if (!has_grad(result)) return;
     const BufferId g = take_grad(result);
-    const bool y_rg = values_[y.id].requires_grad, w_rg = values_[weights.id].requires_grad;
-    std::vector<BufferId> outs;
-    BufferId gy = kNoBuffer, gw = kNoBuffer;
-    if (y_rg) outs.push_back(gy = grad_buffer(name + ".y", y));
-    if (w_rg) outs.push_back(gw = grad_buffer(name + ".weights", weights));
-    if (!outs.empty())
-      emit(name + ".backward", "mul_backward", {g, buffer(y), buffer(weights), indices},
-           std::move(outs), {}, kCombineFlops * elements);
+    const auto [gy, gw] = weighted_backward(name, g, y, weights, indices, kCombineFlops * elements);
     if (values_[out.id].requires_grad) contribute(out, g, name);
-    if (y_rg) contribute(y, gy, name);
-    if (w_rg) contribute(weights, gw, name);
+    if (gy != kNoBuffer) contribute(y, gy, name);
+    if (gw != kNoBuffer) contribute(weights, gw, name);
   });
   return result;
 }
@@ -119,14 +123,7 @@ Value ModelBuilder::ep_all_to_all(const std::string& name, Value x) {
   const Value y = new_value(name + ".out", shape(x), rg);
   const std::uint64_t bytes = trace_.buffers[buffer(x)].bytes;
   emit_comm(name, "all_to_all", {buffer(x)}, {buffer(y)}, {}, bytes, "ep");
-  tape_.push_back([=, this] {
-    if (!has_grad(y)) return;
-    const BufferId g = take_grad(y);
-    if (!values_[x.id].requires_grad) return;
-    const BufferId gi = grad_buffer(name, x);
-    emit_comm(name + ".backward", "all_to_all", {g}, {gi}, {}, bytes, "ep");
-    contribute(x, gi, name);
-  });
+  comm_backward(name, x, y, "all_to_all", bytes, "ep");
   return y;
 }
 
@@ -138,16 +135,9 @@ Value ModelBuilder::unpermute(const std::string& name, Value y, Value weights, B
   tape_.push_back([=, this] {
     if (!has_grad(out)) return;
     const BufferId g = take_grad(out);
-    const bool y_rg = values_[y.id].requires_grad, w_rg = values_[weights.id].requires_grad;
-    std::vector<BufferId> outs;
-    BufferId gy = kNoBuffer, gw = kNoBuffer;
-    if (y_rg) outs.push_back(gy = grad_buffer(name + ".y", y));
-    if (w_rg) outs.push_back(gw = grad_buffer(name + ".weights", weights));
-    if (!outs.empty())
-      emit(name + ".backward", "mul_backward", {g, buffer(y), buffer(weights), indices}, std::move(outs), {},
-           kCombineFlops * elements);
-    if (y_rg) contribute(y, gy, name);
-    if (w_rg) contribute(weights, gw, name);
+    const auto [gy, gw] = weighted_backward(name, g, y, weights, indices, kCombineFlops * elements);
+    if (gy != kNoBuffer) contribute(y, gy, name);
+    if (gw != kNoBuffer) contribute(weights, gw, name);
   });
   return out;
 }

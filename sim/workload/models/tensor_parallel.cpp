@@ -29,6 +29,18 @@ OpId ModelBuilder::emit_comm(std::string name, std::string_view kind, std::vecto
   return id;
 }
 
+void ModelBuilder::comm_backward(const std::string& name, Value x, Value y, std::string_view kind,
+                                 std::uint64_t message_bytes, const char* group) {
+  tape_.push_back([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (!values_[x.id].requires_grad) return;
+    const BufferId gi = grad_buffer(name, x);
+    emit_comm(name + ".backward", kind, {g}, {gi}, {}, message_bytes, group);
+    contribute(x, gi, name);
+  });
+}
+
 Value ModelBuilder::tp_copy(const std::string& name, Value x) {
   const Value y = alias(x, shape(x), values_[x.id].requires_grad);
   tape_.push_back([=, this] {
@@ -59,14 +71,7 @@ Value ModelBuilder::sp_gather(const std::string& name, Value x) {
   const Value y = new_value(name + ".out", {s[0] * t, s[1]}, values_[x.id].requires_grad);
   emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, trace_.buffers[buffer(y)].bytes);
   regather_.push_back({y.id, Regather{x, name, kNoBuffer}});
-  tape_.push_back([=, this] {
-    if (!has_grad(y)) return;
-    const BufferId g = take_grad(y);
-    if (!values_[x.id].requires_grad) return;
-    const BufferId gi = grad_buffer(name, x);
-    emit_comm(name + ".backward", "reduce_scatter", {g}, {gi}, {}, trace_.buffers[g].bytes);
-    contribute(x, gi, name);
-  });
+  comm_backward(name, x, y, "reduce_scatter", trace_.buffers[buffer(y)].bytes);
   return y;
 }
 
@@ -75,14 +80,7 @@ Value ModelBuilder::sp_scatter(const std::string& name, Value x) {
   const std::int64_t t = settings_.tp;
   const Value y = new_value(name + ".out", {s[0] / t, s[1]}, values_[x.id].requires_grad);
   emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, trace_.buffers[buffer(x)].bytes);
-  tape_.push_back([=, this] {
-    if (!has_grad(y)) return;
-    const BufferId g = take_grad(y);
-    if (!values_[x.id].requires_grad) return;
-    const BufferId gi = grad_buffer(name, x);
-    emit_comm(name + ".backward", "all_gather", {g}, {gi}, {}, trace_.buffers[gi].bytes);
-    contribute(x, gi, name);
-  });
+  comm_backward(name, x, y, "all_gather", trace_.buffers[buffer(x)].bytes);
   return y;
 }
 
@@ -93,14 +91,7 @@ Value ModelBuilder::sp_split(const std::string& name, Value x) {
   const std::int64_t t = settings_.tp;
   const Value y = new_value(name + ".out", {s[0] / t, s[1]}, values_[x.id].requires_grad);
   emit(name, "copy", {buffer(x)}, {buffer(y)}, {}, 0);
-  tape_.push_back([=, this] {
-    if (!has_grad(y)) return;
-    const BufferId g = take_grad(y);
-    if (!values_[x.id].requires_grad) return;
-    const BufferId gi = grad_buffer(name, x);
-    emit_comm(name + ".backward", "all_gather", {g}, {gi}, {}, trace_.buffers[gi].bytes);
-    contribute(x, gi, name);
-  });
+  comm_backward(name, x, y, "all_gather", trace_.buffers[buffer(x)].bytes);
   return y;
 }
 
