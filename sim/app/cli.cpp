@@ -37,6 +37,7 @@
 #include "sim/inputs/policy_args.h"
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
+#include "sim/core/text_out.h"
 #include "sim/report/events_csv.h"
 #include "sim/report/peak.h"
 #include "sim/report/writers.h"
@@ -66,9 +67,42 @@ bool names_a_platform(const std::string& arg) {
   return find_preset("configs/devices", arg) != nullptr;
 }
 
+// The files `memsim run` writes (--outputs).
+struct OutputChoice {
+  bool summary = true, timeline = true, memory = true, peak = true, tiles = true, trace = true, events = false;
+};
+
+constexpr const char* kOutputNames = "summary, timeline, memory, peak, tiles, trace, events, all";
+
+// "summary,memory": those only; empty: the default set (events with --events).
+OutputChoice parse_outputs(const std::string& list, bool events) {
+  OutputChoice c;
+  c.events = events;
+  if (list.empty()) return c;
+  c = OutputChoice{false, false, false, false, false, false, events};
+  std::stringstream in(list);
+  for (std::string name; std::getline(in, name, ',');) {
+    if (name == "summary") c.summary = true;
+    else if (name == "timeline") c.timeline = true;
+    else if (name == "memory") c.memory = true;
+    else if (name == "peak") c.peak = true;
+    else if (name == "tiles") c.tiles = true;
+    else if (name == "trace") c.trace = true;
+    else if (name == "events") c.events = true;
+    else if (name == "all") c = OutputChoice{true, true, true, true, true, true, true};
+    else
+      throw UsageError(fmt::format("--outputs '{}': expected names separated by commas from {}, got '{}'", list,
+                                   kOutputNames, name));
+  }
+  if (list.back() == ',')
+    throw UsageError(fmt::format("--outputs '{}': expected names separated by commas from {}, got an empty name",
+                                 list, kOutputNames));
+  return c;
+}
+
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
-            bool events, std::size_t max_events, bool devices_given, const std::string& only_devices,
+            const OutputChoice& outputs, std::size_t max_events, bool devices_given, const std::string& only_devices,
             const ImportOptions& import, const std::string& durations, bool explain, bool advice) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
@@ -128,7 +162,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   auto policy = make_policy_arg(policy_arg, overrides);
   inputs.policy = policy.get();
   inputs.slots = slots;
-  inputs.keep_allocations = events;
+  inputs.keep_allocations = outputs.events;
+  inputs.keep_samples = outputs.memory || outputs.trace;
   // Measured durations time the ops on the platform they were measured on, or wherever
   // --durations measured (or a --kineto trace) asks; --durations model always uses the model.
   if (durations == "measured" || (durations.empty() && !import.kineto.empty()))
@@ -165,29 +200,47 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     }
   }
   const std::string json_text = summary_json(summary);
-  write_output_file(out_dir + "/timeline.csv", timeline_csv(recorder.events(), trace, platform_run));
-  write_output_file(out_dir + "/memory.csv", memory_csv(recorder.samples(), platform_run));
-  if (const std::string peak = peak_csv(summary); !peak.empty())
-    write_output_file(out_dir + "/peak.csv", peak);
-  if (const std::string tiles = tiles_csv(summary); !tiles.empty())
-    write_output_file(out_dir + "/tiles.csv", tiles);
-  const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples(), summary, trace,
-                                               platform_run, max_events);
-  write_output_file(out_dir + "/trace.json", chrome.json);
-  if (chrome.truncated() && max_events > 0)  // --max-events 0 asks for none: nothing to say
-    std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
-                             "raise --max-events to keep more\n",
-                             out_dir, chrome.events_written, chrome.events_total,
-                             chrome.events_written > 0
-                                 ? fmt::format(" (up to {})", format_seconds(chrome.written_until_s))
-                                 : std::string());
-  if (events)
-    write_output_file(out_dir + "/events.csv", events_csv(recorder.allocations(), trace, platform_run));
-  write_output_file(out_dir + "/summary.json", json_text);
+  // Each file through one buffer (TextOut): no output is held whole in memory.
+  std::vector<std::string> written;
+  auto file = [&](const std::string& name, const std::function<bool(TextOut&)>& write) {
+    OutputFile f(out_dir + "/" + name);
+    TextOut out(f);
+    if (!write(out)) return;  // nothing to say: no file (f removes its temporary)
+    out.finish();
+    written.push_back(name);
+  };
+  if (outputs.summary) written.push_back("summary.json");
+  if (outputs.timeline)
+    file("timeline.csv", [&](TextOut& o) { return write_timeline_csv(o, recorder.events(), trace, platform_run), true; });
+  if (outputs.memory)
+    file("memory.csv", [&](TextOut& o) { return write_memory_csv(o, recorder.samples(), platform_run), true; });
+  if (outputs.peak) file("peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); });
+  if (outputs.tiles)
+    file("tiles.csv", [&](TextOut& o) {
+      const std::string tiles = tiles_csv(summary);
+      o.put(tiles);
+      return !tiles.empty();
+    });
+  if (outputs.trace) {
+    const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples_vector(), summary, trace,
+                                                 platform_run, max_events);
+    write_output_file(out_dir + "/trace.json", chrome.json);
+    written.push_back("trace.json");
+    if (chrome.truncated() && max_events > 0)  // --max-events 0 asks for none: nothing to say
+      std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
+                               "raise --max-events to keep more\n",
+                               out_dir, chrome.events_written, chrome.events_total,
+                               chrome.events_written > 0
+                                   ? fmt::format(" (up to {})", format_seconds(chrome.written_until_s))
+                                   : std::string());
+  }
+  if (outputs.events)
+    file("events.csv", [&](TextOut& o) { return write_events_csv(o, recorder.allocations(), trace, platform_run), true; });
+  if (outputs.summary) write_output_file(out_dir + "/summary.json", json_text);
   if (json)
     std::cout << json_text;
   else
-    std::cout << terminal_summary(summary, out_dir, events);
+    std::cout << terminal_summary(summary, out_dir, written);
   // With --json the explanation goes to stderr, so stdout stays one JSON document.
   if (explain) (json ? std::cerr : std::cout) << (json ? "" : "\n") << explain_text(summary);
   return 0;
@@ -604,6 +657,10 @@ int cli_main(int argc, char** argv) {
   std::size_t max_events = kDefaultMaxTraceEvents;
   run->add_flag("--events", events,
                 "also write events.csv: every allocation and free with its tier, address and bytes");
+  std::string outputs;
+  run->add_option("--outputs", outputs,
+                  "which files to write, separated by commas: summary, timeline, memory, peak, tiles, trace, "
+                  "events, all (default: all but events)");
   run->add_option("--max-events", max_events,
                   "most events in trace.json (default 1000000); later ones are left out, with a note")
       ->check(CLI::Validator(
@@ -708,7 +765,7 @@ int cli_main(int argc, char** argv) {
   if (step >= 0) import.step = step;
   auto dispatch = [&]() -> int {
     if (run->parsed())
-      return cmd_run(positional, policy, sets, out_dir, json, events, max_events, run->count("--devices") > 0,
+      return cmd_run(positional, policy, sets, out_dir, json, parse_outputs(outputs, events), max_events, run->count("--devices") > 0,
                      only_devices, import, durations, explain, !no_advice && (advice || !json));
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) {

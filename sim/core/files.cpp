@@ -83,7 +83,7 @@ int open_regular(const std::string& path, std::uint64_t* size) {
   return fd;
 }
 
-void write_all(int fd, const std::string& text, const std::string& path) {
+void write_all(int fd, std::string_view text, const std::string& path) {
   std::size_t done = 0;
   while (done < text.size()) {
     const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
@@ -91,25 +91,6 @@ void write_all(int fd, const std::string& text, const std::string& path) {
     if (n <= 0) throw OutputError(fmt::format("{}: cannot write: {}", path, std::strerror(n < 0 ? errno : EIO)));
     done += static_cast<std::size_t>(n);
   }
-}
-
-// A device node or FIFO: written in place, never replaced.
-void write_special(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENXIO) throw OutputError(fmt::format("{}: a FIFO with no reader; start its reader first", path));
-    throw OutputError(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
-  }
-  const int flags = ::fcntl(fd, F_GETFL);
-  if (flags >= 0) ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-  try {
-    write_all(fd, text, path);
-  } catch (...) {
-    ::close(fd);
-    throw;
-  }
-  if (::close(fd) != 0 && errno != EINTR)
-    throw OutputError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
 }
 
 }  // namespace
@@ -164,10 +145,10 @@ std::string read_input_head(const std::string& path, std::size_t n) {
   }
 }
 
-void write_output_file(const std::string& path, const std::string& text) {
+OutputFile::OutputFile(const std::string& path) : path_(path) {
   if (path == "-") {
     std::cout.flush();
-    write_all(STDOUT_FILENO, text, "(standard output)");
+    fd_ = STDOUT_FILENO;
     return;
   }
   std::string target = path;
@@ -176,7 +157,17 @@ void write_output_file(const std::string& path, const std::string& text) {
     if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode))
       throw OutputError(fmt::format("{}: {}; an output is a file (memsim replaces only regular files)", path,
                                     file_kind(st.st_mode)));
-    if (!S_ISREG(st.st_mode)) return write_special(path, text);
+    if (!S_ISREG(st.st_mode)) {
+      // A device node or FIFO: written in place, never replaced.
+      fd_ = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+      if (fd_ < 0) {
+        if (errno == ENXIO) throw OutputError(fmt::format("{}: a FIFO with no reader; start its reader first", path));
+        throw OutputError(fmt::format("{}: cannot open for writing: {}", path, std::strerror(errno)));
+      }
+      const int flags = ::fcntl(fd_, F_GETFL);
+      if (flags >= 0) ::fcntl(fd_, F_SETFL, flags & ~O_NONBLOCK);
+      return;
+    }
     // A link to a file: the file it names is replaced, the link is kept.
     std::error_code ec;
     if (std::filesystem::is_symlink(path, ec)) {
@@ -185,24 +176,46 @@ void write_output_file(const std::string& path, const std::string& text) {
     }
   }
   static std::atomic<unsigned> counter{0};
-  const std::string tmp = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) throw OutputError(fmt::format("{}: cannot write file: {}", path, std::strerror(errno)));
-  bool closed = false;
-  try {
-    write_all(fd, text, path);
-    closed = true;
-    if (::close(fd) != 0) throw OutputError(fmt::format("{}: cannot write: {}", path, std::strerror(errno)));
-  } catch (...) {
-    if (!closed) ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+  target_ = target;
+  tmp_ = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter++);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd_ < 0) throw OutputError(fmt::format("{}: cannot write file: {}", path, std::strerror(errno)));
+}
+
+OutputFile::~OutputFile() {
+  if (fd_ < 0) return;
+  if (fd_ != STDOUT_FILENO) ::close(fd_);
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void OutputFile::write(std::string_view text) {
+  if (fd_ < 0) throw OutputError(fmt::format("{}: written after it was closed", path_));
+  write_all(fd_, text, path_);
+}
+
+void OutputFile::commit() {
+  if (fd_ < 0) return;
+  const int fd = fd_;
+  fd_ = -1;
+  if (fd == STDOUT_FILENO) return;
+  if (::close(fd) != 0 && (tmp_.empty() ? errno != EINTR : true)) {
     const int saved = errno;
-    ::unlink(tmp.c_str());
-    throw OutputError(fmt::format("{}: cannot write file: {}", path, std::strerror(saved)));
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
+    throw OutputError(fmt::format("{}: cannot write: {}", path_, std::strerror(saved)));
   }
+  if (tmp_.empty()) return;
+  if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
+    const int saved = errno;
+    ::unlink(tmp_.c_str());
+    throw OutputError(fmt::format("{}: cannot write file: {}", path_, std::strerror(saved)));
+  }
+  tmp_.clear();
+}
+
+void write_output_file(const std::string& path, const std::string& text) {
+  OutputFile out(path);
+  out.write(text);
+  out.commit();
 }
 
 void finish_standard_output() {

@@ -14,6 +14,7 @@
 // disk or a closed pipe is an OutputError naming the path.
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "sim/core/error.h"
 
@@ -42,6 +43,25 @@ std::string read_input_head(const std::string& path, std::size_t n);
 
 /// Whether `path` is "-" or a regular file (what read_input_file accepts, size aside).
 bool is_input_file(const std::string& path);
+
+/// An output written piece by piece, as described above: opened on construction (the
+/// temporary file next to `path`, or the device, FIFO or standard output), written with
+/// write(), put in place by commit(). Destroyed without commit() — an error on the way —
+/// it leaves nothing behind.
+class OutputFile {
+ public:
+  explicit OutputFile(const std::string& path);
+  ~OutputFile();
+  OutputFile(const OutputFile&) = delete;
+  OutputFile& operator=(const OutputFile&) = delete;
+  void write(std::string_view text);
+  void commit();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, target_, tmp_;  // tmp_ empty: written in place
+  int fd_ = -1;
+};
 
 /// Writes `text` to `path` as described above ("-": standard output). OutputError naming
 /// the path on any failure; a temporary file is never left behind.

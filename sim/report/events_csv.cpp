@@ -1,39 +1,16 @@
 #include "sim/report/events_csv.h"
 
-#include <iterator>
-
-#include <fmt/format.h>
-
 namespace memsim {
-namespace {
 
-void csv_field(std::string& out, std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) {
-    out += s;
-    return;
-  }
-  out += '"';
-  for (char c : s) {
-    if (c == '"') out += '"';
-    out += c;
-  }
-  out += '"';
-}
-
-}  // namespace
-
-std::string events_csv(const std::vector<AllocationChange>& changes, const Trace& trace,
-                       const PlatformSpec& platform) {
-  std::string out = "time_s,event,buffer,category,tier,address,bytes\n";
-  out.reserve(out.size() + changes.size() * 72);
-  auto it = std::back_inserter(out);
+void write_events_csv(TextOut& out, const std::vector<AllocationChange>& changes, const Trace& trace,
+                      const PlatformSpec& platform) {
+  out.put("time_s,event,buffer,category,tier,address,bytes\n");
   for (const AllocationChange& c : changes) {
-    fmt::format_to(it, "{},{},", c.time_s, c.allocated ? "alloc" : "free");
-    if (c.buffer != AllocationChange::kNoBuffer) csv_field(out, trace.buffers[c.buffer].name);
-    fmt::format_to(it, ",{},{},{},{}\n", to_string(c.category), platform.tiers[c.tier].name,
-                   c.allocation.address, c.allocation.bytes);
+    out.put(c.time_s).put(',').put(c.allocated ? "alloc" : "free").put(',');
+    if (c.buffer != AllocationChange::kNoBuffer) out.put_csv(trace.buffers[c.buffer].name);
+    out.put(',').put(to_string(c.category)).put(',').put(platform.tiers[c.tier].name).put(',');
+    out.put(c.allocation.address).put(',').put(c.allocation.bytes).put('\n');
   }
-  return out;
 }
 
 }  // namespace memsim

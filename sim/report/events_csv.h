@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/text_out.h"
 #include "sim/memory/memory_state.h"
 #include "sim/platform/platform.h"
 #include "sim/workload/trace.h"
@@ -14,7 +15,7 @@ namespace memsim {
 /// allocator rounded them, buffer empty for anonymous space (op workspace). Row i is the
 /// change behind memory.csv's row i, so replaying the rows of a tier gives its allocated
 /// curve exactly.
-std::string events_csv(const std::vector<AllocationChange>& changes, const Trace& trace,
-                       const PlatformSpec& platform);
+void write_events_csv(TextOut& out, const std::vector<AllocationChange>& changes, const Trace& trace,
+                      const PlatformSpec& platform);
 
 }  // namespace memsim

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/error.h"
+#include "sim/core/text_out.h"
 #include "sim/core/units.h"
 #include "sim/report/recorder.h"
 
@@ -112,13 +113,6 @@ const Event* op_at(const std::vector<Event>& events, std::uint32_t slot, bool an
   return running ? running : next;
 }
 
-std::string csv_field(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
 std::vector<std::string> csv_split(const std::string& line) {
   std::vector<std::string> fields(1);
   bool quoted = false;
@@ -195,13 +189,23 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
   }
 }
 
-std::string peak_csv(const Summary& s) {
-  std::string out;
+bool write_peak_csv(TextOut& out, const Summary& s) {
+  bool any = false;
   for (const TierSummary& t : s.tiers)
-    for (const PeakBuffer& b : s.peak(t).live)
-      out += fmt::format("{},{},{},{},{},{}\n", csv_field(t.name), csv_field(b.name), to_string(b.category),
-                         b.bytes, csv_field(b.producer), csv_field(b.layer));
-  return out.empty() ? out : "tier,buffer,category,bytes,producer,layer\n" + out;
+    for (const PeakBuffer& b : s.peak(t).live) {
+      if (!any) out.put("tier,buffer,category,bytes,producer,layer\n");
+      any = true;
+      out.put_csv(t.name).put(',').put_csv(b.name).put(',').put(to_string(b.category)).put(',').put(b.bytes);
+      out.put(',').put_csv(b.producer).put(',').put_csv(b.layer).put('\n');
+    }
+  return any;
+}
+
+std::string peak_csv(const Summary& s) {
+  std::string text;
+  TextOut out(text);
+  write_peak_csv(out, s);
+  return text;
 }
 
 std::string explain_text(const Summary& s) {

@@ -15,6 +15,7 @@
 namespace memsim {
 
 class Recorder;
+class TextOut;
 
 class PeakLiveSet {
  public:
@@ -64,6 +65,8 @@ std::string layer_of(const std::string& op_name);
 /// peak.csv: every buffer live at each tier's peak, largest first (tier, buffer, category,
 /// bytes, producer, layer). Empty when no tier held anything.
 std::string peak_csv(const Summary& summary);
+/// The same into `out`; false (nothing written) when no tier has a peak to list.
+bool write_peak_csv(TextOut& out, const Summary& summary);
 
 /// The explanation `memsim explain` prints: for each tier that held anything, the op at the
 /// peak and the full live set grouped by layer, then by category.

@@ -17,13 +17,59 @@ std::string_view to_string(EventKind k) {
 void Recorder::on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) {
   peak_live_.on_memory_change(tier, usage);
   if (!keep_samples_) return;
-  MemorySample s;
-  s.time_s = now_s;
-  s.tier = static_cast<std::uint32_t>(tier);
-  s.allocated_bytes = usage.allocated_bytes;
-  s.reserved_bytes = usage.reserved_bytes;
-  s.by_category = usage.by_category;
-  samples_.push_back(s);
+  samples_.add(now_s, static_cast<std::uint32_t>(tier), usage);
+}
+
+void SampleLog::add(double time_s, std::uint32_t tier, const TierUsage& usage) {
+  if (tier >= last_.size()) last_.resize(tier + 1, CategoryBytes{});
+  tiers_ = last_.size();
+  CategoryBytes& last = last_[tier];
+  Entry e;
+  e.time_s = time_s;
+  e.tier = tier;
+  e.allocated_bytes = usage.allocated_bytes;
+  e.reserved_bytes = usage.reserved_bytes;
+  // Every category that moved, the last of them closing the sample; none moved (a change
+  // of reserved bytes only): one entry restating category 0.
+  int changed = 0;
+  for (int c = 0; c < kCategoryCount; ++c) {
+    if (usage.by_category[c] == last[c]) continue;
+    if (changed++ > 0) entries_.back().more = true;
+    e.category = static_cast<std::uint8_t>(c);
+    e.category_bytes = usage.by_category[c];
+    entries_.push_back(e);
+  }
+  if (changed == 0) {
+    e.category = 0;
+    e.category_bytes = usage.by_category[0];
+    entries_.push_back(e);
+  }
+  last = usage.by_category;
+  ++samples_;
+}
+
+SampleLog::iterator::iterator(const std::vector<Entry>* entries, std::size_t at, std::size_t tiers)
+    : entries_(entries), at_(at), done_(false), by_tier_(tiers, CategoryBytes{}) {
+  load();
+}
+
+void SampleLog::iterator::load() {
+  if (at_ >= entries_->size()) {
+    *this = iterator();
+    return;
+  }
+  for (;;) {
+    const Entry& e = (*entries_)[at_++];
+    CategoryBytes& split = by_tier_[e.tier];
+    split[e.category] = e.category_bytes;
+    if (e.more) continue;
+    current_.time_s = e.time_s;
+    current_.tier = e.tier;
+    current_.allocated_bytes = e.allocated_bytes;
+    current_.reserved_bytes = e.reserved_bytes;
+    current_.by_category = split;
+    return;
+  }
 }
 
 void Recorder::reserve(std::size_t events, std::size_t samples) {

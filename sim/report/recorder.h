@@ -3,7 +3,14 @@
 // recompute, a copy, a stall) and one MemorySample per change of a tier's occupancy (and,
 // when asked, the AllocationChange behind each sample). It keeps them in memory in time
 // order; the writers turn them into files. It also keeps what was live at each tier's peak.
+//
+// Memory is bounded per op: an Event is 48 bytes, and a sample is kept as what changed — the
+// tier's totals and the one category that moved (40 bytes; a change that moves several
+// categories takes one entry per category) — not as the tier's whole split by category
+// (112 bytes). Reading the samples back replays the changes.
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -40,12 +47,70 @@ struct MemorySample {
   CategoryBytes by_category{};
 };
 
+/// The samples as kept: one entry per category that changed. Iterating yields every sample
+/// whole, in the order it was recorded.
+class SampleLog {
+ public:
+  struct Entry {
+    double time_s = 0;
+    std::uint64_t allocated_bytes = 0;
+    std::uint64_t reserved_bytes = 0;
+    std::uint64_t category_bytes = 0;  // the category's total after the change
+    std::uint32_t tier = 0;
+    std::uint8_t category = 0;
+    bool more = false;  // the next entry belongs to the same sample
+  };
+
+  class iterator {
+   public:
+    using value_type = MemorySample;
+    using difference_type = std::ptrdiff_t;
+    using iterator_category = std::input_iterator_tag;
+    using reference = const MemorySample&;
+    using pointer = const MemorySample*;
+    iterator() = default;
+    const MemorySample& operator*() const { return current_; }
+    const MemorySample* operator->() const { return &current_; }
+    iterator& operator++() {
+      load();
+      return *this;
+    }
+    void operator++(int) { load(); }
+    bool operator==(const iterator& o) const { return at_ == o.at_ && done_ == o.done_; }
+
+   private:
+    friend class SampleLog;
+    iterator(const std::vector<Entry>* entries, std::size_t at, std::size_t tiers);
+    void load();  // the sample starting at at_, or the end
+    const std::vector<Entry>* entries_ = nullptr;
+    std::size_t at_ = 0;
+    bool done_ = true;
+    std::vector<CategoryBytes> by_tier_;
+    MemorySample current_;
+  };
+
+  void add(double time_s, std::uint32_t tier, const TierUsage& usage);
+  void reserve(std::size_t samples) { entries_.reserve(samples); }
+  iterator begin() const { return {&entries_, 0, tiers_}; }
+  iterator end() const { return {}; }
+  std::size_t size() const { return samples_; }
+  bool empty() const { return samples_ == 0; }
+  /// The bytes the log holds, for the memory-per-op report.
+  std::size_t memory_bytes() const { return entries_.capacity() * sizeof(Entry); }
+
+ private:
+  std::vector<Entry> entries_;
+  std::vector<CategoryBytes> last_;  // per tier: the split the previous sample left
+  std::size_t tiers_ = 0, samples_ = 0;
+};
+
 class Recorder final : public MemoryListener {
  public:
   /// With `keep_samples` false only events are kept (benchmarks).
   explicit Recorder(bool keep_samples = true) : keep_samples_(keep_samples) {}
   /// Also keep every allocation and release with its address (events.csv); off by default.
   void keep_allocations(bool on) { keep_allocations_ = on; }
+  void keep_samples(bool on) { keep_samples_ = on; }
   void record(const Event& e) { events_.push_back(e); }
   void on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) override;
   void on_allocation(const AllocationChange& change) override {
@@ -55,7 +120,14 @@ class Recorder final : public MemoryListener {
   void reserve(std::size_t events, std::size_t samples);
 
   const std::vector<Event>& events() const { return events_; }
-  const std::vector<MemorySample>& samples() const { return samples_; }
+  /// The memory samples, replayed in order (see SampleLog); a vector with samples_vector().
+  const SampleLog& samples() const { return samples_; }
+  std::vector<MemorySample> samples_vector() const {
+    std::vector<MemorySample> v;
+    v.reserve(samples_.size());
+    for (const MemorySample& m : samples_) v.push_back(m);
+    return v;
+  }
   const std::vector<AllocationChange>& allocations() const { return allocations_; }
   const PeakLiveSet& peak_live() const { return peak_live_; }
 
@@ -63,7 +135,7 @@ class Recorder final : public MemoryListener {
   bool keep_samples_;
   bool keep_allocations_ = false;
   std::vector<Event> events_;
-  std::vector<MemorySample> samples_;
+  SampleLog samples_;
   std::vector<AllocationChange> allocations_;
   PeakLiveSet peak_live_;
 };

@@ -12,6 +12,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/text_out.h"
 #include "sim/core/units.h"
 
 namespace memsim {
@@ -23,13 +24,6 @@ ordered_json categories_json(const CategoryBytes& by) {
   ordered_json j = ordered_json::object();
   for (int c = 0; c < kCategoryCount; ++c) j[std::string(to_string(static_cast<Category>(c)))] = by[c];
   return j;
-}
-
-std::string csv_field(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return std::string(s);
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
 }
 
 ordered_json advice_json(const OomAdvice& a) {
@@ -169,13 +163,6 @@ std::vector<std::pair<std::string, std::string>> group_identical(
   return out;
 }
 
-namespace {
-
-// Shortest text that reads back as the same double.
-std::string num(double v) { return fmt::format("{}", v); }
-
-}  // namespace
-
 std::string summary_json(const Summary& s) {
   ordered_json j;
   j["memsim_version"] = MEMSIM_VERSION;
@@ -270,45 +257,52 @@ std::string summary_json(const Summary& s) {
   return j.dump(2) + "\n";
 }
 
-std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
-                         const PlatformSpec& platform) {
+void write_timeline_csv(TextOut& out, const std::vector<Event>& events, const Trace& trace,
+                        const PlatformSpec& platform) {
   const auto devices = platform.op_devices();
-  std::string out =
-      "kind,start_s,end_s,duration_s,device,stream,op,op_kind,phase,buffer,bytes,src_tier,dst_tier\n";
-  out.reserve(events.size() * 96);
+  out.put("kind,start_s,end_s,duration_s,device,stream,op,op_kind,phase,buffer,bytes,src_tier,dst_tier\n");
+  // Lane names, made once: "stream3" per stream index seen.
+  std::vector<std::string> streams;
   for (const Event& e : events) {
     const bool copy = e.kind == EventKind::swap_in || e.kind == EventKind::swap_out;
     // Compute and stall events name a compute device by slot; copies name the platform device.
-    const std::string& device =
-        platform.devices[copy ? e.device : devices[e.device]].name;
-    const std::string lane = copy ? std::string(e.lane == 0 ? "copy_out" : "copy_in")
-                             : e.kind == EventKind::comm ? std::string("comm")
-                                                         : fmt::format("stream{}", e.lane);
-    const Op* op = e.op == kNoOp ? nullptr : &trace.ops[e.op];
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{}\n", to_string(e.kind), num(e.start_s),
-                       num(e.end_s), num(e.end_s - e.start_s), device, lane,
-                       op ? csv_field(op->name) : "", op ? csv_field(op->kind) : "",
-                       op ? to_string(op->phase) : "",
-                       e.buffer == kNoId ? "" : csv_field(trace.buffers[e.buffer].name),
-                       e.bytes, e.src_tier == kNoId ? "" : platform.tiers[e.src_tier].name,
-                       e.dst_tier == kNoId ? "" : platform.tiers[e.dst_tier].name);
+    out.put(to_string(e.kind)).put(',').put(e.start_s).put(',').put(e.end_s).put(',');
+    out.put(e.end_s - e.start_s).put(',').put(platform.devices[copy ? e.device : devices[e.device]].name).put(',');
+    if (copy) {
+      out.put(e.lane == 0 ? "copy_out" : "copy_in");
+    } else if (e.kind == EventKind::comm) {
+      out.put("comm");
+    } else {
+      while (streams.size() <= e.lane) streams.push_back(fmt::format("stream{}", streams.size()));
+      out.put(streams[e.lane]);
+    }
+    out.put(',');
+    if (e.op != kNoOp) {
+      const Op& op = trace.ops[e.op];
+      out.put_csv(op.name).put(',').put_csv(op.kind).put(',').put(to_string(op.phase));
+    } else {
+      out.put(",,");
+    }
+    out.put(',');
+    if (e.buffer != kNoId) out.put_csv(trace.buffers[e.buffer].name);
+    out.put(',').put(e.bytes).put(',');
+    if (e.src_tier != kNoId) out.put(platform.tiers[e.src_tier].name);
+    out.put(',');
+    if (e.dst_tier != kNoId) out.put(platform.tiers[e.dst_tier].name);
+    out.put('\n');
   }
-  return out;
 }
 
-std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformSpec& platform) {
-  std::string out = "time_s,tier,allocated_bytes,reserved_bytes";
-  for (int c = 0; c < kCategoryCount; ++c)
-    out += fmt::format(",{}_bytes", to_string(static_cast<Category>(c)));
-  out += "\n";
-  out.reserve(samples.size() * 80);
+void write_memory_csv(TextOut& out, const SampleLog& samples, const PlatformSpec& platform) {
+  out.put("time_s,tier,allocated_bytes,reserved_bytes");
+  for (int c = 0; c < kCategoryCount; ++c) out.put(',').put(to_string(static_cast<Category>(c))).put("_bytes");
+  out.put('\n');
   for (const MemorySample& s : samples) {
-    out += fmt::format("{},{},{},{}", num(s.time_s), platform.tiers[s.tier].name, s.allocated_bytes,
-                       s.reserved_bytes);
-    for (auto b : s.by_category) out += fmt::format(",{}", b);
-    out += "\n";
+    out.put(s.time_s).put(',').put(platform.tiers[s.tier].name).put(',').put(s.allocated_bytes).put(',');
+    out.put(s.reserved_bytes);
+    for (auto b : s.by_category) out.put(',').put(b);
+    out.put('\n');
   }
-  return out;
 }
 
 std::string tiles_csv(const Summary& s) {
@@ -345,7 +339,7 @@ std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_
   return lines;
 }
 
-std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events) {
+std::string terminal_summary(const Summary& s, const std::string& out_dir, const std::vector<std::string>& files) {
   std::string out = fmt::format("{} on {}, policy {}\n",
                                 s.description.empty() ? s.workload : s.description, s.platform,
                                 s.policy);
@@ -468,13 +462,7 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, bool 
       row(i == 0 ? "links" : "", fmt::format("{}: {}", grouped[i].first, grouped[i].second));
     if (grouped.size() > shown) row("", fmt::format("... {} more in summary.json", grouped.size() - shown));
   }
-  bool tiled = false;
-  for (const auto& t : s.tiers) tiled |= !t.tile_peaks.empty();
-  bool peaked = false;
-  for (const auto& p : s.peaks) peaked |= !p.live.empty();
-  if (!out_dir.empty())
-    row(out_dir + "/", std::string("summary.json timeline.csv memory.csv") + (peaked ? " peak.csv" : "") +
-                           (tiled ? " tiles.csv" : "") + " trace.json" + (events ? " events.csv" : ""));
+  if (!out_dir.empty() && !files.empty()) row(out_dir + "/", fmt::format("{}", fmt::join(files, " ")));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/core/text_out.h"
 #include "sim/platform/platform.h"
 #include "sim/report/recorder.h"
 #include "sim/report/summary.h"
@@ -14,9 +15,11 @@
 namespace memsim {
 
 std::string summary_json(const Summary& s);
-std::string timeline_csv(const std::vector<Event>& events, const Trace& trace,
-                         const PlatformSpec& platform);
-std::string memory_csv(const std::vector<MemorySample>& samples, const PlatformSpec& platform);
+/// timeline.csv: one row per event, in the order they were recorded.
+void write_timeline_csv(TextOut& out, const std::vector<Event>& events, const Trace& trace,
+                        const PlatformSpec& platform);
+/// memory.csv: one row per memory sample.
+void write_memory_csv(TextOut& out, const SampleLog& samples, const PlatformSpec& platform);
 
 /// Tiled tiers: one row per tile with its peak ("tier,tile,peak_bytes"); empty when the
 /// platform has no tiled tier.
@@ -37,7 +40,8 @@ std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_
 std::vector<std::pair<std::string, std::string>> group_identical(
     const std::vector<std::pair<std::string, std::string>>& lines);
 
-/// The table printed on the terminal after a run.
-std::string terminal_summary(const Summary& s, const std::string& out_dir, bool events = false);
+/// The table printed on the terminal after a run, ending with the `files` it wrote in out_dir.
+std::string terminal_summary(const Summary& s, const std::string& out_dir,
+                             const std::vector<std::string>& files = {});
 
 }  // namespace memsim

@@ -138,6 +138,7 @@ RunResult run(const RunInputs& in) {
   if (!label.empty()) planned.label = std::move(label);
   out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
   out.recorder.keep_allocations(in.keep_allocations);
+  out.recorder.keep_samples(in.keep_samples);
   out.summary = simulate(ctx, planned, out.recorder);
   explain_peaks(out.summary, out.recorder, out.trace, platform);
   // Which ops the measured durations timed, and which the cost model.

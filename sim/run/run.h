@@ -34,6 +34,9 @@ struct RunInputs {
   const Policy* policy = nullptr;
   /// Keep every allocation and release in the recorder (events.csv).
   bool keep_allocations = false;
+  /// Keep the memory samples (memory.csv, the trace's counters); without them the run keeps
+  /// its events and peaks only.
+  bool keep_samples = true;
   /// Which ops take the duration measured in the trace: as the trace says (where it was
   /// measured on this platform), wherever one was measured, or none (the cost model).
   enum class Durations : std::uint8_t { as_traced, measured, model } durations = Durations::as_traced;

@@ -113,7 +113,7 @@ links:
   Recorder rec;
   simulate(p, t, plan, rec);
   // Samples: gpu takes it at 0; host reserves at 0; gpu releases at the end.
-  const auto& m = rec.samples();
+  const auto m = rec.samples_vector();
   ASSERT_EQ(m.size(), 3u);
   EXPECT_EQ(m[0].tier, 0u);
   EXPECT_EQ(m[0].allocated_bytes, 1'000'000'000u);
