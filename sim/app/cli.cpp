@@ -171,7 +171,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   else if (durations == "model")
     inputs.durations = RunInputs::Durations::model;
   inputs.platform = std::move(platform);
-  RunResult result = run(inputs);
+  RunResult result = run(std::move(inputs));  // the step is moved, the platform kept
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;
   const Trace& trace = result.trace;

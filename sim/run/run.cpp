@@ -50,6 +50,11 @@ std::vector<std::uint64_t> planning_caps(const PlatformSpec& platform, const Tra
 }  // namespace
 
 RunResult run(const RunInputs& in) {
+  RunInputs copy = in;
+  return run(std::move(copy));
+}
+
+RunResult run(RunInputs&& in) {
   if (!in.policy) throw PolicyError("run(): no policy given");
   const PlatformSpec& platform = in.platform;
   const Policy& policy = *in.policy;
@@ -101,19 +106,6 @@ RunResult run(const RunInputs& in) {
   std::vector<Trace> replicas;
   if (in.workloads.size() == 1 && slots.size() > 1 && !placed) replicas.assign(slots.size(), in.workloads[0]);
   const std::vector<Trace>& traces = replicas.empty() ? in.workloads : replicas;
-
-  RunResult out;
-  out.trace = placed ? in.workloads[0] : combine_per_device(traces, names, layout.ranks > 1 ? slots : in.slots);
-  out.notes = layout_notes;
-  if (layout.ranks <= 1 && in.workloads.size() == 1 && in.workloads[0].parallel.from_trace) {
-    // Not laid out as ranks: its groups are names only, as before.
-    out.trace.groups.clear();
-    out.trace.parallel = ParallelLayout{};
-  }
-  if (in.durations == RunInputs::Durations::measured)
-    out.trace.measured_on = platform.name;
-  else if (in.durations == RunInputs::Durations::model)
-    out.trace.measured_on.clear();
   const std::optional<Budget> budget = policy.budget();
   std::vector<std::uint64_t> baselines(compute.size(), 0);
   if (budget) {
@@ -122,6 +114,23 @@ RunResult run(const RunInputs& in) {
     for (std::size_t k = 0; k < traces.size(); ++k)
       baselines[slots[k]] = k == 0 || in.workloads.size() == 1 ? first : exec::baseline_peak_bytes(traces[k]);
   }
+
+  RunResult out;
+  // A step placed already, or one step on the first device alone, runs as it is: moved, not
+  // copied (a million-op step is most of a run's memory).
+  const std::vector<std::uint32_t>& placing = layout.ranks > 1 ? slots : in.slots;
+  const bool as_it_is = placed || (traces.size() == 1 && replicas.empty() && (placing.empty() || placing[0] == 0));
+  out.trace = as_it_is ? std::move(in.workloads[0]) : combine_per_device(traces, names, placing);
+  out.notes = layout_notes;
+  if (layout.ranks <= 1 && in.workloads.size() == 1 && out.trace.parallel.from_trace) {
+    // Not laid out as ranks: its groups are names only, as before.
+    out.trace.groups.clear();
+    out.trace.parallel = ParallelLayout{};
+  }
+  if (in.durations == RunInputs::Durations::measured)
+    out.trace.measured_on = platform.name;
+  else if (in.durations == RunInputs::Durations::model)
+    out.trace.measured_on.clear();
   const std::vector<std::uint64_t> caps = planning_caps(
       platform, out.trace, tier_caps(platform, budget ? &*budget : nullptr, baselines));
 

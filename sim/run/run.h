@@ -55,6 +55,9 @@ struct RunResult {
 /// policy that breaks the rules of memory. SimGrid's engine is a process singleton: once per
 /// process.
 RunResult run(const RunInputs& inputs);
+/// The same, moving the step out of `inputs.workloads` where it runs as it is (one device, or
+/// a placed pipeline) instead of copying it; the rest of `inputs` is left as it was.
+RunResult run(RunInputs&& inputs);
 
 /// The engine stage alone, for a step already laid out on the platform's devices: `policy`
 /// plans it under the tiers' own capacities (no budget, no rewrite) and the engine runs the

@@ -194,7 +194,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
           // The parameter gradients are written in place, added to what .grad holds.
           for (BufferId b : op.outputs)
             if (param_grad[b]) op.updates.push_back(b);
-          std::erase_if(op.outputs, [&](BufferId b) { return param_grad[b]; });
+          erase_if(op.outputs, [&](BufferId b) { return param_grad[b]; });
         }
         for (BufferId& b : op.outputs) {
           const Buffer& orig = step.buffers[b];
@@ -209,7 +209,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
         }
       }
       for (OpId& w : op.waits_for) w = op_copy[k][w];
-      std::erase(op.waits_for, kNoOp);
+      erase(op.waits_for, kNoOp);
       const bool recv = op.kind == "recv";
       if (recv && previous != kNoOp) op.waits_for.push_back(previous);
       // Megatron waits for a receive on the CPU (batch_isend_irecv, then wait()), so the

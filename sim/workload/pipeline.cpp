@@ -206,7 +206,7 @@ class Pipeliner {
         for (BufferId& b : op.updates) b = local(b);
         for (BufferId& b : op.outputs) b = buffer(b);
         for (OpId& w : op.waits_for) w = new_id[w];
-        std::erase(op.waits_for, kNoOp);
+        erase(op.waits_for, kNoOp);
         new_id[orig.id] = static_cast<OpId>(t.ops.size());
         add(std::move(op), chunk);
       }

@@ -17,6 +17,9 @@
 #include <string_view>
 #include <vector>
 
+#include "sim/core/interned.h"
+#include "sim/core/small_vec.h"
+
 namespace memsim {
 
 using BufferId = std::uint32_t;  // index into Trace::buffers
@@ -105,13 +108,14 @@ class OpReads {
 struct Op {
   OpId id = 0;
   std::string name;
-  std::string kind;  // conv2d, matmul, relu, batch_norm, sgd_step, ...
+  Interned kind;  // conv2d, matmul, relu, batch_norm, sgd_step, ...
   Phase phase = Phase::forward;
   std::uint32_t device = 0;  // index of the compute device in the platform
   std::uint32_t stream = 0;
-  std::vector<BufferId> inputs;   // read
-  std::vector<BufferId> outputs;  // created by this op
-  std::vector<BufferId> updates;  // existing buffers overwritten in place
+  // Up to four ids each without a heap block (SmallVec): most ops have one to three.
+  SmallVec<BufferId, 4> inputs;   // read
+  SmallVec<BufferId, 4> outputs;  // created by this op
+  SmallVec<BufferId, 4> updates;  // existing buffers overwritten in place
   double flops = 0;
   double bytes_moved = 0;  // bytes read and written in the compute tier
   DType dtype = DType::fp32;
@@ -123,10 +127,10 @@ struct Op {
   std::uint64_t message_bytes = 0;
   /// The process group, by name: one of Trace::groups (then the engine runs it over the
   /// group's devices), or an imported group it knows only by name ("0 (default_pg)").
-  std::string group;
+  Interned group;
   /// Ops on other streams this one waits for (a CUDA event): FSDP's all-gather of the next
   /// layer waits until the current layer starts, so that prefetching stays one layer ahead.
-  std::vector<OpId> waits_for;
+  SmallVec<OpId, 4> waits_for;
 
   /// What the op reads: `inputs`, then `updates` (an in-place target is read too).
   OpReads reads() const { return {inputs, updates}; }

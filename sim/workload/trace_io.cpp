@@ -55,7 +55,7 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
   // Written by hand, one buffer or op per line: diff-friendly, and byte-identical run to run.
   auto str = [](const std::string& s) { return nlohmann::json(s).dump(); };
   auto num = [](double v) { return nlohmann::json(v).dump(); };
-  auto ids = [](const std::vector<BufferId>& v) {
+  auto ids = [](const auto& v) {
     std::string s = "[";
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
     return s + "]";

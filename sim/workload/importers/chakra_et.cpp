@@ -506,7 +506,7 @@ Trace import_chakra_et(const std::string& bytes, const std::string& source, cons
       op.message_bytes = static_cast<std::uint64_t>(f.comm_size);
       op.group = f.group;
     }
-    auto add_unique = [](std::vector<BufferId>& v, BufferId b) {
+    auto add_unique = [](auto& v, BufferId b) {
       if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
     };
     if (f.in || f.out) {
@@ -563,7 +563,7 @@ Trace import_chakra_et(const std::string& bytes, const std::string& source, cons
             maker.push_back(i);
             op.outputs.push_back(b);
           }
-      std::erase_if(op.inputs, [&](BufferId b) { return std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end(); });
+      erase_if(op.inputs, [&](BufferId b) { return std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end(); });
       if (!comm) {
         std::vector<std::vector<const EtTensor*>> in_args, out_args;
         for (const auto* side : {&f.in, &f.out}) {

@@ -387,7 +387,7 @@ void Importer::emit_unit(std::size_t root_index) {
   op.name = fmt::format("{}#{}", root.name, root.id);
   if (root.duration_us) op.measured_s = *root.duration_us * 1e-6;
   std::unordered_map<std::int64_t, BufferId> made;
-  auto add_unique = [](std::vector<BufferId>& v, BufferId b) {
+  auto add_unique = [](auto& v, BufferId b) {
     if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
   };
   for (std::size_t i : members) {
@@ -414,7 +414,7 @@ void Importer::emit_unit(std::size_t root_index) {
       for (const auto& t : arg)
         if (fresh.count(t.storage)) touch(t, false);
   }
-  std::erase_if(op.inputs, [&](BufferId b) {
+  erase_if(op.inputs, [&](BufferId b) {
     return std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end();
   });
 
@@ -504,7 +504,7 @@ void Importer::emit_collective(std::size_t root_index) {
   op.name = fmt::format("{}#{}", root.name, root.id);
   op.kind = kind;
   if (root.duration_us) op.measured_s = *root.duration_us * 1e-6;
-  auto add_unique = [](std::vector<BufferId>& v, BufferId b) {
+  auto add_unique = [](auto& v, BufferId b) {
     if (std::find(v.begin(), v.end(), b) == v.end()) v.push_back(b);
   };
   std::uint64_t sent = 0, received = 0;
@@ -524,7 +524,7 @@ void Importer::emit_collective(std::size_t root_index) {
     }
     if (seen_received.insert(pair_key(t->tensor, t->storage)).second) received += t->bytes;
   }
-  std::erase_if(op.inputs, [&](BufferId b) {
+  erase_if(op.inputs, [&](BufferId b) {
     return std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end();
   });
   op.message_bytes = std::max(sent, received);

@@ -264,8 +264,7 @@ BufferId ModelBuilder::grad_buffer(const std::string& op_name, Value like) {
                            Category::activation_grad);
 }
 
-OpId ModelBuilder::emit(std::string name, std::string_view kind, std::vector<BufferId> inputs,
-                        std::vector<BufferId> outputs, std::vector<BufferId> updates,
+OpId ModelBuilder::emit(std::string name, std::string_view kind, Ids inputs, Ids outputs, Ids updates,
                         double flops) {
   if (!remap_.empty())  // inside a recomputed region's backward: read the remakes
     for (auto* list : {&inputs, &updates})

@@ -366,8 +366,8 @@ class ModelBuilder {
   BufferId parameter_grad(std::uint32_t p);
   BufferId activation_buffer(std::string name, std::uint64_t elements, DType dtype);
   BufferId grad_buffer(const std::string& op_name, Value like);
-  OpId emit(std::string name, std::string_view kind, std::vector<BufferId> inputs,
-            std::vector<BufferId> outputs, std::vector<BufferId> updates, double flops);
+  using Ids = SmallVec<BufferId, 4>;
+  OpId emit(std::string name, std::string_view kind, Ids inputs, Ids outputs, Ids updates, double flops);
 
   Value activation(const std::string& name, std::string_view kind, Value x, bool inplace,
                    bool saves_input_out_of_place);
