@@ -52,7 +52,14 @@ fuzz: deps
 bench: build
 	./$(BUILD)/memsim_bench
 	./$(BUILD)/memsim_et_import_bench
+	/usr/bin/python3 bench/run_vs_bare.py $(BUILD) --million
 	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
+
+# The whole `memsim run` of a 20,000-layer chain, files included, against a bare SimGrid
+# loop of one execute per op, and the 10^6-layer chain against 10 s and 2 GB (README).
+.PHONY: run-bench
+run-bench: build
+	/usr/bin/python3 bench/run_vs_bare.py $(BUILD) --million
 
 # Data-parallel scale: Llama 7B under ZeRO-3 on 8 to 1,024 H100s (wall time and memory).
 .PHONY: parallel-bench pipeline-bench

@@ -4,6 +4,7 @@
 // copy instead of its own string (32 bytes, and a heap block when longer than 15 chars).
 // Reads like a const std::string; compares with strings by value.
 #include <compare>
+#include <ostream>
 #include <string>
 #include <string_view>
 
@@ -40,6 +41,7 @@ class Interned {
   friend std::string operator+(std::string_view a, const Interned& b) { return std::string(a).append(*b.s_); }
   friend std::string operator+(const std::string& a, const Interned& b) { return a + *b.s_; }
   friend std::string operator+(const char* a, const Interned& b) { return a + *b.s_; }
+  friend std::ostream& operator<<(std::ostream& out, const Interned& s) { return out << *s.s_; }
 
  private:
   static const std::string& empty_string();

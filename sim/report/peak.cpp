@@ -39,7 +39,8 @@ void PeakLiveSet::on_allocation(const AllocationChange& c) {
       }
     return;
   }
-  if (c.buffer >= s.buffers.size()) s.buffers.resize(std::max<std::size_t>(c.buffer + 1, 2 * s.buffers.size()));
+  // Grown to the id seen (the vector's own doubling leaves the rest untouched, not resident).
+  if (c.buffer >= s.buffers.size()) s.buffers.resize(std::size_t{c.buffer} + 1);
   Held& h = s.buffers[c.buffer];
   if (c.allocated) {
     h = {s.changes, entry};

@@ -54,14 +54,16 @@ std::optional<DType> dtype_from_string(std::string_view s);
 /// Bytes per element (tf32 is stored as fp32).
 int dtype_bytes(DType d);
 
+// Fields ordered so that no padding is left: a step of a million layers holds four million
+// buffers and ops, so each byte of either is four megabytes.
 struct Buffer {
   BufferId id = 0;
-  std::string name;
-  std::uint64_t bytes = 0;
-  Category category = Category::other;
   OpId producer = kNoOp;    // kNoOp: resident when the iteration starts
-  bool persistent = false;  // lives across iterations (weights, optimizer state)
   std::uint32_t device = 0; // compute device whose memory holds it when the iteration starts
+  Category category = Category::other;
+  bool persistent = false;  // lives across iterations (weights, optimizer state)
+  std::uint64_t bytes = 0;
+  std::string name;
 };
 
 /// The buffers an op reads, walked in place: its inputs, then its updates (see Op::reads()).
@@ -107,18 +109,19 @@ class OpReads {
 
 struct Op {
   OpId id = 0;
-  std::string name;
-  Interned kind;  // conv2d, matmul, relu, batch_norm, sgd_step, ...
-  Phase phase = Phase::forward;
   std::uint32_t device = 0;  // index of the compute device in the platform
   std::uint32_t stream = 0;
-  // Up to four ids each without a heap block (SmallVec): most ops have one to three.
-  SmallVec<BufferId, 4> inputs;   // read
-  SmallVec<BufferId, 4> outputs;  // created by this op
-  SmallVec<BufferId, 4> updates;  // existing buffers overwritten in place
+  Phase phase = Phase::forward;
+  DType dtype = DType::fp32;
+  std::string name;
+  Interned kind;  // conv2d, matmul, relu, batch_norm, sgd_step, ...
+  // Up to two ids each without a heap block (SmallVec): most ops read two buffers, make one
+  // and update at most one.
+  SmallVec<BufferId, 2> inputs;   // read
+  SmallVec<BufferId, 2> outputs;  // created by this op
+  SmallVec<BufferId, 2> updates;  // existing buffers overwritten in place
   double flops = 0;
   double bytes_moved = 0;  // bytes read and written in the compute tier
-  DType dtype = DType::fp32;
   std::uint64_t workspace_bytes = 0;     // transient, freed right after the op
   std::optional<double> measured_s;      // a duration measured on real hardware
   // Communication ops (kind all_reduce, all_gather, ...): the message and who takes part.
@@ -130,7 +133,7 @@ struct Op {
   Interned group;
   /// Ops on other streams this one waits for (a CUDA event): FSDP's all-gather of the next
   /// layer waits until the current layer starts, so that prefetching stays one layer ahead.
-  SmallVec<OpId, 4> waits_for;
+  SmallVec<OpId, 2> waits_for;
 
   /// What the op reads: `inputs`, then `updates` (an in-place target is read too).
   OpReads reads() const { return {inputs, updates}; }

@@ -56,7 +56,7 @@ TEST(PipelineSplit, OnlyNeighboursSendAndTheResidualGradientGoesStageByStage) {
   for (const Op& op : t.ops) {
     if (op.kind != "send" && op.kind != "recv") continue;
     std::smatch m;
-    ASSERT_TRUE(std::regex_match(op.group, m, group)) << op.group;
+    ASSERT_TRUE(std::regex_match(op.group.str(), m, group)) << op.group;
     pairs.insert({std::stoi(m[1]), std::stoi(m[2])});
   }
   EXPECT_EQ(pairs, (std::set<std::pair<int, int>>{{0, 1}, {1, 2}, {2, 3}, {1, 0}, {2, 1}, {3, 2}}));

@@ -366,7 +366,7 @@ class ModelBuilder {
   BufferId parameter_grad(std::uint32_t p);
   BufferId activation_buffer(std::string name, std::uint64_t elements, DType dtype);
   BufferId grad_buffer(const std::string& op_name, Value like);
-  using Ids = SmallVec<BufferId, 4>;
+  using Ids = SmallVec<BufferId, 2>;
   OpId emit(std::string name, std::string_view kind, Ids inputs, Ids outputs, Ids updates, double flops);
 
   Value activation(const std::string& name, std::string_view kind, Value x, bool inplace,
