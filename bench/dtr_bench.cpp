@@ -63,8 +63,7 @@ Result in_child(const std::function<Result()>& body) {
   return r;
 }
 
-Result run_dtr(std::size_t n, std::uint64_t units, const std::string& heuristic) {
-  const Trace trace = dtr_unit_chain(n);
+Result run_dtr_on(const Trace& trace, std::uint64_t units, const std::string& heuristic) {
   return in_child([&] {
     const auto t0 = std::chrono::steady_clock::now();
     auto node = ConfigNode::parse_text("{heuristic: " + heuristic + "}", "bench");
@@ -80,6 +79,10 @@ Result run_dtr(std::size_t n, std::uint64_t units, const std::string& heuristic)
     r.peak_units = static_cast<double>(s.tiers[0].usage.peak_allocated_bytes) / kDtrUnitBytes;
     return r;
   });
+}
+
+Result run_dtr(std::size_t n, std::uint64_t units, const std::string& heuristic) {
+  return run_dtr_on(dtr_unit_chain(n), units, heuristic);
 }
 
 std::uint64_t units_at(double fraction, std::size_t n) {
@@ -167,6 +170,13 @@ int main(int argc, char** argv) {
     return table(argc >= 3 ? std::stoul(argv[2]) : 10000, argc >= 4 ? argv[3] : "full");
   if (argc >= 2 && std::strcmp(argv[1], "--check") == 0)
     return check(argc >= 3 ? std::stoul(argv[2]) : 10000);
+  if (argc >= 4 && std::strcmp(argv[1], "--simrd-run") == 0) {
+    const Result r = run_dtr_on(dtr_simrd_chain(std::stoul(argv[2])), std::stoul(argv[3]),
+                                argc >= 5 ? argv[4] : "full");
+    std::printf("ok=%d overhead=%.6f recomputed=%.0f peak=%.0f wall=%.3f\n", r.ok, r.overhead,
+                r.recomputed, r.peak_units, r.wall_s);
+    return 0;
+  }
   if (argc == 4 && std::strcmp(argv[1], "--write-trace") == 0) {
     std::ofstream out(argv[3]);
     memsim::write_trace_json(dtr_unit_chain(std::stoul(argv[2])), out);

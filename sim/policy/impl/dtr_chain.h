@@ -21,6 +21,17 @@ inline constexpr double kDtrUnitFlops = 1e9;
 
 Trace dtr_unit_chain(std::size_t layers);
 
+/// The same benchmark as the DTR authors' simulator (simrd, uniform_linear/run.py) builds
+/// it, for comparing with its figures like for like: n forward ops, the first from nothing;
+/// n backward ops, the first from nothing too, b_i reading t_{i-1} and g_{i+1} (b_0 reads g_1
+/// alone), so t_{n-2} and t_{n-1} are never read again. Every buffer is one unit and every op
+/// costs one; the baseline computes 2n units and peaks at n (t_0..t_{n-1}).
+///
+///   forward   f_0: t_0 = f(),  f_i: t_i = f(t_{i-1})                  i = 1..n-1
+///   backward  b_{n-1}: g_{n-1} = b(),  b_i: g_i = b(t_{i-1}, g_{i+1})   i = n-2..1
+///             b_0: g_0 = b(g_1)
+Trace dtr_simrd_chain(std::size_t layers);
+
 /// One GPU at 1 TFLOPS with no launch overhead (an op of the chain takes exactly 1 ms) and a
 /// compute tier of `capacity_bytes`, ideal allocator; a host DRAM over a 10 GB/s link.
 PlatformSpec dtr_unit_platform(std::uint64_t capacity_bytes);
