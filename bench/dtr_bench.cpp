@@ -170,6 +170,12 @@ int main(int argc, char** argv) {
     return table(argc >= 3 ? std::stoul(argv[2]) : 10000, argc >= 4 ? argv[3] : "full");
   if (argc >= 2 && std::strcmp(argv[1], "--check") == 0)
     return check(argc >= 3 ? std::stoul(argv[2]) : 10000);
+  if (argc >= 4 && std::strcmp(argv[1], "--run") == 0) {
+    const Result r = run_dtr(std::stoul(argv[2]), std::stoul(argv[3]), argc >= 5 ? argv[4] : "full");
+    std::printf("ok=%d overhead=%.6f recomputed=%.0f peak=%.0f wall=%.3f\n", r.ok, r.overhead,
+                r.recomputed, r.peak_units, r.wall_s);
+    return 0;
+  }
   if (argc >= 4 && std::strcmp(argv[1], "--simrd-run") == 0) {
     const Result r = run_dtr_on(dtr_simrd_chain(std::stoul(argv[2])), std::stoul(argv[3]),
                                 argc >= 5 ? argv[4] : "full");
