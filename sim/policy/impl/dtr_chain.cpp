@@ -72,6 +72,49 @@ Trace dtr_simrd_chain(std::size_t layers) {
   return t;
 }
 
+// Measured with simrd at uwsampl/dtr-prototype eff53cc4 (simrd/), Python 3.11: heuristic
+// DTREqClass on RuntimeV2EagerOptimized (the paper's DTR with equivalence classes and eager
+// eviction), the chain built by simrd_experiments/uniform_linear/run.py's run(n, B, ...,
+// releases=True); the figure is telemetry.summary's remat_compute, the baseline its
+// model_compute (2n: the forward and the backward). Budgets as simrd's bounds.py rounds them:
+// 2 sqrt(n) and the other multiples of sqrt(n) up (ceil), fractions b n. The command, per
+// row: python3 chain.py N B (a driver calling run() after naming simrd's unnamed unit
+// operator, which its telemetry needs; docs/reproductions.md has it in full).
+std::span<const SimrdFigure> simrd_figures() {
+  static constexpr SimrdFigure kFigures[] = {
+      {1000, "1.0", 1000, 0, false},
+      {1000, "0.75", 750, 250, false},
+      {1000, "0.5", 500, 500, true},
+      {1000, "0.25", 250, 750, true},
+      {1000, "0.1", 100, 900, false},
+      {1000, "0.05", 50, 1163, false},
+      {1000, "4 sqrt(N)", 127, 873, false},
+      {1000, "3 sqrt(N)", 95, 905, false},
+      {1000, "2 sqrt(N)", 64, 957, true},
+      {1000, "1.5 sqrt(N)", 48, 1222, false},
+      {1000, "sqrt(N)", 32, 1569, false},
+      {1000, "0.5 sqrt(N)", 16, 2736, false},
+      {1000, "", 8, 7226, false},
+      {1000, "", 4, 476012, false},
+      {10000, "1.0", 10000, 0, false},
+      {10000, "0.75", 7500, 2500, false},
+      {10000, "0.5", 5000, 5000, true},
+      {10000, "0.25", 2500, 7500, true},
+      {10000, "0.1", 1000, 9000, false},
+      {10000, "0.05", 500, 9500, false},
+      {10000, "4 sqrt(N)", 400, 9600, false},
+      {10000, "3 sqrt(N)", 300, 9700, false},
+      {10000, "2 sqrt(N)", 200, 10905, true},
+      {10000, "1.5 sqrt(N)", 150, 13173, false},
+      {10000, "sqrt(N)", 100, 16204, false},
+      {10000, "0.5 sqrt(N)", 50, 21617, false},
+      {10000, "", 25, 34618, false},
+      {10000, "", 12, 74166, false},
+      {10000, "", 6, 417047, false},
+  };
+  return kFigures;
+}
+
 PlatformSpec dtr_unit_platform(std::uint64_t capacity_bytes) {
   return load_platform(ConfigNode::parse_text(
       "name: unit-gpu\n"

@@ -10,6 +10,7 @@
 // baseline" is (2N + recomputed units) / 2N.
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "sim/platform/platform.h"
 #include "sim/workload/trace.h"
@@ -31,6 +32,19 @@ Trace dtr_unit_chain(std::size_t layers);
 ///   backward  b_{n-1}: g_{n-1} = b(),  b_i: g_i = b(t_{i-1}, g_{i+1})   i = n-2..1
 ///             b_0: g_0 = b(g_1)
 Trace dtr_simrd_chain(std::size_t layers);
+
+/// simrd's own figures on dtr_simrd_chain(layers): its DTR (h = (c + e*) / (m s), e* by
+/// equivalence classes) at `units` of budget, as simrd counts it: every resident tensor,
+/// activations and gradients alike. Compute over its baseline is (2 layers + recomputed) /
+/// 2 layers. Measured once (provenance in dtr_chain.cpp): simrd is not available here.
+struct SimrdFigure {
+  std::size_t layers;
+  const char* budget;  // "0.5" (of the baseline peak, n units), "2 sqrt(N)" (rounded up), ...
+  std::uint64_t units;
+  std::uint64_t recomputed;
+  bool published;      // one of the figures the DTR paper states (0.5, 0.25, 2 sqrt(N))
+};
+std::span<const SimrdFigure> simrd_figures();
 
 /// One GPU at 1 TFLOPS with no launch overhead (an op of the chain takes exactly 1 ms) and a
 /// compute tier of `capacity_bytes`, ideal allocator; a host DRAM over a 10 GB/s link.
