@@ -23,9 +23,10 @@
 // what is remade for it) when it is issued, and what it makes when it is done. A buffer
 // remade for a reader is thus as stale as the request, not fresher than the checkpoint it
 // was remade from (as DTR's simulator stamps them); stamped at the end of each re-run
-// instead, the remade intermediates of a segment outlive the spread-out checkpoints. Neighbours of t: what its producer read or updated, and what
-// the ops that read or update t make or update. A buffer dropped at its last use counts as
-// evicted; one freed there leaves its class.
+// instead, the remade intermediates of a segment outlive the spread-out checkpoints.
+// Neighbours of t: what its producer read or updated, and what the ops that read or update t
+// make or update. A buffer dropped at its last use counts as evicted; one freed there leaves
+// its class.
 // The op being prepared holds its operands (locked); a buffer remade for it stays until the
 // op that needed it has read it, unless nothing else is left to evict.
 #include <cstdint>
