@@ -9,6 +9,13 @@
 //                                         baseline, recomputed units, wall time
 //   memsim_dtr_bench --check [N]          the DTR simulator's figures at N (default 10,000):
 //                                         exit status 1 if dtr exceeds any of them
+//   memsim_dtr_bench --simrd-table [N]    against the DTR authors' simulator (simrd) at every
+//                                         budget of its figures (sim/policy/impl/dtr_chain.h),
+//                                         N = 1,000 and 10,000 or N alone: dtr on simrd's own
+//                                         chain at its budget, and on this chain at one unit
+//                                         more (it holds t_1, which simrd's chain need not);
+//                                         exit status 1 if dtr recomputes more than simrd on
+//                                         simrd's chain, or on this one at a published budget
 //   memsim_dtr_bench --write-trace N FILE the chain as a native trace, for `memsim run`
 //
 // SimGrid's engine is a process singleton, so each run happens in a forked child that reports
@@ -63,8 +70,7 @@ Result in_child(const std::function<Result()>& body) {
   return r;
 }
 
-Result run_dtr(std::size_t n, std::uint64_t units, const std::string& heuristic) {
-  const Trace trace = dtr_unit_chain(n);
+Result run_dtr_on(const Trace& trace, std::uint64_t units, const std::string& heuristic) {
   return in_child([&] {
     const auto t0 = std::chrono::steady_clock::now();
     auto node = ConfigNode::parse_text("{heuristic: " + heuristic + "}", "bench");
@@ -80,6 +86,10 @@ Result run_dtr(std::size_t n, std::uint64_t units, const std::string& heuristic)
     r.peak_units = static_cast<double>(s.tiers[0].usage.peak_allocated_bytes) / kDtrUnitBytes;
     return r;
   });
+}
+
+Result run_dtr(std::size_t n, std::uint64_t units, const std::string& heuristic) {
+  return run_dtr_on(dtr_unit_chain(n), units, heuristic);
 }
 
 std::uint64_t units_at(double fraction, std::size_t n) {
@@ -144,6 +154,37 @@ int check(std::size_t n) {
   return failures ? 1 : 0;
 }
 
+// Like for like: simrd's chain at simrd's budget (the same graph, the same units: every
+// resident buffer), and this project's chain at one unit more, which is the same problem: its
+// t_1 cannot be remade (the input is freed after f_1) and so holds a unit for the whole step,
+// where simrd's t_0 is made from nothing; simrd's last two activations, never read by its
+// backward, and its first gradient, made from nothing, cost what b_N reading t_N does here.
+int simrd_table(std::size_t only_n) {
+  std::printf("%-7s %-12s %6s %12s %12s %10s %10s %12s %10s %9s\n", "N", "budget", "units",
+              "simrd", "dtr", "simrd_rc", "dtr_rc", "dtr(B+1)", "rc(B+1)", "wall_s");
+  int over = 0;
+  for (const SimrdFigure& f : simrd_figures()) {
+    if (only_n != 0 && f.layers != only_n) continue;
+    const Result same = run_dtr_on(dtr_simrd_chain(f.layers), f.units, "full");
+    const Result own = run_dtr(f.layers, f.units + 1, "full");
+    const double base = 2.0 * static_cast<double>(f.layers);
+    const auto simrd_rc = static_cast<double>(f.recomputed);
+    const bool same_over = same.ok != 1 || same.recomputed > simrd_rc;
+    const bool own_over = f.published && (own.ok != 1 || own.recomputed > simrd_rc);
+    std::printf("%-7zu %-12s %6llu %12.5f %12.5f %10.0f %10.0f %12.5f %10.0f %9.3f  %s\n",
+                f.layers, f.budget, static_cast<unsigned long long>(f.units),
+                (base + simrd_rc) / base, same.ok == 1 ? same.overhead : NAN, simrd_rc,
+                same.ok == 1 ? same.recomputed : NAN, own.ok == 1 ? own.overhead : NAN,
+                own.ok == 1 ? own.recomputed : NAN, same.wall_s,
+                same_over || own_over ? "OVER"
+                : same.recomputed < simrd_rc ? "fewer"
+                                             : "same");
+    std::fflush(stdout);
+    over += same_over || own_over ? 1 : 0;
+  }
+  return over ? 1 : 0;
+}
+
 void BM_DtrChainSqrtBudget(benchmark::State& state) {
   const auto n = static_cast<std::size_t>(state.range(0));
   const auto units = static_cast<std::uint64_t>(2 * std::sqrt(static_cast<double>(n)));
@@ -167,6 +208,8 @@ int main(int argc, char** argv) {
     return table(argc >= 3 ? std::stoul(argv[2]) : 10000, argc >= 4 ? argv[3] : "full");
   if (argc >= 2 && std::strcmp(argv[1], "--check") == 0)
     return check(argc >= 3 ? std::stoul(argv[2]) : 10000);
+  if (argc >= 2 && std::strcmp(argv[1], "--simrd-table") == 0)
+    return simrd_table(argc >= 3 ? std::stoul(argv[2]) : 0);
   if (argc == 4 && std::strcmp(argv[1], "--write-trace") == 0) {
     std::ofstream out(argv[3]);
     memsim::write_trace_json(dtr_unit_chain(std::stoul(argv[2])), out);

@@ -42,7 +42,7 @@ struct Chain {
   DtrCore run_forward(DtrHeuristic h) {
     DtrCore core(t, l, {1, 2, 3, 4, 5}, h);
     for (OpId i = 0; i < 4; ++i) {
-      core.op_begins(i);
+      core.op_begins(i, i, false);
       core.op_ends(i, i + 1.0, false);
     }
     return core;
@@ -54,11 +54,12 @@ struct Chain {
 TEST(DtrCore, ScoreIsCostOverSizeTimesStaleness) {
   Chain ch;
   DtrCore core = ch.run_forward(DtrHeuristic::full);
-  // At t = 10: a last touched at 2 (read by f1), cost 1, 100 B, staleness 8.
-  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), 1.0 / (100 * 8));
-  EXPECT_DOUBLE_EQ(core.score(ch.b, 10), 2.0 / (200 * 7));
+  // At t = 10: a last accessed at 1 (read by f1, issued then), cost 1, 100 B, staleness 9;
+  // d was made by f3, done at 4.
+  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), 1.0 / (100 * 9));
+  EXPECT_DOUBLE_EQ(core.score(ch.b, 10), 2.0 / (200 * 8));
   EXPECT_DOUBLE_EQ(core.score(ch.d, 10), 4.0 / (400 * 6));
-  // The smallest h: a (1/800) vs b (1/700) vs c (1/600) vs d (1/600).
+  // The smallest h: a (1/900) vs b (1/800) vs c (1/700) vs d (1/600).
   auto all = [](BufferId) { return true; };
   EXPECT_EQ(core.choose(10, all), ch.a);
 }
@@ -68,19 +69,19 @@ TEST(DtrCore, EvictedNeighboursAddTheirClassCost) {
   DtrCore core = ch.run_forward(DtrHeuristic::full);
   core.evicted(ch.b);
   // a's neighbour b is evicted: e*(a) = c(b) = 2.
-  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), (1.0 + 2.0) / (100 * 8));
+  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), (1.0 + 2.0) / (100 * 9));
   core.evicted(ch.c);
   // b and c are one class now (cost 5): a sees it through b, d through c, each once.
-  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), (1.0 + 5.0) / (100 * 8));
+  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), (1.0 + 5.0) / (100 * 9));
   EXPECT_DOUBLE_EQ(core.score(ch.d, 10), (4.0 + 5.0) / (400 * 6));
   // Remaking b (f1 re-run) takes its cost out of the class: d sees c's 3 alone.
-  core.op_begins(1);
+  core.op_begins(1, 10, true);
   core.op_ends(1, 11, true);
   EXPECT_FALSE(core.is_evicted(ch.b));
   EXPECT_DOUBLE_EQ(core.score(ch.d, 11), (4.0 + 3.0) / (400 * 7));
   // b was remade for an op not yet run: it stays locked until something reads it.
   EXPECT_TRUE(core.is_remade_locked(ch.b));
-  core.op_begins(2);
+  core.op_begins(2, 11, true);
   core.op_ends(2, 12, true);  // f2 reads b, remakes c
   EXPECT_FALSE(core.is_remade_locked(ch.b));
   EXPECT_TRUE(core.is_remade_locked(ch.c));
@@ -92,14 +93,28 @@ TEST(DtrCore, LocalCountsOnlyImmediateNeighbours) {
   core.evicted(ch.b);
   core.evicted(ch.c);
   // a's only evicted neighbour is b (cost 2); c, beyond it, does not count.
-  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), (1.0 + 2.0) / (100 * 8));
+  EXPECT_DOUBLE_EQ(core.score(ch.a, 10), (1.0 + 2.0) / (100 * 9));
+}
+
+TEST(DtrCore, ABufferRemadeForAnOpIsAsStaleAsTheRequest) {
+  // k is issued at 10 and needs b, evicted: f1 re-runs from 10 to 12 (reading a) and remakes
+  // b. Both count as accessed at 10, when k asked for them, not when the re-run ended: at
+  // 14, staleness 4 for both (a: cost 1, 100 B; b: cost 2, 200 B).
+  Chain ch;
+  DtrCore core = ch.run_forward(DtrHeuristic::lru);
+  core.evicted(ch.b);
+  core.op_begins(4, 10, false);
+  core.op_begins(1, 10, true);
+  core.op_ends(1, 12, true);
+  EXPECT_DOUBLE_EQ(core.score(ch.a, 14), 1.0 / 4);
+  EXPECT_DOUBLE_EQ(core.score(ch.b, 14), 1.0 / 4);
 }
 
 TEST(DtrCore, LruAndLargest) {
   Chain ch;
   auto all = [](BufferId) { return true; };
   DtrCore lru = ch.run_forward(DtrHeuristic::lru);
-  EXPECT_EQ(lru.choose(10, all), ch.a);  // touched last at 2
+  EXPECT_EQ(lru.choose(10, all), ch.a);  // accessed last at 1
   DtrCore largest = ch.run_forward(DtrHeuristic::largest);
   EXPECT_EQ(largest.choose(10, all), ch.d);  // 400 B
 }
@@ -107,7 +122,7 @@ TEST(DtrCore, LruAndLargest) {
 TEST(DtrCore, LockedAndNonResidentBuffersAreNotChosen) {
   Chain ch;
   DtrCore core = ch.run_forward(DtrHeuristic::full);
-  core.op_begins(4);  // k reads a, b, c, d: all locked
+  core.op_begins(4, 10, false);  // k reads a, b, c, d: all locked
   auto all = [](BufferId) { return true; };
   EXPECT_EQ(core.choose(10, all), std::nullopt);
   DtrCore other = ch.run_forward(DtrHeuristic::full);
@@ -149,7 +164,7 @@ TEST(DtrCore, ABufferRemadeForAnOpGoesLast) {
   Chain ch;
   DtrCore core = ch.run_forward(DtrHeuristic::largest);
   core.evicted(ch.b);
-  core.op_begins(1);
+  core.op_begins(1, 10, true);
   core.op_ends(1, 11, true);  // b remade, for an op that has not read it yet
   auto a_or_b = [&](BufferId x) { return x == ch.a || x == ch.b; };
   EXPECT_EQ(core.choose(20, a_or_b), ch.a);  // b is larger, but held for its reader

@@ -46,9 +46,9 @@ class DtrPolicy final : public Policy {
 
     bool has_op_hooks() const override { return true; }
 
-    void before_op(const RuntimeView&, OpId op, std::vector<Action>&) override {
+    void before_op(const RuntimeView& view, OpId op, std::vector<Action>&) override {
       recomputes_ = 0;
-      core_.op_begins(op);
+      core_.op_begins(op, view.now_s(), false);
     }
 
     void after_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
@@ -59,9 +59,9 @@ class DtrPolicy final : public Policy {
       }
     }
 
-    void before_recompute(const RuntimeView&, OpId op) override {
+    void before_recompute(const RuntimeView& view, OpId op) override {
       ++recomputes_;
-      core_.op_begins(op);
+      core_.op_begins(op, view.now_s(), true);
     }
 
     void after_recompute(const RuntimeView& view, OpId op) override {

@@ -164,8 +164,9 @@ void DtrCore::remove_resident(BufferId b) {
   slot_[b] = -1;
 }
 
-void DtrCore::op_begins(OpId id) {
+void DtrCore::op_begins(OpId id, double now_s, bool recompute) {
   const Op& op = trace_.ops[id];
+  if (!recompute) issued_s_ = now_s;
   for (const auto* list : {&op.inputs, &op.updates, &op.outputs})
     for (BufferId b : *list) ++lock_[b];
 }
@@ -174,7 +175,7 @@ void DtrCore::op_ends(OpId id, double now_s, bool recompute) {
   const Op& op = trace_.ops[id];
   for (BufferId b : op.reads()) {
     --lock_[b];
-    last_access_[b] = now_s;
+    last_access_[b] = issued_s_;  // read when its op (or the op it is remade for) was issued
     remade_lock_[b] = 0;  // its reader ran
   }
   for (BufferId b : op.outputs) {
@@ -190,7 +191,7 @@ void DtrCore::op_ends(OpId id, double now_s, bool recompute) {
       remade_lock_[b] = 1;
       remade_locked_.push_back(b);
     }
-    last_access_[b] = now_s;
+    last_access_[b] = recompute ? issued_s_ : now_s;
     add_resident(b);
   }
   if (recompute) return;

@@ -19,9 +19,14 @@
 //   lru      h = 1 / s(t) (the stalest first)
 //   largest  h = 1 / m(t) (the largest first; ties to the stalest)
 // c(t): the time of t's producer plus its in-place updaters; m(t): bytes; s(t): time since
-// t was last read or written. Neighbours of t: what its producer read or updated, and what
-// the ops that read or update t make or update. A buffer dropped at its last use counts as
-// evicted; one freed there leaves its class.
+// t was last accessed, counted as the program counts it: an op accesses what it reads (and
+// what is remade for it) when it is issued, and what it makes when it is done. A buffer
+// remade for a reader is thus as stale as the request, not fresher than the checkpoint it
+// was remade from (as DTR's simulator stamps them); stamped at the end of each re-run
+// instead, the remade intermediates of a segment outlive the spread-out checkpoints.
+// Neighbours of t: what its producer read or updated, and what the ops that read or update t
+// make or update. A buffer dropped at its last use counts as evicted; one freed there leaves
+// its class.
 // The op being prepared holds its operands (locked); a buffer remade for it stays until the
 // op that needed it has read it, unless nothing else is left to evict.
 #include <cstdint>
@@ -51,8 +56,9 @@ class DtrCore {
           DtrHeuristic heuristic);
 
   // Events, in simulated seconds.
-  /// `op` starts (or starts again, as a recomputation): its operands are locked.
-  void op_begins(OpId op);
+  /// `op` starts (or starts again, as a recomputation, for the op last begun): its operands
+  /// are locked.
+  void op_begins(OpId op, double now_s, bool recompute);
   /// `op` is done: its operands are unlocked and touched, its outputs resident (or, for a
   /// recomputation, the evicted ones remade and locked until a reader runs).
   void op_ends(OpId op, double now_s, bool recompute);
@@ -97,6 +103,7 @@ class DtrCore {
   std::vector<std::uint8_t> remade_lock_;   // remade, not yet read by the op it was for
   std::vector<BufferId> remade_locked_;
   std::vector<double> last_access_;
+  double issued_s_ = 0;                     // when the op being prepared began
   std::vector<std::int64_t> slot_;          // index in resident_, or -1
   std::vector<BufferId> resident_;
   std::vector<std::uint32_t> nbr_begin_;    // CSR of neighbours (candidates only)
