@@ -268,6 +268,7 @@ int run(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& 
   fs::create_directories(fs::path(out_dir) / "points", ec);
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
   PointStore store(out_dir, o.memsim, o.force);
+  store.set_outputs(spec.outputs);
   const ResultsTable table(spec, points);
   const FitOptions fopt = fit_options(spec);
   const std::vector<const SweepPoint*> selected =

@@ -148,6 +148,8 @@ PointResult PointStore::run_child(const ResolvedRun& run) {
 
   std::vector<std::string> args = run.request.run_args();
   args.push_back("--no-advice");  // a point that runs out of memory is an answer, not a question
+  args.push_back("--outputs");     // what the sweep reads, unless it asks for more
+  args.push_back(outputs_);
   args.push_back("--out");
   args.push_back(dir);
   std::string command = "memsim";

@@ -2,8 +2,9 @@
 // Where sweep and fit results live, and how a point runs: as a child `memsim run` process
 // (SimGrid allows one simulation per process) writing its full output to
 //
-//   OUT/points/<id>/   point.json (what ran and the command), summary.json, timeline.csv,
-//                      memory.csv, ... ; error.json when the run failed; stderr.txt
+//   OUT/points/<id>/   point.json (what ran and the command), summary.json (and the other
+//                      files the sweep's `outputs:` names); error.json when the run failed;
+//                      stderr.txt
 //   OUT/fits/<id>.json one max-batch search
 //
 // A point is finished when its summary.json exists: `memsim run` writes it last, by rename,
@@ -37,6 +38,8 @@ class PointStore {
   /// `memsim` is the executable to run points with; `force` reruns finished points (each
   /// once per PointStore).
   PointStore(std::string out_dir, std::string memsim, bool force);
+  /// What each point writes besides point.json (memsim run --outputs); default summary.
+  void set_outputs(std::string outputs) { outputs_ = std::move(outputs); }
 
   const std::string& out_dir() const { return out_dir_; }
   bool force() const { return force_; }
@@ -68,6 +71,7 @@ class PointStore {
   PointResult run_child(const ResolvedRun& run);
 
   std::string out_dir_, memsim_;
+  std::string outputs_ = "summary";
   bool force_;
   std::atomic<bool> stop_{false};
   mutable std::mutex mutex_;

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -331,7 +332,7 @@ SweepSpec load_sweep(const std::string& path) {
   ConfigNode root = ConfigNode::parse_file(path);
   if (!root.is_map())
     root.fail_expected("a sweep: a map with devices, workloads and optionally policies, set, zip, fit");
-  root.allow_only({"description", "devices", "workloads", "policies", "set", "zip", "fit"});
+  root.allow_only({"description", "devices", "workloads", "policies", "set", "zip", "fit", "outputs"});
   l.spec.file = path;
   l.base = fs::path(path).parent_path();
   l.read_devices(root.at("devices"));
@@ -340,6 +341,31 @@ SweepSpec load_sweep(const std::string& path) {
   if (auto set = root.find("set")) l.read_set(*set);
   if (auto zip = root.find("zip")) l.read_zip(*zip);
   if (auto fit = root.find("fit")) l.read_fit(*fit);
+  if (auto outputs = root.find("outputs")) {
+    // A list or one comma-separated string of memsim run's output names.
+    static const std::set<std::string> names{"summary", "timeline", "memory", "peak", "tiles", "trace", "events", "all"};
+    std::vector<std::string> chosen;
+    auto take = [&](const ConfigNode& n) {
+      const std::string v = n.as_string();
+      std::stringstream in(v);
+      for (std::string name; std::getline(in, name, ',');) {
+        if (!names.count(name))
+          n.fail(fmt::format("expected output names from summary, timeline, memory, peak, tiles, trace, events, "
+                             "all; got '{}'",
+                             name));
+        chosen.push_back(name);
+      }
+    };
+    if (outputs->is_sequence())
+      for (const ConfigNode& item : outputs->items()) take(item);
+    else
+      take(*outputs);
+    if (chosen.empty()) outputs->fail_expected("one or more output names (summary, memory, ..., all)");
+    if (std::find(chosen.begin(), chosen.end(), "summary") == chosen.end() &&
+        std::find(chosen.begin(), chosen.end(), "all") == chosen.end())
+      chosen.insert(chosen.begin(), "summary");  // what results.csv is made of
+    l.spec.outputs = fmt::format("{}", fmt::join(chosen, ","));
+  }
   return std::move(l.spec);
 }
 

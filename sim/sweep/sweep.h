@@ -55,6 +55,9 @@ struct SweepSpec {
   std::vector<SweepAxis> axes;                       // in column order: set, then zip
   std::vector<std::vector<std::size_t>> dimensions;  // axes varying together, outer first
   std::optional<FitSpec> fit;
+  /// The files each point writes (`memsim run --outputs`): by default summary.json only,
+  /// what results.csv and the fits read; `outputs: all` keeps every point's full output.
+  std::string outputs = "summary";
 };
 
 /// Reads and checks a sweep file. Throws InputError with file, line, column and key.

@@ -159,7 +159,9 @@ TEST(SweepRun, SmallSweepGivesOneRowPerPointRerunSkipsAndForceReruns) {
     json s = json::parse(slurp(out + "/points/" + row.at("point_id") + "/summary.json"));
     EXPECT_EQ(row.at("iteration_time_s"), s["iteration_time_s"].dump());
     EXPECT_EQ(row.at("gpu0.hbm.peak_allocated_bytes"), s["tiers"]["gpu0.hbm"]["peak_allocated_bytes"].dump());
-    EXPECT_TRUE(fs::exists(out + "/points/" + row.at("point_id") + "/timeline.csv"));
+    // Only what the sweep reads: summary.json (outputs: is not given).
+    EXPECT_FALSE(fs::exists(out + "/points/" + row.at("point_id") + "/timeline.csv"));
+    EXPECT_FALSE(fs::exists(out + "/points/" + row.at("point_id") + "/memory.csv"));
   }
   EXPECT_EQ(ids.size(), 8u);
   // Without memory sharing the peak is higher; the time is the same (nothing swaps).
@@ -184,6 +186,27 @@ TEST(SweepRun, SmallSweepGivesOneRowPerPointRerunSkipsAndForceReruns) {
   EXPECT_EQ(count_after(forced.out, "run:"), 8) << forced.out;
   EXPECT_NE(fs::last_write_time(first_summary), written);
   EXPECT_EQ(slurp(out + "/results.csv"), before);  // deterministic
+}
+
+TEST(SweepRun, OutputsNamesTheFilesEachPointWrites) {
+  const std::string dir = temp_dir("outputs");
+  const std::string sweep = write(dir + "/one.yaml",
+                                  "devices: [a100-40gb]\nworkloads: [mlp]\noutputs: [memory, peak]\n");
+  CliResult r = run_memsim("sweep " + sweep + " --out " + dir + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = read_results(dir + "/out/results.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  const std::string point = dir + "/out/points/" + rows[0].at("point_id");
+  EXPECT_TRUE(fs::exists(point + "/summary.json"));  // always: results.csv is made of it
+  EXPECT_TRUE(fs::exists(point + "/memory.csv"));
+  EXPECT_TRUE(fs::exists(point + "/peak.csv"));
+  EXPECT_FALSE(fs::exists(point + "/timeline.csv"));
+  // An unknown name is the sweep file's located error.
+  const std::string bad = write(dir + "/bad.yaml", "devices: [a100-40gb]\nworkloads: [mlp]\noutputs: [memory, plots]\n");
+  CliResult b = run_memsim("sweep " + bad + " --out " + dir + "/bad");
+  EXPECT_EQ(b.exit_code, 1);
+  EXPECT_NE(b.err.find("bad.yaml:3"), std::string::npos) << b.err;
+  EXPECT_NE(b.err.find("got 'plots'"), std::string::npos) << b.err;
 }
 
 TEST(SweepRun, KilledSweepResumesToTheSameResults) {
