@@ -64,7 +64,9 @@ void append_double(std::string& out, double v) {
 }
 
 TextOut& TextOut::put_csv(std::string_view s) {
-  if (s.find_first_of(",\"\n") == std::string_view::npos) return put(s);
+  bool plain = true;
+  for (char c : s) plain &= c != ',' && c != '"' && c != '\n';
+  if (plain) return put(s);
   std::string& o = out();
   o += '"';
   for (char c : s) {

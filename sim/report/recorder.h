@@ -4,7 +4,7 @@
 // when asked, the AllocationChange behind each sample). It keeps them in memory in time
 // order; the writers turn them into files. It also keeps what was live at each tier's peak.
 //
-// Memory is bounded per op: an Event is 48 bytes, and a sample is kept as what changed — the
+// Memory is bounded per op: an Event is 56 bytes, and a sample is kept as what changed — the
 // tier's totals and the one category that moved (40 bytes; a change that moves several
 // categories takes one entry per category) — not as the tier's whole split by category
 // (112 bytes). Reading the samples back replays the changes.

@@ -16,7 +16,7 @@ namespace {
 TEST(MemoryPerOp, StructureSizes) {
   EXPECT_LE(sizeof(Op), 176u);
   EXPECT_LE(sizeof(Buffer), 56u);
-  EXPECT_LE(sizeof(Event), 48u);
+  EXPECT_LE(sizeof(Event), 56u);
   EXPECT_LE(sizeof(SampleLog::Entry), 40u);
   EXPECT_EQ(sizeof(SmallVec<BufferId, 2>), 16u);
   EXPECT_EQ(sizeof(Interned), sizeof(void*));

@@ -246,7 +246,7 @@ TEST(SweepStore, AFailingRunIsRecordedWithItsMessage) {
     std::ifstream args(dir / "args");
     std::string line;
     std::getline(args, line);
-    EXPECT_EQ(line, "run a100-40gb mlp --policy none --set workload.batch=8 --no-advice --out " +
+    EXPECT_EQ(line, "run a100-40gb mlp --policy none --set workload.batch=8 --no-advice --outputs summary --out " +
                         (dir / "d/points" / r8.id).string());
     // Asked again: the stored result, not a second run.
     PointResult again = store.get(r8);
