@@ -52,6 +52,7 @@ fuzz: deps
 bench: build
 	./$(BUILD)/memsim_bench
 	./$(BUILD)/memsim_et_import_bench
+	./$(BUILD)/memsim_trace_bench
 	/usr/bin/python3 bench/run_vs_bare.py $(BUILD) --million
 	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
 

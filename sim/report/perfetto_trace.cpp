@@ -327,6 +327,7 @@ void Writer::put_tracks() {
       end();
       return uuid;
     };
+    if (!layout_.tier_sampled(t)) continue;  // never used: no counters (as trace.json)
     c.allocated = counter_track("allocated");
     if (layout_.tier_reserved_differs(t)) c.reserved = counter_track("reserved");
     for (int k = 0; k < kCategoryCount; ++k)
@@ -450,7 +451,9 @@ PerfettoTrace Writer::write() {
   result.events_written = layout_.events_written();
   result.written_until_s = layout_.written_until_s();
   const std::size_t kept = layout_.kept();
-  out_.reserve(4096 + kept * 64);
+  // Room for the largest packets (a slice begins with its new name interned): pages never
+  // written cost nothing, and the buffer is never moved.
+  out_.reserve(4096 + kept * 256);
   put_tracks();
   for (std::size_t i = 0; i < kept; ++i) {
     const TraceItem& item = layout_.items()[i];

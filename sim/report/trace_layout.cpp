@@ -103,11 +103,13 @@ void TraceLayout::collect_counters() {
   const std::size_t n_tiers = platform_.tiers.size();
   tier_categories_.assign(n_tiers, {});
   tier_reserved_differs_.assign(n_tiers, false);
+  tier_sampled_.assign(n_tiers, false);
   for (std::uint32_t i = 0; i < samples_.size(); ++i) {
     const MemorySample& s = samples_[i];
     for (int c = 0; c < kCategoryCount; ++c)
       if (s.by_category[c] > 0) tier_categories_[s.tier][c] = true;
     if (s.reserved_bytes != s.allocated_bytes) tier_reserved_differs_[s.tier] = true;
+    tier_sampled_[s.tier] = true;
     items_.push_back({trace_ns(s.time_s), TraceItemKind::counter, i, 0});
   }
 }

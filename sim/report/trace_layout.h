@@ -85,6 +85,8 @@ class TraceLayout {
   /// from its allocated bytes.
   bool tier_has_category(std::size_t tier, int category) const { return tier_categories_[tier][category]; }
   bool tier_reserved_differs(std::size_t tier) const { return tier_reserved_differs_[tier]; }
+  /// Whether a tier's occupancy ever changed (it has counter samples).
+  bool tier_sampled(std::size_t tier) const { return tier_sampled_[tier]; }
 
   /// A slice's name: the op's for compute, recompute and comm; the kind's otherwise.
   std::string_view slice_name(const Event& e) const;
@@ -107,6 +109,7 @@ class TraceLayout {
   std::vector<std::uint32_t> event_tid_;  // by event index
   std::vector<std::array<bool, kCategoryCount>> tier_categories_;
   std::vector<bool> tier_reserved_differs_;
+  std::vector<bool> tier_sampled_;
   std::size_t kept_ = 0;
   std::size_t events_total_ = 0, events_written_ = 0;
   double written_until_s_ = 0;
