@@ -15,11 +15,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "sim/report/chrome_trace.h"
+#include "sim/report/perfetto_trace.h"
 #include "sim/report/perfetto_trace.pb.h"
 
 namespace fs = std::filesystem;
 namespace pb = memsim::pftrace;
 using nlohmann::json;
+using namespace memsim;
 
 namespace {
 
@@ -338,6 +341,54 @@ TEST(TracePftrace, SwapsCopyEnginesEvictionsAndAReservedCounterAsTraceJson) {
 TEST(TracePftrace, DevicesAndCommunicationStreamsAsTraceJson) {
   // Eight data-parallel replicas: a process per GPU, each with a communication stream.
   expect_formats_agree("run dgx-a100 mlp --set parallel.dp=8", "dgx");
+}
+
+TEST(TracePftrace, OverlappingCopiesGoToSeparateCopyEngineTracks) {
+  // The writer on its own: two copy engines out of gpu0 carry two copies at once, a third
+  // follows on the first engine; a copy in has its own track.
+  PlatformSpec p;
+  p.name = "box";
+  DeviceSpec gpu;
+  gpu.name = "gpu0";
+  gpu.copy_engines = 2;
+  gpu.tiers = {0};
+  gpu.compute_tier = 0;
+  DeviceSpec host;
+  host.name = "host";
+  host.kind = DeviceKind::cpu;
+  host.tiers = {1};
+  p.devices = {gpu, host};
+  TierSpec hbm;
+  hbm.name = "gpu0.hbm";
+  hbm.device = "gpu0";
+  hbm.capacity_bytes = 1 << 30;
+  TierSpec dram = hbm;
+  dram.name = "host.dram";
+  dram.device = "host";
+  dram.role = TierRole::offload;
+  p.tiers = {hbm, dram};
+  Trace trace;
+  trace.name = "copies";
+  for (int i = 0; i < 4; ++i) trace.add_buffer("b" + std::to_string(i), 1000, Category::activation);
+  const std::vector<Event> events = {
+      {EventKind::swap_out, 0.0, 2e-3, 0, 0, kNoOp, 0, 1000, 0, 1},
+      {EventKind::swap_out, 1e-3, 3e-3, 0, 0, kNoOp, 1, 1000, 0, 1},
+      {EventKind::swap_out, 2e-3, 4e-3, 0, 0, kNoOp, 2, 1000, 0, 1},
+      {EventKind::swap_in, 1e-3, 5e-3, 0, 1, kNoOp, 3, 1000, 1, 0},
+  };
+  const Summary summary;
+  const PerfettoTrace pf = perfetto_trace(events, {}, summary, trace, p, kDefaultMaxTraceEvents);
+  const Read r = read_pftrace(parse(pf.bytes));
+  ASSERT_TRUE(r.problems.empty()) << join(r.problems);
+  std::map<std::string, std::vector<std::string>> by_track;
+  for (const Slice& s : r.slices) by_track[r.path(s.track)].push_back(s.args.at("buffer"));
+  for (auto& [track, buffers] : by_track) std::sort(buffers.begin(), buffers.end());
+  EXPECT_EQ(by_track["gpu0 (gpu) / copy_out"], (std::vector<std::string>{"b0", "b2"}));
+  EXPECT_EQ(by_track["gpu0 (gpu) / copy_out.1"], (std::vector<std::string>{"b1"}));
+  EXPECT_EQ(by_track["gpu0 (gpu) / copy_in"], (std::vector<std::string>{"b3"}));
+  EXPECT_EQ(r.instants.size(), 3u) << "each swap out of a compute tier is an eviction";
+  for (const Instant& i : r.instants) EXPECT_EQ(r.path(i.track), "gpu0.hbm (compute, 1 GiB, ideal) / evictions");
+  expect_same_as_json(r, json::parse(chrome_trace_json(events, {}, summary, trace, p).json));
 }
 
 TEST(TracePftrace, MaxEventsKeepsTheSamePrefixAsTraceJsonAndSaysSo) {
