@@ -1,8 +1,5 @@
 #include "sim/report/chrome_trace.h"
 
-#include <algorithm>
-#include <array>
-#include <cmath>
 #include <cstdint>
 #include <iterator>
 #include <type_traits>

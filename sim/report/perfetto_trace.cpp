@@ -361,7 +361,7 @@ void Writer::put_slice_begin(const TraceItem& item) {
   packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
   const Op* op = e.op == kNoOp ? nullptr : &trace_.ops[e.op];
   const std::string_view name = layout_.slice_name(e);
-  const bool named_by_op = op && name.data() == op->name.data();
+  const bool named_by_op = op && name.data() == op->name.data();  // the op's name, not its kind's
   te.set_name_iid(named_by_op ? event_name_iid(op_name_iid_, e.op, name)
                               : event_name_iid(kind_name_iid_, static_cast<std::size_t>(e.kind), name));
   te.add_category_iids(category_iid(e.kind));
