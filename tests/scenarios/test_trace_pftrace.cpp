@@ -476,3 +476,9 @@ TEST(TracePftrace, TheReaderCatchesBrokenFiles) {
   bad.mutable_packet(0)->clear_sequence_flags();
   expect_problem(bad, "the first packet does not clear the incremental state");
 }
+
+TEST(TracePftrace, AnUnknownTraceFormatIsAUsageError) {
+  const CliResult r = run_memsim("run mlp --trace-format xml --out " + temp_dir("xml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--trace-format: xml not in {pftrace,json}"), std::string::npos) << r.err;
+}
