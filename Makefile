@@ -26,7 +26,7 @@ build: deps configure
 
 run: memsim
 	./$(BUILD)/memsim run --out out
-	@echo "pictures: /usr/bin/python3 analysis/report.py out -o out/report.html (one plot each: docs/plots.md); out/trace.json opens in ui.perfetto.dev"
+	@echo "pictures: /usr/bin/python3 analysis/report.py out -o out/report.html (one plot each: docs/plots.md); out/trace.pftrace opens in ui.perfetto.dev"
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
@@ -52,6 +52,7 @@ fuzz: deps
 bench: build
 	./$(BUILD)/memsim_bench
 	./$(BUILD)/memsim_et_import_bench
+	./$(BUILD)/memsim_trace_bench
 	/usr/bin/python3 bench/run_vs_bare.py $(BUILD) --million
 	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
 

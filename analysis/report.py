@@ -75,7 +75,7 @@ def run_section(run_dirs, tmp):
         if (Path(d) / "tiles.csv").exists():
             tiles, _ = plot_tiles.plot(d, Path(tmp) / f"tiles{k}.png")
             parts.append(f"<h2>Tiles{label}</h2>" + embed(tiles))
-    parts.append("<p class='note'>Zoom into any run: open its trace.json in "
+    parts.append("<p class='note'>Zoom into any run: open its trace.pftrace in "
                  "<a href='https://ui.perfetto.dev'>ui.perfetto.dev</a>; with <code>--events</code>, "
                  "analysis/to_memory_viz.py makes a snapshot for "
                  "<a href='https://pytorch.org/memory_viz'>pytorch.org/memory_viz</a>.</p>")

@@ -99,6 +99,58 @@ BUDGET_AS_CAPACITY = False
 IGNORED_KEYS = ()  # top-level summary.json keys a later version added
 
 
+def varint(data, i):
+    """The varint at data[i:]: (value, index after it)."""
+    value, shift = 0, 0
+    while True:
+        byte = data[i]
+        value |= (byte & 0x7F) << shift
+        i += 1
+        shift += 7
+        if byte < 0x80:
+            return value, i
+
+
+def put_varint(value):
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def edit_strings(data, path, edit):
+    """A protobuf message with edit() applied to the length-delimited fields at `path` (field
+    numbers from the outside in), every length on the way re-encoded; other fields as they are."""
+    out, i = bytearray(), 0
+    while i < len(data):
+        key, j = varint(data, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            _, end = varint(data, j)
+        elif wire == 1:
+            end = j + 8
+        elif wire == 5:
+            end = j + 4
+        elif wire == 2:
+            length, j = varint(data, j)
+            end = j + length
+            if path and field == path[0]:
+                body = edit(data[j:end]) if len(path) == 1 else edit_strings(data[j:end], path[1:], edit)
+                out += data[i:j - len(put_varint(length))] + put_varint(len(body)) + body
+                i = end
+                continue
+        else:
+            raise ValueError(f"wire type {wire}")
+        out += data[i:end]
+        i = end
+    return bytes(out)
+
+
+BUDGET_IN_TIER_NAME = re.compile(rb"(\(\w+, )[0-9.]+ [KMGT]?i?B, budget ([0-9.]+ [KMGT]?i?B)")
+
+
 def normalize(name, data):
     if not BUDGET_AS_CAPACITY and not IGNORED_KEYS:
         return data
@@ -120,14 +172,16 @@ def normalize(name, data):
     if name == "<stdout>":
         return re.sub(rb" of [0-9.]+ [KMGT]?i?B \(budget ([0-9.]+ [KMGT]?i?B)\)", rb" of \1", data)
     if name.endswith("trace.json"):  # a tier's track: "gpu0.hbm (compute, 40 GiB, budget 2 GiB, ideal)"
-        return re.sub(rb"(\(\w+, )[0-9.]+ [KMGT]?i?B, budget ([0-9.]+ [KMGT]?i?B)", rb"\1\2", data)
+        return BUDGET_IN_TIER_NAME.sub(rb"\1\2", data)
+    if name.endswith("trace.pftrace"):  # the same, as a process name: Trace.packet.track_descriptor.process.process_name
+        return edit_strings(data, [1, 60, 3, 6], lambda s: BUDGET_IN_TIER_NAME.sub(rb"\1\2", s))
     return data
 
 
 def digest(path):
     with open(path, "rb") as f:
         data = f.read()
-    if path.endswith("summary.json") or path.endswith("trace.json"):
+    if path.endswith(("summary.json", "trace.json", "trace.pftrace")):
         data = normalize(os.path.basename(path), data)
     return hashlib.sha256(data).hexdigest()
 

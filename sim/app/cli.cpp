@@ -38,6 +38,7 @@
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/core/text_out.h"
+#include "sim/report/perfetto_trace.h"
 #include "sim/report/events_csv.h"
 #include "sim/report/peak.h"
 #include "sim/report/writers.h"
@@ -102,7 +103,8 @@ OutputChoice parse_outputs(const std::string& list, bool events) {
 
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
-            const OutputChoice& outputs, std::size_t max_events, bool devices_given, const std::string& only_devices,
+            const OutputChoice& outputs, std::size_t max_events, const std::string& trace_format,
+            bool devices_given, const std::string& only_devices,
             const ImportOptions& import, const std::string& durations, bool explain, bool advice) {
   std::string device = kDefaultDevice;
   std::vector<std::string> workloads{kDefaultWorkload};
@@ -222,17 +224,28 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
       return !tiles.empty();
     });
   if (outputs.trace) {
-    const ChromeTrace chrome = chrome_trace_json(recorder.events(), recorder.samples_vector(), summary, trace,
-                                                 platform_run, max_events);
-    write_output_file(out_dir + "/trace.json", chrome.json);
-    written.push_back("trace.json");
-    if (chrome.truncated() && max_events > 0)  // --max-events 0 asks for none: nothing to say
-      std::cerr << fmt::format("memsim: {}/trace.json: kept the first {} of {} events{}; "
+    // The timeline: trace.pftrace (Perfetto's format) or, with --trace-format json, trace.json.
+    const bool pftrace = trace_format == "pftrace";
+    const std::string trace_file = pftrace ? "trace.pftrace" : "trace.json";
+    const std::vector<MemorySample> samples = recorder.samples_vector();
+    std::size_t trace_written = 0, trace_total = 0;
+    double trace_until_s = 0;
+    if (pftrace) {
+      const PerfettoTrace pf = perfetto_trace(recorder.events(), samples, summary, trace, platform_run, max_events);
+      write_output_file(out_dir + "/" + trace_file, pf.bytes);
+      trace_written = pf.events_written, trace_total = pf.events_total, trace_until_s = pf.written_until_s;
+    } else {
+      const ChromeTrace chrome = chrome_trace_json(recorder.events(), samples, summary, trace, platform_run, max_events);
+      write_output_file(out_dir + "/" + trace_file, chrome.json);
+      trace_written = chrome.events_written, trace_total = chrome.events_total, trace_until_s = chrome.written_until_s;
+    }
+    written.push_back(trace_file);
+    if (trace_written < trace_total && max_events > 0)  // --max-events 0 asks for none: nothing to say
+      std::cerr << fmt::format("memsim: {}/{}: kept the first {} of {} events{}; "
                                "raise --max-events to keep more\n",
-                               out_dir, chrome.events_written, chrome.events_total,
-                               chrome.events_written > 0
-                                   ? fmt::format(" (up to {})", format_seconds(chrome.written_until_s))
-                                   : std::string());
+                               out_dir, trace_file, trace_written, trace_total,
+                               trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s))
+                                                 : std::string());
   }
   if (outputs.events)
     file("events.csv", [&](TextOut& o) { return write_events_csv(o, recorder.allocations(), trace, platform_run), true; });
@@ -665,7 +678,7 @@ int cli_main(int argc, char** argv) {
                   "which files to write, separated by commas: summary, timeline, memory, peak, tiles, trace, "
                   "events, all (default: all but events)");
   run->add_option("--max-events", max_events,
-                  "most events in trace.json (default 1000000); later ones are left out, with a note")
+                  "most events in the trace (default 1000000); later ones are left out, with a note")
       ->check(CLI::Validator(
           [](std::string& v) {
             return v.find_first_not_of("0123456789") == std::string::npos && !v.empty() && v.size() < 16
@@ -673,6 +686,11 @@ int cli_main(int argc, char** argv) {
                        : "expected a number of events >= 0, got '" + v + "'";
           },
           "N >= 0"));
+  std::string trace_format = "pftrace";
+  run->add_option("--trace-format", trace_format,
+                  "pftrace: trace.pftrace, Perfetto's own format (ui.perfetto.dev; the default); "
+                  "json: trace.json, Chrome's trace event format (chrome://tracing, speedscope)")
+      ->check(CLI::IsMember({"pftrace", "json"}));
   bool advice = false, no_advice = false;
   run->add_flag("--advice", advice,
                 "on oom, run the candidates that find what would fit (a smaller batch, another policy); "
@@ -768,7 +786,8 @@ int cli_main(int argc, char** argv) {
   if (step >= 0) import.step = step;
   auto dispatch = [&]() -> int {
     if (run->parsed())
-      return cmd_run(positional, policy, sets, out_dir, json, parse_outputs(outputs, events), max_events, run->count("--devices") > 0,
+      return cmd_run(positional, policy, sets, out_dir, json, parse_outputs(outputs, events), max_events,
+                     trace_format, run->count("--devices") > 0,
                      only_devices, import, durations, explain, !no_advice && (advice || !json));
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) {

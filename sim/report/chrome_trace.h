@@ -1,6 +1,7 @@
 #pragma once
-// trace.json: the run in Chrome trace event format, for Perfetto (ui.perfetto.dev) and
-// chrome://tracing.
+// trace.json (`memsim run --trace-format json`): the run in Chrome trace event format, for
+// chrome://tracing, speedscope and Perfetto. What it shows is trace.pftrace's
+// (sim/report/trace_layout.h):
 //
 //   a process per device      threads: stream0.. (compute, recompute, stalls as `X` slices),
 //                             copy_out / copy_in (one thread per busy copy engine)

@@ -1,4 +1,4 @@
-// trace.json (Chrome trace events for Perfetto) and events.csv, through the command line:
+// trace.json (Chrome trace events, `--trace-format json`) and events.csv, through the command line:
 // valid JSON, slices within their threads without overlap, counters equal to memory.csv,
 // the event cap, and the allocation log replaying to the allocated curve.
 #include <gtest/gtest.h>
@@ -59,7 +59,7 @@ std::int64_t ns(const json& us) { return std::llround(us.get<double>() * 1000.0)
 std::int64_t ns_of_seconds(const std::string& s) { return std::llround(std::stod(s) * 1e9); }
 
 json run_and_load(const std::string& args, const std::string& out, CliResult* result = nullptr) {
-  CliResult r = run_memsim(args + " --out " + out);
+  CliResult r = run_memsim(args + " --trace-format json --out " + out);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (result) *result = r;
   return json::parse(slurp(out + "/trace.json"));  // throws on invalid JSON
@@ -389,7 +389,7 @@ TEST(TraceJson, OomIsAGlobalInstant) {
 
 TEST(TraceJson, SameRunGivesTheSameBytes) {
   const std::string a = temp_dir("det_a"), b = temp_dir("det_b");
-  const std::string args = "run a100-40gb resnet18 --set workload.batch=8 --events --out ";
+  const std::string args = "run a100-40gb resnet18 --set workload.batch=8 --events --trace-format json --out ";
   ASSERT_EQ(run_memsim(args + a).exit_code, 0);
   ASSERT_EQ(run_memsim(args + b).exit_code, 0);
   for (const char* f : {"trace.json", "events.csv"}) {

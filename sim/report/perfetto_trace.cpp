@@ -1,0 +1,482 @@
+#include "sim/report/perfetto_trace.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "sim/report/perfetto_trace.pb.h"  // generated from perfetto_trace.proto
+#include "sim/report/trace_layout.h"
+
+namespace memsim {
+namespace {
+
+namespace pb = memsim::pftrace;
+
+constexpr std::uint32_t kSequenceId = 1;
+constexpr std::uint64_t kRootUuid = 0;  // Perfetto's default track: the parent of all
+// The most extra counter values one TrackEvent may carry (TrackEventData::kMaxNumExtraCounters
+// in Perfetto's trace processor, which drops an event with more).
+constexpr std::size_t kMaxExtraCounters = 8;
+
+// Interned strings of one kind (event names, categories, argument keys or values): an iid
+// per string, defined in the packet that first uses it. Callers that know a dense id for the
+// string (an op, a buffer, a tier) look it up by that id and skip the hashing.
+class InternTable {
+ public:
+  /// The iid of `s`, and whether it is new (and must be defined in the current packet).
+  std::pair<std::uint64_t, bool> get(std::string_view s) {
+    auto [it, added] = by_string_.try_emplace(std::string(s), next_);
+    if (added) ++next_;
+    return {it->second, added};
+  }
+  /// A new iid for a string known to be unseen (or whose duplicate costs only bytes).
+  std::uint64_t next() { return next_++; }
+
+ private:
+  std::unordered_map<std::string, std::uint64_t> by_string_;
+  std::uint64_t next_ = 1;  // 0 means unset
+};
+
+// A dense cache of iids by id: 0 until interned.
+struct IidCache {
+  std::vector<std::uint64_t> iid;
+  std::uint64_t& operator[](std::size_t id) {
+    if (id >= iid.size()) iid.resize(id + 1, 0);
+    return iid[id];
+  }
+};
+
+// A slice's END, waiting for its time.
+struct PendingEnd {
+  std::int64_t ts_ns;
+  std::uint64_t order;  // ties: in the order the slices began
+  std::uint64_t track;
+  bool operator>(const PendingEnd& o) const {
+    return ts_ns != o.ts_ns ? ts_ns > o.ts_ns : order > o.order;
+  }
+};
+
+// Argument keys of the events (DebugAnnotationName), interned by this index.
+enum Arg : int {
+  kArgOpIndex, kArgOpKind, kArgPhase, kArgWaitingOp, kArgBuffer, kArgBytes, kArgFrom, kArgTo,
+  kArgTier, kArgOp, kArgRequested, kArgAllocated, kArgCapacity, kArgReason, kArgCount
+};
+constexpr std::string_view kArgNames[kArgCount] = {
+    "op_index", "op_kind", "phase",           "waiting_op",      "buffer",         "bytes", "from",
+    "to",       "tier",    "op",              "requested_bytes", "allocated_bytes", "capacity_bytes",
+    "reason"};
+
+// The counter tracks of one tier and the values they last showed.
+struct TierCounters {
+  std::uint64_t allocated = 0;  // track uuids; 0: no such track
+  std::uint64_t reserved = 0;
+  std::array<std::uint64_t, kCategoryCount> category{};
+  std::uint64_t evictions = 0;
+  std::uint64_t oom = 0;
+  bool emitted = false;  // whether a sample was written yet (the first writes every value)
+  std::uint64_t last_reserved = 0;
+  CategoryBytes last_category{};
+};
+
+class Writer {
+ public:
+  Writer(const std::vector<Event>& events, const std::vector<MemorySample>& samples,
+         const Summary& summary, const Trace& trace, const PlatformSpec& platform,
+         std::size_t max_events)
+      : events_(events),
+        samples_(samples),
+        summary_(summary),
+        trace_(trace),
+        platform_(platform),
+        layout_(events, samples, summary, trace, platform, max_events) {}
+
+  PerfettoTrace write();
+
+ private:
+  // Packets: begin() clears the one reused packet; end() appends it to the file.
+  pb::TracePacket& begin(std::int64_t ts_ns);
+  void end();
+  pb::TrackEvent& begin_event(std::int64_t ts_ns, pb::TrackEvent::Type type, std::uint64_t track);
+
+  // Interning into the current packet.
+  std::uint64_t event_name_iid(IidCache& cache, std::size_t id, std::string_view name);
+  std::uint64_t category_iid(EventKind kind);
+  std::uint64_t arg_name_iid(Arg arg);
+  std::uint64_t string_value_iid(std::string_view value);
+  std::uint64_t string_value_iid(IidCache& cache, std::size_t id, std::string_view value);
+  void add_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value);
+  void add_interned_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value_iid);
+  void add_string_arg(pb::TrackEvent& e, Arg arg, std::string_view value);
+
+  std::uint64_t add_track(std::uint64_t parent, const std::string& name, int rank);
+  void put_tracks();
+  void put_slice_begin(const TraceItem& item);
+  void put_counter(const TraceItem& item);
+  void put_evict(const TraceItem& item);
+  void put_oom(const TraceItem& item);
+  void flush_ends(std::int64_t until_ns);
+
+  const std::vector<Event>& events_;
+  const std::vector<MemorySample>& samples_;
+  const Summary& summary_;
+  const Trace& trace_;
+  const PlatformSpec& platform_;
+  TraceLayout layout_;
+
+  std::string out_;
+  pb::TracePacket packet_;
+  bool first_packet_ = true;
+  std::uint64_t next_uuid_ = 1;
+
+  // Slice tracks by (pid, tid), sorted; counter and instant tracks by tier.
+  std::vector<std::pair<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t>> thread_tracks_;
+  std::vector<TierCounters> tiers_;
+  std::uint64_t global_oom_track_ = 0;
+
+  InternTable names_, categories_, arg_names_, string_values_;
+  IidCache op_name_iid_, kind_name_iid_, evict_name_iid_, category_iid_, arg_name_iid_;
+  IidCache buffer_value_iid_, tier_value_iid_;
+
+  std::priority_queue<PendingEnd, std::vector<PendingEnd>, std::greater<>> ends_;
+  std::uint64_t slices_begun_ = 0;
+};
+
+// --- packets ------------------------------------------------------------------------------
+
+void put_varint(std::string& out, std::uint64_t v) {
+  while (v >= 0x80) {
+    out += static_cast<char>(static_cast<std::uint8_t>(v) | 0x80);
+    v >>= 7;
+  }
+  out += static_cast<char>(v);
+}
+
+pb::TracePacket& Writer::begin(std::int64_t ts_ns) {
+  packet_.Clear();
+  packet_.set_timestamp(static_cast<std::uint64_t>(ts_ns));
+  packet_.set_trusted_packet_sequence_id(kSequenceId);
+  if (first_packet_) {
+    // Nothing interned before this packet applies (there is nothing before it).
+    packet_.set_first_packet_on_sequence(true);
+    packet_.set_sequence_flags(pb::TracePacket::SEQ_INCREMENTAL_STATE_CLEARED);
+    first_packet_ = false;
+  }
+  return packet_;
+}
+
+void Writer::end() {
+  // The file is a serialized Trace: each packet is its field 1 (length-delimited), written
+  // here by hand so the packets go straight into one buffer.
+  const std::size_t size = packet_.ByteSizeLong();
+  out_ += static_cast<char>((1 << 3) | 2);
+  put_varint(out_, size);
+  const std::size_t at = out_.size();
+  out_.resize(at + size);
+  packet_.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(out_.data() + at));
+}
+
+pb::TrackEvent& Writer::begin_event(std::int64_t ts_ns, pb::TrackEvent::Type type, std::uint64_t track) {
+  pb::TrackEvent& e = *begin(ts_ns).mutable_track_event();
+  e.set_type(type);
+  e.set_track_uuid(track);
+  return e;
+}
+
+// --- interning ----------------------------------------------------------------------------
+
+std::uint64_t Writer::event_name_iid(IidCache& cache, std::size_t id, std::string_view name) {
+  std::uint64_t& iid = cache[id];
+  if (iid == 0) {
+    iid = names_.next();
+    pb::EventName& n = *packet_.mutable_interned_data()->add_event_names();
+    n.set_iid(iid);
+    n.set_name(name.data(), name.size());
+  }
+  return iid;
+}
+
+std::uint64_t Writer::category_iid(EventKind kind) {
+  std::uint64_t& iid = category_iid_[static_cast<std::size_t>(kind)];
+  if (iid == 0) {
+    iid = categories_.next();
+    const std::string_view name = to_string(kind);
+    pb::EventCategory& c = *packet_.mutable_interned_data()->add_event_categories();
+    c.set_iid(iid);
+    c.set_name(name.data(), name.size());
+  }
+  return iid;
+}
+
+std::uint64_t Writer::arg_name_iid(Arg arg) {
+  std::uint64_t& iid = arg_name_iid_[arg];
+  if (iid == 0) {
+    iid = arg_names_.next();
+    pb::DebugAnnotationName& n = *packet_.mutable_interned_data()->add_debug_annotation_names();
+    n.set_iid(iid);
+    n.set_name(kArgNames[arg].data(), kArgNames[arg].size());
+  }
+  return iid;
+}
+
+std::uint64_t Writer::string_value_iid(std::string_view value) {
+  const auto [iid, added] = string_values_.get(value);
+  if (added) {
+    pb::InternedString& s = *packet_.mutable_interned_data()->add_debug_annotation_string_values();
+    s.set_iid(iid);
+    s.set_str(value.data(), value.size());
+  }
+  return iid;
+}
+
+std::uint64_t Writer::string_value_iid(IidCache& cache, std::size_t id, std::string_view value) {
+  std::uint64_t& iid = cache[id];
+  if (iid == 0) iid = string_value_iid(value);
+  return iid;
+}
+
+void Writer::add_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value) {
+  pb::DebugAnnotation& a = *e.add_debug_annotations();
+  a.set_name_iid(arg_name_iid(arg));
+  a.set_uint_value(value);
+}
+
+void Writer::add_interned_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value_iid) {
+  pb::DebugAnnotation& a = *e.add_debug_annotations();
+  a.set_name_iid(arg_name_iid(arg));
+  a.set_string_value_iid(value_iid);
+}
+
+void Writer::add_string_arg(pb::TrackEvent& e, Arg arg, std::string_view value) {
+  pb::DebugAnnotation& a = *e.add_debug_annotations();
+  a.set_name_iid(arg_name_iid(arg));
+  a.set_string_value(value.data(), value.size());
+}
+
+// --- tracks -------------------------------------------------------------------------------
+
+std::uint64_t Writer::add_track(std::uint64_t parent, const std::string& name, int rank) {
+  const std::uint64_t uuid = next_uuid_++;
+  pb::TrackDescriptor& t = *begin(0).mutable_track_descriptor();
+  t.set_uuid(uuid);
+  t.set_parent_uuid(parent);
+  t.set_name(name);
+  t.set_sibling_order_rank(rank);
+  end();
+  return uuid;
+}
+
+void Writer::put_tracks() {
+  // The root track: processes in the order of their pids (devices, then tiers), as
+  // trace.json's process_sort_index.
+  begin(0).mutable_track_descriptor()->set_uuid(kRootUuid);
+  packet_.mutable_track_descriptor()->set_process_ordering(pb::TrackDescriptor::PROCESS_ORDERING_EXPLICIT);
+  end();
+  auto process = [&](std::uint32_t pid, const std::string& name, const std::string& description) {
+    const std::uint64_t uuid = next_uuid_++;
+    pb::TrackDescriptor& t = *begin(0).mutable_track_descriptor();
+    t.set_uuid(uuid);
+    t.mutable_process()->set_pid(static_cast<std::int32_t>(pid));
+    t.mutable_process()->set_process_name(name);
+    t.set_child_ordering(pb::TrackDescriptor::EXPLICIT);
+    t.set_sibling_order_rank(static_cast<std::int32_t>(pid));
+    if (!description.empty()) t.set_description(description);
+    end();
+    return uuid;
+  };
+
+  // Devices: a slice track per stream and busy copy engine, ranked as trace.json's threads;
+  // the first says what ran.
+  const std::string run = fmt::format(
+      "memsim {}: {} on {}, policy {}: {}; {} of {} events written", MEMSIM_VERSION,
+      summary_.description.empty() ? summary_.workload : summary_.description, summary_.platform,
+      summary_.policy, summary_.status, layout_.events_written(), layout_.events_total());
+  std::vector<std::uint64_t> device_track(platform_.devices.size());
+  for (std::size_t d = 0; d < platform_.devices.size(); ++d)
+    device_track[d] = process(layout_.device_pid(d), layout_.device_process_name(d), d == 0 ? run : "");
+  for (const auto& [pid, tid] : layout_.threads())
+    thread_tracks_.push_back({{pid, tid}, add_track(device_track[pid - 1], layout_.thread_name(pid, tid),
+                                                    static_cast<int>(tid))});
+
+  // Tiers: instant tracks, then counter tracks; the counters of a tier share one y axis.
+  std::vector<bool> evicts(platform_.tiers.size(), false);
+  for (const TraceItem& item : layout_.items())
+    if (item.kind == TraceItemKind::evict) evicts[events_[item.index].src_tier] = true;
+  const std::optional<std::size_t> oom_tier =
+      summary_.oom ? platform_.find_tier(summary_.oom->tier) : std::nullopt;
+  tiers_.assign(platform_.tiers.size(), {});
+  for (std::size_t t = 0; t < platform_.tiers.size(); ++t) {
+    const std::uint64_t tier_track = process(layout_.tier_pid(t), layout_.tier_process_name(t), "");
+    TierCounters& c = tiers_[t];
+    int rank = 0;
+    if (oom_tier == t) c.oom = add_track(tier_track, "OOM", rank++);
+    if (evicts[t]) c.evictions = add_track(tier_track, "evictions", rank++);
+    auto counter_track = [&](const std::string& name) {
+      const std::uint64_t uuid = next_uuid_++;
+      pb::TrackDescriptor& d = *begin(0).mutable_track_descriptor();
+      d.set_uuid(uuid);
+      d.set_parent_uuid(tier_track);
+      d.set_name(name);
+      d.set_sibling_order_rank(rank++);
+      d.mutable_counter()->set_unit(pb::CounterDescriptor::UNIT_SIZE_BYTES);
+      d.mutable_counter()->set_y_axis_share_key(platform_.tiers[t].name);
+      end();
+      return uuid;
+    };
+    if (!layout_.tier_sampled(t)) continue;  // never used: no counters (as trace.json)
+    c.allocated = counter_track("allocated");
+    if (layout_.tier_reserved_differs(t)) c.reserved = counter_track("reserved");
+    for (int k = 0; k < kCategoryCount; ++k)
+      if (layout_.tier_has_category(t, k))
+        c.category[k] = counter_track(std::string(to_string(static_cast<Category>(k))));
+  }
+  if (summary_.oom && !oom_tier) global_oom_track_ = add_track(kRootUuid, "OOM", 0);
+}
+
+// --- events -------------------------------------------------------------------------------
+
+void Writer::flush_ends(std::int64_t until_ns) {
+  // An END at or before the next item's time goes first: a slice that ends when the next
+  // one on its track begins closes before it opens.
+  while (!ends_.empty() && ends_.top().ts_ns <= until_ns) {
+    const PendingEnd e = ends_.top();
+    ends_.pop();
+    begin_event(e.ts_ns, pb::TrackEvent::TYPE_SLICE_END, e.track);
+    end();
+  }
+}
+
+void Writer::put_slice_begin(const TraceItem& item) {
+  const Event& e = events_[item.index];
+  const std::uint32_t pid = layout_.device_pid(layout_.platform_device(e));
+  const auto at = std::lower_bound(thread_tracks_.begin(), thread_tracks_.end(),
+                                   std::make_pair(pid, item.tid),
+                                   [](const auto& t, const auto& key) { return t.first < key; });
+  const std::uint64_t track = at->second;  // every (pid, tid) of an event has its track
+  pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_SLICE_BEGIN, track);
+  packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  const Op* op = e.op == kNoOp ? nullptr : &trace_.ops[e.op];
+  const std::string_view name = layout_.slice_name(e);
+  const bool named_by_op = op && name.data() == op->name.data();  // the op's name, not its kind's
+  te.set_name_iid(named_by_op ? event_name_iid(op_name_iid_, e.op, name)
+                              : event_name_iid(kind_name_iid_, static_cast<std::size_t>(e.kind), name));
+  te.add_category_iids(category_iid(e.kind));
+  // The arguments trace.json gives the slice.
+  if (op) {
+    if (e.kind == EventKind::stall) {
+      add_string_arg(te, kArgWaitingOp, op->name);
+    } else {
+      add_arg(te, kArgOpIndex, op->id);
+      add_interned_arg(te, kArgOpKind, string_value_iid(op->kind));
+      add_interned_arg(te, kArgPhase, string_value_iid(to_string(op->phase)));
+    }
+  }
+  if (e.buffer != kNoId)
+    add_interned_arg(te, kArgBuffer, string_value_iid(buffer_value_iid_, e.buffer, trace_.buffers[e.buffer].name));
+  if (e.bytes > 0) add_arg(te, kArgBytes, e.bytes);
+  if (e.src_tier != kNoId)
+    add_interned_arg(te, kArgFrom, string_value_iid(tier_value_iid_, e.src_tier, platform_.tiers[e.src_tier].name));
+  if (e.dst_tier != kNoId)
+    add_interned_arg(te, e.kind == EventKind::stall ? kArgTier : kArgTo,
+                     string_value_iid(tier_value_iid_, e.dst_tier, platform_.tiers[e.dst_tier].name));
+  end();
+  ends_.push({trace_ns(e.end_s), slices_begun_++, track});
+}
+
+void Writer::put_counter(const TraceItem& item) {
+  // A sample is a packet: allocated is its value, and every other counter of the tier that
+  // changed (all of them in the tier's first sample) rides along as an extra value. Perfetto's
+  // trace processor drops an event with more than kMaxExtraCounters extras, so the rest go
+  // in further packets at the same time.
+  const MemorySample& s = samples_[item.index];
+  TierCounters& c = tiers_[s.tier];
+  std::array<std::pair<std::uint64_t, std::uint64_t>, kCategoryCount + 2> values;  // (track, bytes)
+  std::size_t n = 0;
+  values[n++] = {c.allocated, s.allocated_bytes};
+  if (c.reserved && (!c.emitted || s.reserved_bytes != c.last_reserved))
+    values[n++] = {c.reserved, s.reserved_bytes};
+  for (int k = 0; k < kCategoryCount; ++k)
+    if (c.category[k] && (!c.emitted || s.by_category[k] != c.last_category[k]))
+      values[n++] = {c.category[k], s.by_category[k]};
+  c.emitted = true;
+  c.last_reserved = s.reserved_bytes;
+  c.last_category = s.by_category;
+  for (std::size_t i = 0; i < n;) {
+    pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_COUNTER, values[i].first);
+    te.set_counter_value(static_cast<std::int64_t>(values[i].second));
+    const std::size_t last = std::min(n, i + 1 + kMaxExtraCounters);
+    for (++i; i < last; ++i) {
+      te.add_extra_counter_track_uuids(values[i].first);
+      te.add_extra_counter_values(static_cast<std::int64_t>(values[i].second));
+    }
+    end();
+  }
+}
+
+void Writer::put_evict(const TraceItem& item) {
+  const Event& e = events_[item.index];
+  pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tiers_[e.src_tier].evictions);
+  packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  te.set_name_iid(event_name_iid(evict_name_iid_, e.buffer, "evict " + trace_.buffers[e.buffer].name));
+  add_arg(te, kArgBytes, e.bytes);
+  end();
+}
+
+void Writer::put_oom(const TraceItem& item) {
+  const OomReport& o = *summary_.oom;
+  const auto tier = platform_.find_tier(o.tier);
+  pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT,
+                                   tier ? tiers_[*tier].oom : global_oom_track_);
+  packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
+  te.set_name_iid(names_.next());
+  pb::EventName& n = *packet_.mutable_interned_data()->add_event_names();
+  n.set_iid(te.name_iid());
+  n.set_name(layout_.oom_name());
+  add_string_arg(te, kArgOp, o.op);
+  add_string_arg(te, kArgTier, o.tier);
+  add_arg(te, kArgRequested, o.requested_bytes);
+  add_arg(te, kArgAllocated, o.allocated_bytes);
+  add_arg(te, kArgCapacity, o.capacity_bytes);
+  add_string_arg(te, kArgReason, o.reason.empty() ? std::string_view("the tier is full") : std::string_view(o.reason));
+  end();
+}
+
+PerfettoTrace Writer::write() {
+  PerfettoTrace result;
+  result.events_total = layout_.events_total();
+  result.events_written = layout_.events_written();
+  result.written_until_s = layout_.written_until_s();
+  const std::size_t kept = layout_.kept();
+  // Room for the largest packets (a slice begins with its new name interned): pages never
+  // written cost nothing, and the buffer is never moved.
+  out_.reserve(4096 + kept * 256);
+  put_tracks();
+  for (std::size_t i = 0; i < kept; ++i) {
+    const TraceItem& item = layout_.items()[i];
+    flush_ends(item.ts_ns);
+    switch (item.kind) {
+      case TraceItemKind::slice: put_slice_begin(item); break;
+      case TraceItemKind::counter: put_counter(item); break;
+      case TraceItemKind::evict: put_evict(item); break;
+      case TraceItemKind::oom: put_oom(item); break;
+    }
+  }
+  flush_ends(INT64_MAX);
+  result.bytes = std::move(out_);
+  return result;
+}
+
+}  // namespace
+
+PerfettoTrace perfetto_trace(const std::vector<Event>& events,
+                             const std::vector<MemorySample>& samples, const Summary& summary,
+                             const Trace& trace, const PlatformSpec& platform,
+                             std::size_t max_events) {
+  return Writer(events, samples, summary, trace, platform, max_events).write();
+}
+
+}  // namespace memsim

@@ -1,0 +1,187 @@
+#include "sim/report/trace_layout.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "sim/core/units.h"
+
+namespace memsim {
+namespace {
+
+bool is_copy(EventKind k) { return k == EventKind::swap_in || k == EventKind::swap_out; }
+
+std::uint32_t stream_tid(std::uint32_t stream) { return stream + 1; }
+std::uint32_t copy_tid(std::uint32_t direction, std::uint32_t engine) {
+  return kCopyTidBase * (direction + 1) + engine + 1;
+}
+
+}  // namespace
+
+std::int64_t trace_ns(double s) { return std::llround(s * 1e9); }
+
+TraceLayout::TraceLayout(const std::vector<Event>& events, const std::vector<MemorySample>& samples,
+                         const Summary& summary, const Trace& trace, const PlatformSpec& platform,
+                         std::size_t max_events)
+    : events_(events),
+      samples_(samples),
+      summary_(summary),
+      trace_(trace),
+      platform_(platform),
+      compute_devices_(platform.op_devices()) {
+  assign_copy_engines();
+  items_.reserve(events_.size() + samples_.size() + 1);
+  for (std::uint32_t i = 0; i < events_.size(); ++i) {
+    items_.push_back({trace_ns(events_[i].start_s), TraceItemKind::slice, i, event_tid_[i]});
+    const Event& e = events_[i];
+    if (e.kind == EventKind::swap_out && e.src_tier != kNoId &&
+        platform_.tiers[e.src_tier].role == TierRole::compute)
+      items_.push_back({trace_ns(e.start_s), TraceItemKind::evict, i, 0});
+  }
+  collect_counters();
+  if (summary_.oom) items_.push_back({trace_ns(oom_time_s()), TraceItemKind::oom, 0, 0});
+  std::stable_sort(items_.begin(), items_.end(),
+                   [](const TraceItem& a, const TraceItem& b) { return a.ts_ns < b.ts_ns; });
+
+  // A counter sample is two or three events (by category, allocated, reserved).
+  auto weight = [&](const TraceItem& item) -> std::size_t {
+    if (item.kind != TraceItemKind::counter) return 1;
+    return tier_reserved_differs_[samples_[item.index].tier] ? 3 : 2;
+  };
+  for (std::size_t k = 0; k < items_.size(); ++k) {
+    const std::size_t w = weight(items_[k]);
+    if (kept_ == k && events_written_ + w <= max_events) {
+      events_written_ += w;
+      ++kept_;
+    }
+    events_total_ += w;
+  }
+  if (kept_ < items_.size() && kept_ > 0) written_until_s_ = items_[kept_ - 1].ts_ns * 1e-9;
+}
+
+std::size_t TraceLayout::platform_device(const Event& e) const {
+  return is_copy(e.kind) ? e.device : compute_devices_.at(e.device);
+}
+
+void TraceLayout::assign_copy_engines() {
+  // A device runs up to copy_engines copies per direction at once; each gets the lowest
+  // engine free at its start, so copies on one thread never overlap.
+  event_tid_.assign(events_.size(), 0);
+  std::vector<std::uint32_t> copies;
+  for (std::uint32_t i = 0; i < events_.size(); ++i) {
+    const Event& e = events_[i];
+    if (is_copy(e.kind))
+      copies.push_back(i);
+    else
+      event_tid_[i] = stream_tid(e.lane);
+  }
+  std::stable_sort(copies.begin(), copies.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const Event &x = events_[a], &y = events_[b];
+    if (x.device != y.device) return x.device < y.device;
+    if (x.lane != y.lane) return x.lane < y.lane;
+    return trace_ns(x.start_s) < trace_ns(y.start_s);
+  });
+  std::vector<std::int64_t> engine_free;  // per engine of the current device and direction
+  for (std::size_t k = 0; k < copies.size(); ++k) {
+    const Event& e = events_[copies[k]];
+    if (k == 0 || events_[copies[k - 1]].device != e.device || events_[copies[k - 1]].lane != e.lane)
+      engine_free.clear();
+    const std::int64_t start = trace_ns(e.start_s);
+    std::size_t engine = 0;
+    while (engine < engine_free.size() && engine_free[engine] > start) ++engine;
+    if (engine == engine_free.size()) engine_free.push_back(0);
+    engine_free[engine] = trace_ns(e.end_s);
+    event_tid_[copies[k]] = copy_tid(e.lane, static_cast<std::uint32_t>(engine));
+  }
+}
+
+void TraceLayout::collect_counters() {
+  // Every sample, even several at one instant: the last is the value the tier keeps, but an
+  // earlier one may be the peak (an allocation that a drop at the same instant makes room
+  // for), and Perfetto draws each counter track's range per pixel, so the peak shows.
+  const std::size_t n_tiers = platform_.tiers.size();
+  tier_categories_.assign(n_tiers, {});
+  tier_reserved_differs_.assign(n_tiers, false);
+  tier_sampled_.assign(n_tiers, false);
+  for (std::uint32_t i = 0; i < samples_.size(); ++i) {
+    const MemorySample& s = samples_[i];
+    for (int c = 0; c < kCategoryCount; ++c)
+      if (s.by_category[c] > 0) tier_categories_[s.tier][c] = true;
+    if (s.reserved_bytes != s.allocated_bytes) tier_reserved_differs_[s.tier] = true;
+    tier_sampled_[s.tier] = true;
+    items_.push_back({trace_ns(s.time_s), TraceItemKind::counter, i, 0});
+  }
+}
+
+double TraceLayout::oom_time_s() const {
+  // The OOM stops the op's stream at its last event (or at the tier's last change).
+  const OomReport& o = *summary_.oom;
+  double t = 0;
+  const Op* op = o.op_id < trace_.ops.size() && trace_.ops[o.op_id].name == o.op ? &trace_.ops[o.op_id] : nullptr;
+  for (const Event& e : events_)
+    if (!is_copy(e.kind) && op && e.device == op->device && e.lane == op->stream) t = std::max(t, e.end_s);
+  if (auto tier = platform_.find_tier(o.tier))
+    for (const MemorySample& s : samples_)
+      if (s.tier == *tier) t = std::max(t, s.time_s);
+  return t;
+}
+
+std::string TraceLayout::device_process_name(std::size_t d) const {
+  const DeviceSpec& dev = platform_.devices[d];
+  return fmt::format("{} ({})", dev.name, to_string(dev.kind));
+}
+
+std::string TraceLayout::tier_process_name(std::size_t t) const {
+  const TierSpec& tier = platform_.tiers[t];
+  const std::uint64_t budget = t < summary_.tiers.size() ? summary_.tiers[t].usage.budget_bytes : 0;
+  return fmt::format("{} ({}, {}{}, {})", tier.name, to_string(tier.role),
+                     format_bytes(static_cast<double>(tier.capacity_bytes)),
+                     budget ? ", budget " + format_bytes(static_cast<double>(budget)) : std::string(),
+                     tier.allocator);
+}
+
+std::vector<std::pair<std::uint32_t, std::uint32_t>> TraceLayout::threads() const {
+  // Every stream of a compute device, and each copy engine that carried a copy. (A host
+  // that runs ops appears through its events.)
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> threads;
+  for (std::size_t slot = 0; slot < compute_devices_.size(); ++slot)
+    if (platform_.devices[compute_devices_[slot]].compute_tier)
+      for (int s = 0; s < platform_.devices[compute_devices_[slot]].streams; ++s)
+        threads.emplace_back(device_pid(compute_devices_[slot]), stream_tid(static_cast<std::uint32_t>(s)));
+  for (std::size_t i = 0; i < events_.size(); ++i)
+    threads.emplace_back(device_pid(platform_device(events_[i])), event_tid_[i]);
+  std::sort(threads.begin(), threads.end());
+  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+  return threads;
+}
+
+std::string TraceLayout::thread_name(std::uint32_t pid, std::uint32_t tid) const {
+  if (tid < kCopyTidBase) {
+    // The streams after a device's compute streams are its communication streams, one per
+    // process group it takes part in.
+    const std::size_t device = pid - 1;  // device_pid's inverse
+    const auto compute = device < platform_.devices.size() ? static_cast<std::uint32_t>(platform_.devices[device].streams)
+                                                           : std::uint32_t{0};
+    if (device < platform_.devices.size() && tid - 1 >= compute)
+      return tid - 1 == compute ? std::string("comm (NCCL)") : fmt::format("comm{} (NCCL)", tid - 1 - compute);
+    return fmt::format("stream{}", tid - 1);
+  }
+  const std::uint32_t direction = tid / kCopyTidBase - 1, engine = tid % kCopyTidBase - 1;
+  std::string name = direction == 0 ? "copy_out" : "copy_in";
+  if (engine > 0) name += fmt::format(".{}", engine);
+  return name;
+}
+
+std::string_view TraceLayout::slice_name(const Event& e) const {
+  if ((e.kind == EventKind::compute || e.kind == EventKind::recompute || e.kind == EventKind::comm) &&
+      e.op != kNoOp)
+    return trace_.ops[e.op].name;
+  return to_string(e.kind);
+}
+
+std::string TraceLayout::oom_name() const {
+  return fmt::format("OOM: {} full at op {}", summary_.oom->tier, summary_.oom->op);
+}
+
+}  // namespace memsim
