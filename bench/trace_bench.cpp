@@ -28,7 +28,6 @@ struct ChainRun {
   memsim::PlatformSpec platform;
   memsim::Trace trace;
   memsim::Recorder recorder;
-  std::vector<memsim::MemorySample> samples;  // the recorder's, replayed once (as memsim run does)
   memsim::Summary summary;
 };
 
@@ -42,7 +41,6 @@ const ChainRun& chain_run() {
     auto node = memsim::ConfigNode::parse_text("{}", "bench");
     auto policy = info->create(memsim::Params(node, info->params, "policy none"));
     r->summary = memsim::simulate(r->platform, r->trace, *policy, r->recorder);
-    r->samples = r->recorder.samples_vector();
     if (r->summary.status != "ok") {
       std::cerr << "trace_bench: the chain did not run to completion\n";
       std::exit(1);
@@ -68,7 +66,7 @@ void bench_trace(benchmark::State& state, Build build, bool counts_bytes = true)
 
 void BM_TraceLayout(benchmark::State& state) {
   bench_trace(state, [](const ChainRun& r) {
-    return memsim::TraceLayout(r.recorder.events(), r.samples, r.summary, r.trace, r.platform,
+    return memsim::TraceLayout(r.recorder.events(), r.recorder.samples(), r.summary, r.trace, r.platform,
                                memsim::kDefaultMaxTraceEvents)
         .kept();
   }, false);
@@ -76,7 +74,7 @@ void BM_TraceLayout(benchmark::State& state) {
 
 void BM_TraceJson(benchmark::State& state) {
   bench_trace(state, [](const ChainRun& r) {
-    return memsim::chrome_trace_json(r.recorder.events(), r.samples, r.summary, r.trace,
+    return memsim::chrome_trace_json(r.recorder.events(), r.recorder.samples(), r.summary, r.trace,
                                      r.platform, memsim::kDefaultMaxTraceEvents)
         .json.size();
   });
@@ -84,7 +82,7 @@ void BM_TraceJson(benchmark::State& state) {
 
 void BM_TracePftrace(benchmark::State& state) {
   bench_trace(state, [](const ChainRun& r) {
-    return memsim::perfetto_trace(r.recorder.events(), r.samples, r.summary, r.trace,
+    return memsim::perfetto_trace(r.recorder.events(), r.recorder.samples(), r.summary, r.trace,
                                   r.platform, memsim::kDefaultMaxTraceEvents)
         .bytes.size();
   });

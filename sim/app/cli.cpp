@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdio>
 #include <functional>
+#include <future>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -202,53 +203,76 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     }
   }
   const std::string json_text = summary_json(summary);
-  // Each file through one buffer (TextOut): no output is held whole in memory.
-  std::vector<std::string> written;
-  auto file = [&](const std::string& name, const std::function<bool(TextOut&)>& write) {
-    OutputFile f(out_dir + "/" + name);
-    TextOut out(f);
-    if (!write(out)) return;  // nothing to say: no file (f removes its temporary)
-    out.finish();
-    written.push_back(name);
+  // Each file through one buffer (TextOut): no output is held whole in memory. The files
+  // are independent, so they are written at once, one thread each (a million-op run writes
+  // a gigabyte); the list of what was written keeps their fixed order.
+  struct FileJob {
+    std::string name;
+    std::function<bool(TextOut&)> write;  // false: nothing to say, no file
   };
-  if (outputs.summary) written.push_back("summary.json");
+  std::vector<FileJob> jobs;
   if (outputs.timeline)
-    file("timeline.csv", [&](TextOut& o) { return write_timeline_csv(o, recorder.events(), trace, platform_run), true; });
+    jobs.push_back({"timeline.csv", [&](TextOut& o) { return write_timeline_csv(o, recorder.events(), trace, platform_run), true; }});
   if (outputs.memory)
-    file("memory.csv", [&](TextOut& o) { return write_memory_csv(o, recorder.samples(), platform_run), true; });
-  if (outputs.peak) file("peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); });
+    jobs.push_back({"memory.csv", [&](TextOut& o) { return write_memory_csv(o, recorder.samples(), platform_run), true; }});
+  if (outputs.peak) jobs.push_back({"peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); }});
   if (outputs.tiles)
-    file("tiles.csv", [&](TextOut& o) {
-      const std::string tiles = tiles_csv(summary);
-      o.put(tiles);
-      return !tiles.empty();
-    });
-  if (outputs.trace) {
-    // The timeline: trace.pftrace (Perfetto's format) or, with --trace-format json, trace.json.
-    const bool pftrace = trace_format == "pftrace";
-    const std::string trace_file = pftrace ? "trace.pftrace" : "trace.json";
-    const std::vector<MemorySample> samples = recorder.samples_vector();
-    std::size_t trace_written = 0, trace_total = 0;
-    double trace_until_s = 0;
-    if (pftrace) {
-      const PerfettoTrace pf = perfetto_trace(recorder.events(), samples, summary, trace, platform_run, max_events);
-      write_output_file(out_dir + "/" + trace_file, pf.bytes);
-      trace_written = pf.events_written, trace_total = pf.events_total, trace_until_s = pf.written_until_s;
-    } else {
-      const ChromeTrace chrome = chrome_trace_json(recorder.events(), samples, summary, trace, platform_run, max_events);
-      write_output_file(out_dir + "/" + trace_file, chrome.json);
-      trace_written = chrome.events_written, trace_total = chrome.events_total, trace_until_s = chrome.written_until_s;
-    }
-    written.push_back(trace_file);
-    if (trace_written < trace_total && max_events > 0)  // --max-events 0 asks for none: nothing to say
-      std::cerr << fmt::format("memsim: {}/{}: kept the first {} of {} events{}; "
-                               "raise --max-events to keep more\n",
-                               out_dir, trace_file, trace_written, trace_total,
-                               trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s))
-                                                 : std::string());
-  }
+    jobs.push_back({"tiles.csv", [&](TextOut& o) {
+                      const std::string tiles = tiles_csv(summary);
+                      o.put(tiles);
+                      return !tiles.empty();
+                    }});
+  // The timeline: trace.pftrace (Perfetto's format) or, with --trace-format json, trace.json.
+  const bool pftrace = trace_format == "pftrace";
+  const std::string trace_file = pftrace ? "trace.pftrace" : "trace.json";
+  std::size_t trace_written = 0, trace_total = 0;
+  double trace_until_s = 0;
+  if (outputs.trace)
+    jobs.push_back({trace_file, [&](TextOut& o) {
+                      const SampleLog& samples = recorder.samples();
+                      if (pftrace) {
+                        const PerfettoTrace pf = perfetto_trace(recorder.events(), samples, summary, trace, platform_run, max_events);
+                        o.put(pf.bytes);
+                        trace_written = pf.events_written, trace_total = pf.events_total, trace_until_s = pf.written_until_s;
+                      } else {
+                        const ChromeTrace chrome = chrome_trace_json(recorder.events(), samples, summary, trace, platform_run, max_events);
+                        o.put(chrome.json);
+                        trace_written = chrome.events_written, trace_total = chrome.events_total, trace_until_s = chrome.written_until_s;
+                      }
+                      return true;
+                    }});
   if (outputs.events)
-    file("events.csv", [&](TextOut& o) { return write_events_csv(o, recorder.allocations(), trace, platform_run), true; });
+    jobs.push_back({"events.csv", [&](TextOut& o) { return write_events_csv(o, recorder.allocations(), trace, platform_run), true; }});
+  std::vector<std::future<bool>> done;
+  for (const FileJob& job : jobs)
+    done.push_back(std::async(std::launch::async, [&out_dir, &job] {
+      OutputFile f(out_dir + "/" + job.name);
+      TextOut out(f);
+      if (!job.write(out)) return false;  // f removes its temporary
+      out.finish();
+      return true;
+    }));
+  std::vector<bool> wrote;
+  std::exception_ptr failed;
+  for (auto& d : done) {  // every writer finishes before the first error is passed on
+    try {
+      wrote.push_back(d.get());
+    } catch (...) {
+      if (!failed) failed = std::current_exception();
+      wrote.push_back(false);
+    }
+  }
+  if (failed) std::rethrow_exception(failed);
+  std::vector<std::string> written;
+  if (outputs.summary) written.push_back("summary.json");
+  for (std::size_t k = 0; k < jobs.size(); ++k)
+    if (wrote[k]) written.push_back(jobs[k].name);
+  if (outputs.trace && trace_written < trace_total && max_events > 0)  // --max-events 0 asks for none
+    std::cerr << fmt::format("memsim: {}/{}: kept the first {} of {} events{}; "
+                             "raise --max-events to keep more\n",
+                             out_dir, trace_file, trace_written, trace_total,
+                             trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s))
+                                               : std::string());
   if (outputs.summary) write_output_file(out_dir + "/summary.json", json_text);
   if (json)
     std::cout << json_text;

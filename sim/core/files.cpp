@@ -145,7 +145,7 @@ std::string read_input_head(const std::string& path, std::size_t n) {
   }
 }
 
-OutputFile::OutputFile(const std::string& path) : path_(path) {
+OutputFile::OutputFile(const std::string& path) : path_(path == "-" ? "(standard output)" : path) {
   if (path == "-") {
     std::cout.flush();
     fd_ = STDOUT_FILENO;

@@ -29,6 +29,11 @@ class TextOut {
   TextOut& operator=(const TextOut&) = delete;
 
   TextOut& put(std::string_view s) {
+    if (file_ && s.size() >= kFlushBytes) {  // a large piece goes straight to the file
+      flush();
+      file_->write(s);
+      return *this;
+    }
     out().append(s);
     return spill();
   }

@@ -37,11 +37,10 @@ void put_string(std::string& out, std::string_view s) {
 
 class Writer {
  public:
-  Writer(const std::vector<Event>& events, const std::vector<MemorySample>& samples,
+  Writer(const std::vector<Event>& events, const SampleLog& samples,
          const Summary& summary, const Trace& trace, const PlatformSpec& platform,
          std::size_t max_events)
       : events_(events),
-        samples_(samples),
         summary_(summary),
         trace_(trace),
         platform_(platform),
@@ -59,7 +58,6 @@ class Writer {
   void put_metadata();
 
   const std::vector<Event>& events_;
-  const std::vector<MemorySample>& samples_;
   const Summary& summary_;
   const Trace& trace_;
   const PlatformSpec& platform_;
@@ -131,7 +129,7 @@ void Writer::put_slice(const TraceItem& item) {
 }
 
 void Writer::put_counter(const TraceItem& item) {
-  const MemorySample& s = samples_[item.index];
+  const MemorySample& s = layout_.sample(item.index);
   const std::uint32_t pid = layout_.tier_pid(s.tier);
   auto it = std::back_inserter(out_);
   begin_event("by category", 'C', item.ts_ns, pid, 0);
@@ -242,7 +240,7 @@ ChromeTrace Writer::write() {
 }  // namespace
 
 ChromeTrace chrome_trace_json(const std::vector<Event>& events,
-                              const std::vector<MemorySample>& samples, const Summary& summary,
+                              const SampleLog& samples, const Summary& summary,
                               const Trace& trace, const PlatformSpec& platform,
                               std::size_t max_events) {
   return Writer(events, samples, summary, trace, platform, max_events).write();

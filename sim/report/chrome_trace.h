@@ -37,7 +37,7 @@ struct ChromeTrace {
 /// Builds trace.json. Keeps the first `max_events` events in time order (metadata is not
 /// counted); `otherData` records how many were left out.
 ChromeTrace chrome_trace_json(const std::vector<Event>& events,
-                              const std::vector<MemorySample>& samples, const Summary& summary,
+                              const SampleLog& samples, const Summary& summary,
                               const Trace& trace, const PlatformSpec& platform,
                               std::size_t max_events = kDefaultMaxTraceEvents);
 

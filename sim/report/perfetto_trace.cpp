@@ -85,11 +85,10 @@ struct TierCounters {
 
 class Writer {
  public:
-  Writer(const std::vector<Event>& events, const std::vector<MemorySample>& samples,
+  Writer(const std::vector<Event>& events, const SampleLog& samples,
          const Summary& summary, const Trace& trace, const PlatformSpec& platform,
          std::size_t max_events)
       : events_(events),
-        samples_(samples),
         summary_(summary),
         trace_(trace),
         platform_(platform),
@@ -122,7 +121,6 @@ class Writer {
   void flush_ends(std::int64_t until_ns);
 
   const std::vector<Event>& events_;
-  const std::vector<MemorySample>& samples_;
   const Summary& summary_;
   const Trace& trace_;
   const PlatformSpec& platform_;
@@ -392,7 +390,7 @@ void Writer::put_counter(const TraceItem& item) {
   // changed (all of them in the tier's first sample) rides along as an extra value. Perfetto's
   // trace processor drops an event with more than kMaxExtraCounters extras, so the rest go
   // in further packets at the same time.
-  const MemorySample& s = samples_[item.index];
+  const MemorySample& s = layout_.sample(item.index);
   TierCounters& c = tiers_[s.tier];
   std::array<std::pair<std::uint64_t, std::uint64_t>, kCategoryCount + 2> values;  // (track, bytes)
   std::size_t n = 0;
@@ -473,7 +471,7 @@ PerfettoTrace Writer::write() {
 }  // namespace
 
 PerfettoTrace perfetto_trace(const std::vector<Event>& events,
-                             const std::vector<MemorySample>& samples, const Summary& summary,
+                             const SampleLog& samples, const Summary& summary,
                              const Trace& trace, const PlatformSpec& platform,
                              std::size_t max_events) {
   return Writer(events, samples, summary, trace, platform, max_events).write();

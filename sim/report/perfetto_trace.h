@@ -34,7 +34,7 @@ struct PerfettoTrace {
 
 /// Builds trace.pftrace. Keeps the same first `max_events` events as chrome_trace_json.
 PerfettoTrace perfetto_trace(const std::vector<Event>& events,
-                             const std::vector<MemorySample>& samples, const Summary& summary,
+                             const SampleLog& samples, const Summary& summary,
                              const Trace& trace, const PlatformSpec& platform,
                              std::size_t max_events);
 

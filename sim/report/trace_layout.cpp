@@ -21,7 +21,7 @@ std::uint32_t copy_tid(std::uint32_t direction, std::uint32_t engine) {
 
 std::int64_t trace_ns(double s) { return std::llround(s * 1e9); }
 
-TraceLayout::TraceLayout(const std::vector<Event>& events, const std::vector<MemorySample>& samples,
+TraceLayout::TraceLayout(const std::vector<Event>& events, const SampleLog& samples,
                          const Summary& summary, const Trace& trace, const PlatformSpec& platform,
                          std::size_t max_events)
     : events_(events),
@@ -47,7 +47,7 @@ TraceLayout::TraceLayout(const std::vector<Event>& events, const std::vector<Mem
   // A counter sample is two or three events (by category, allocated, reserved).
   auto weight = [&](const TraceItem& item) -> std::size_t {
     if (item.kind != TraceItemKind::counter) return 1;
-    return tier_reserved_differs_[samples_[item.index].tier] ? 3 : 2;
+    return tier_reserved_differs_[item.tid] ? 3 : 2;  // a counter's tid is its tier
   };
   for (std::size_t k = 0; k < items_.size(); ++k) {
     const std::size_t w = weight(items_[k]);
@@ -58,6 +58,13 @@ TraceLayout::TraceLayout(const std::vector<Event>& events, const std::vector<Mem
     events_total_ += w;
   }
   if (kept_ < items_.size() && kept_ > 0) written_until_s_ = items_[kept_ - 1].ts_ns * 1e-9;
+  // The samples written: those up to the last counter kept (a prefix, see the constructor).
+  std::size_t needed = 0;
+  for (std::size_t k = 0; k < kept_; ++k)
+    if (items_[k].kind == TraceItemKind::counter) needed = std::max<std::size_t>(needed, items_[k].index + 1);
+  kept_samples_.reserve(needed);
+  for (auto it = samples_.begin(); kept_samples_.size() < needed && it != samples_.end(); ++it)
+    kept_samples_.push_back(*it);
 }
 
 std::size_t TraceLayout::platform_device(const Event& e) const {
@@ -104,13 +111,15 @@ void TraceLayout::collect_counters() {
   tier_categories_.assign(n_tiers, {});
   tier_reserved_differs_.assign(n_tiers, false);
   tier_sampled_.assign(n_tiers, false);
-  for (std::uint32_t i = 0; i < samples_.size(); ++i) {
-    const MemorySample& s = samples_[i];
+  tier_last_sample_s_.assign(n_tiers, 0);
+  std::uint32_t i = 0;
+  for (const MemorySample& s : samples_) {
     for (int c = 0; c < kCategoryCount; ++c)
       if (s.by_category[c] > 0) tier_categories_[s.tier][c] = true;
     if (s.reserved_bytes != s.allocated_bytes) tier_reserved_differs_[s.tier] = true;
     tier_sampled_[s.tier] = true;
-    items_.push_back({trace_ns(s.time_s), TraceItemKind::counter, i, 0});
+    tier_last_sample_s_[s.tier] = std::max(tier_last_sample_s_[s.tier], s.time_s);
+    items_.push_back({trace_ns(s.time_s), TraceItemKind::counter, i++, s.tier});
   }
 }
 
@@ -121,9 +130,8 @@ double TraceLayout::oom_time_s() const {
   const Op* op = o.op_id < trace_.ops.size() && trace_.ops[o.op_id].name == o.op ? &trace_.ops[o.op_id] : nullptr;
   for (const Event& e : events_)
     if (!is_copy(e.kind) && op && e.device == op->device && e.lane == op->stream) t = std::max(t, e.end_s);
-  if (auto tier = platform_.find_tier(o.tier))
-    for (const MemorySample& s : samples_)
-      if (s.tier == *tier) t = std::max(t, s.time_s);
+  if (auto tier = platform_.find_tier(o.tier); tier && *tier < tier_last_sample_s_.size())
+    t = std::max(t, tier_last_sample_s_[*tier]);
   return t;
 }
 

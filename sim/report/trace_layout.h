@@ -48,9 +48,15 @@ class TraceLayout {
  public:
   /// Keeps the earliest items that make at most `max_events` events (a counter sample is
   /// two or three: by category, allocated, reserved).
-  TraceLayout(const std::vector<Event>& events, const std::vector<MemorySample>& samples,
+  /// The samples are walked in order, not held: only those written are kept (a prefix:
+  /// samples come in time order), so a run of millions of samples keeps no more of them
+  /// than the trace holds.
+  TraceLayout(const std::vector<Event>& events, const SampleLog& samples,
               const Summary& summary, const Trace& trace, const PlatformSpec& platform,
               std::size_t max_events);
+
+  /// Sample `index` of a counter item that is written (one of the first kept()).
+  const MemorySample& sample(std::uint32_t index) const { return kept_samples_[index]; }
 
   /// Every item, in time order (ties in the order the run produced them).
   const std::vector<TraceItem>& items() const { return items_; }
@@ -99,7 +105,9 @@ class TraceLayout {
   double oom_time_s() const;
 
   const std::vector<Event>& events_;
-  const std::vector<MemorySample>& samples_;
+  const SampleLog& samples_;
+  std::vector<MemorySample> kept_samples_;  // the first ones, as far as a written item needs
+  std::vector<double> tier_last_sample_s_;  // per tier: its last change
   const Summary& summary_;
   const Trace& trace_;
   const PlatformSpec& platform_;
