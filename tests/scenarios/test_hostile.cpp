@@ -187,7 +187,8 @@ TEST(HostileSweep, AFullDiskStopsTheSweepCleanlyAndItResumes) {
   const std::string sweep = dir + "/../full_disk_sweep.yaml";
   {
     std::ofstream f(sweep);
-    f << "devices: [a100-40gb]\nworkloads: [mlp]\nset:\n  workload.batch: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n";
+    // Every point's full output (a point writes only summary.json by default), so it fills.
+    f << "devices: [a100-40gb]\nworkloads: [mlp]\noutputs: all\nset:\n  workload.batch: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]\n";
   }
   CliResult r = run_memsim("sweep " + sweep + " -j 2 --out " + dir + "/out");
   EXPECT_EQ(r.exit_code, 1) << r.err;
