@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.h"
+#include "copy_engine_case.h"
 #include "sim/report/chrome_trace.h"
 
 namespace fs = std::filesystem;
@@ -281,36 +282,10 @@ TEST(TraceJson, TwoStreamsAreTwoThreads) {
 TEST(TraceJson, OverlappingCopiesGoToSeparateCopyEngineThreads) {
   // The writer on its own: two copy engines out of gpu0 carry two copies at once, a third
   // follows on the first engine; a copy in uses its own thread.
-  PlatformSpec p;
-  p.name = "box";
-  DeviceSpec gpu;
-  gpu.name = "gpu0";
-  gpu.copy_engines = 2;
-  gpu.tiers = {0};
-  gpu.compute_tier = 0;
-  DeviceSpec host;
-  host.name = "host";
-  host.kind = DeviceKind::cpu;
-  host.tiers = {1};
-  p.devices = {gpu, host};
-  TierSpec hbm;
-  hbm.name = "gpu0.hbm";
-  hbm.device = "gpu0";
-  hbm.capacity_bytes = 1 << 30;
-  TierSpec dram = hbm;
-  dram.name = "host.dram";
-  dram.device = "host";
-  dram.role = TierRole::offload;
-  p.tiers = {hbm, dram};
-  Trace trace;
-  trace.name = "copies";
-  for (int i = 0; i < 4; ++i) trace.add_buffer("b" + std::to_string(i), 1000, Category::activation);
-  std::vector<Event> events = {
-      {EventKind::swap_out, 0.0, 2e-3, 0, 0, kNoOp, 0, 1000, 0, 1},
-      {EventKind::swap_out, 1e-3, 3e-3, 0, 0, kNoOp, 1, 1000, 0, 1},
-      {EventKind::swap_out, 2e-3, 4e-3, 0, 0, kNoOp, 2, 1000, 0, 1},
-      {EventKind::swap_in, 1e-3, 5e-3, 0, 1, kNoOp, 3, 1000, 1, 0},
-  };
+  const CopyEngineCase run = copy_engine_case();
+  const PlatformSpec& p = run.platform;
+  const Trace& trace = run.trace;
+  const std::vector<Event>& events = run.events;
   Summary summary;
   const ChromeTrace c = chrome_trace_json(events, {}, summary, trace, p);
   json t = json::parse(c.json);
