@@ -74,8 +74,6 @@ struct OutputChoice {
   bool summary = true, timeline = true, memory = true, peak = true, tiles = true, trace = true, events = false;
 };
 
-constexpr const char* kOutputNames = "summary, timeline, memory, peak, tiles, trace, events, all";
-
 // "summary,memory": those only; empty: the default set (events with --events).
 OutputChoice parse_outputs(const std::string& list, bool events) {
   OutputChoice c;
@@ -94,11 +92,11 @@ OutputChoice parse_outputs(const std::string& list, bool events) {
     else if (name == "all") c = OutputChoice{true, true, true, true, true, true, true};
     else
       throw UsageError(fmt::format("--outputs '{}': expected names separated by commas from {}, got '{}'", list,
-                                   kOutputNames, name));
+                                   output_names_text(), name));
   }
   if (list.back() == ',')
     throw UsageError(fmt::format("--outputs '{}': expected names separated by commas from {}, got an empty name",
-                                 list, kOutputNames));
+                                 list, output_names_text()));
   return c;
 }
 

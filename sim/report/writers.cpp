@@ -163,6 +163,12 @@ std::vector<std::pair<std::string, std::string>> group_identical(
   return out;
 }
 
+bool is_output_name(std::string_view name) {
+  return std::find(kOutputNames.begin(), kOutputNames.end(), name) != kOutputNames.end();
+}
+
+std::string output_names_text() { return fmt::format("{}", fmt::join(kOutputNames, ", ")); }
+
 std::string summary_json(const Summary& s) {
   ordered_json j;
   j["memsim_version"] = MEMSIM_VERSION;

@@ -2,7 +2,9 @@
 // One writer per output format. Files are written to a temporary name and renamed, so a run
 // that is killed leaves either the whole file or none. Numbers are printed in their
 // shortest round-trip form: the same run gives byte-identical files.
+#include <array>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,6 +15,14 @@
 #include "sim/workload/trace.h"
 
 namespace memsim {
+
+/// The files `memsim run` can write, by the names `--outputs` and a sweep's `outputs:` take
+/// ("all": every one of them).
+inline constexpr std::array<std::string_view, 8> kOutputNames{"summary", "timeline", "memory", "peak",
+                                                                "tiles",   "trace",    "events", "all"};
+bool is_output_name(std::string_view name);
+/// "summary, timeline, ..., all", for messages.
+std::string output_names_text();
 
 std::string summary_json(const Summary& s);
 /// timeline.csv: one row per event, in the order they were recorded.

@@ -15,6 +15,7 @@
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/policy/policy.h"
+#include "sim/report/writers.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/parallel.h"
 #include "sim/workload/workload.h"
@@ -343,16 +344,13 @@ SweepSpec load_sweep(const std::string& path) {
   if (auto fit = root.find("fit")) l.read_fit(*fit);
   if (auto outputs = root.find("outputs")) {
     // A list or one comma-separated string of memsim run's output names.
-    static const std::set<std::string> names{"summary", "timeline", "memory", "peak", "tiles", "trace", "events", "all"};
     std::vector<std::string> chosen;
     auto take = [&](const ConfigNode& n) {
       const std::string v = n.as_string();
       std::stringstream in(v);
       for (std::string name; std::getline(in, name, ',');) {
-        if (!names.count(name))
-          n.fail(fmt::format("expected output names from summary, timeline, memory, peak, tiles, trace, events, "
-                             "all; got '{}'",
-                             name));
+        if (!is_output_name(name))
+          n.fail(fmt::format("expected output names from {}; got '{}'", output_names_text(), name));
         chosen.push_back(name);
       }
     };
