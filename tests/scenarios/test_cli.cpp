@@ -48,6 +48,23 @@ TEST(Cli, DefaultRunPrintsASummaryAndWritesThreeFiles) {
   EXPECT_EQ(hbm["peak_by_category"]["weight"].get<std::uint64_t>(), 25'557'032u * 4);
 }
 
+TEST(Cli, OutputsWritesOnlyTheFilesNamed) {
+  const std::string out = temp_dir("outputs");
+  CliResult r = run_memsim("run a100-40gb mlp --outputs summary,memory --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(fs::exists(out + "/summary.json"));
+  EXPECT_TRUE(fs::exists(out + "/memory.csv"));
+  for (const char* f : {"timeline.csv", "peak.csv", "trace.pftrace", "trace.json", "events.csv"})
+    EXPECT_FALSE(fs::exists(fs::path(out) / f)) << f;
+  EXPECT_NE(r.out.find("/ summary.json memory.csv\n"), std::string::npos) << r.out;  // what it wrote
+  // A name it does not know is a usage error naming the ones it does.
+  r = run_memsim("run a100-40gb mlp --outputs summary,plots --out " + temp_dir("outputs_bad"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.err,
+            "memsim: --outputs 'summary,plots': expected names separated by commas from summary, timeline, "
+            "memory, peak, tiles, trace, events, all, got 'plots'\n");
+}
+
 TEST(Cli, SameCommandGivesByteIdenticalFiles) {
   const std::string a = temp_dir("det_a"), b = temp_dir("det_b");
   ASSERT_EQ(run_memsim("run a100-40gb resnet18 --set workload.batch=16 --out " + a).exit_code, 0);
