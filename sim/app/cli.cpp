@@ -172,7 +172,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   else if (durations == "model")
     inputs.durations = RunInputs::Durations::model;
   inputs.platform = std::move(platform);
-  RunResult result = run(std::move(inputs));  // the step is moved, the platform kept
+  RunResult result = run(std::move(inputs));
+
+  // the step is moved, the platform kept
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;
   const Trace& trace = result.trace;
@@ -229,8 +231,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     jobs.push_back({trace_file, [&](TextOut& o) {
                       const SampleLog& samples = recorder.samples();
                       if (pftrace) {
-                        const PerfettoTrace pf = perfetto_trace(recorder.events(), samples, summary, trace, platform_run, max_events);
-                        o.put(pf.bytes);
+                        const PerfettoTrace pf = write_perfetto_trace(o, recorder.events(), samples, summary, trace, platform_run, max_events);
                         trace_written = pf.events_written, trace_total = pf.events_total, trace_until_s = pf.written_until_s;
                       } else {
                         const ChromeTrace chrome = chrome_trace_json(recorder.events(), samples, summary, trace, platform_run, max_events);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <queue>
 #include <unordered_map>
@@ -10,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "sim/report/perfetto_trace.pb.h"  // generated from perfetto_trace.proto
+#include "sim/core/text_out.h"
 #include "sim/report/trace_layout.h"
 
 namespace memsim {
@@ -83,12 +85,89 @@ struct TierCounters {
   CategoryBytes last_category{};
 };
 
+// --- the wire format ----------------------------------------------------------------------
+
+// The protocol-buffer wire format, written by hand for the event packets (a message object
+// per packet, cleared and serialized, cost most of the trace's time). Fields go in the order
+// of their numbers, as the generated classes write them, so the bytes are the same.
+enum Wire : std::uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2 };
+
+constexpr std::size_t varint_size(std::uint64_t v) {
+  std::size_t n = 1;
+  while (v >= 0x80) v >>= 7, ++n;
+  return n;
+}
+
+// One growing buffer of bytes, written through a raw cursor.
+class Bytes {
+ public:
+  std::size_t size() const { return size_; }
+  std::string_view view() const { return {data_.data(), size_}; }
+  void clear() { size_ = 0; }
+  /// Room for `n` more bytes; the caller writes at most that many through at().
+  char* room(std::size_t n) {
+    if (data_.size() - size_ < n) data_.resize(std::max(data_.size() * 2, size_ + n + 256));
+    return data_.data() + size_;
+  }
+  void advance(char* to) { size_ = static_cast<std::size_t>(to - data_.data()); }
+
+  void varint(std::uint64_t v) { advance(put_varint(room(10), v)); }
+  void key(std::uint32_t field, Wire wire) { varint((std::uint64_t{field} << 3) | wire); }
+  void uint_field(std::uint32_t field, std::uint64_t v) {
+    char* p = room(20);
+    p = put_varint(p, (std::uint64_t{field} << 3) | kVarint);
+    advance(put_varint(p, v));
+  }
+  void bytes_field(std::uint32_t field, std::string_view v) {
+    char* p = room(20 + v.size());
+    p = put_varint(p, (std::uint64_t{field} << 3) | kBytes);
+    p = put_varint(p, v.size());
+    std::memcpy(p, v.data(), v.size());
+    advance(p + v.size());
+  }
+  void append(std::string_view v) {
+    char* p = room(v.size());
+    std::memcpy(p, v.data(), v.size());
+    advance(p + v.size());
+  }
+  /// A field holding a message whose body is `body`.
+  void message_field(std::uint32_t field, const Bytes& body) { bytes_field(field, body.view()); }
+
+  static char* put_varint(char* p, std::uint64_t v) {
+    while (v >= 0x80) {
+      *p++ = static_cast<char>(static_cast<std::uint8_t>(v) | 0x80);
+      v >>= 7;
+    }
+    *p++ = static_cast<char>(v);
+    return p;
+  }
+
+ private:
+  std::string data_;
+  std::size_t size_ = 0;
+};
+
+// Field numbers of the messages the event packets use (sim/report/perfetto_trace.proto).
+namespace field {
+constexpr std::uint32_t kTracePacket = 1;  // Trace.packet
+constexpr std::uint32_t kTimestamp = 8, kSequenceId = 10, kTrackEvent = 11, kInternedData = 12,
+                        kSequenceFlags = 13;                                            // TracePacket
+constexpr std::uint32_t kCategoryIids = 3, kDebugAnnotations = 4, kType = 9, kNameIid = 10,
+                        kTrackUuid = 11, kExtraCounterValues = 12, kCounterValue = 30,
+                        kExtraCounterTrackUuids = 31;                                   // TrackEvent
+constexpr std::uint32_t kArgNameIid = 1, kUintValue = 3, kStringValue = 6, kStringValueIid = 17;  // DebugAnnotation
+constexpr std::uint32_t kEventCategories = 1, kEventNames = 2, kDebugAnnotationNames = 3,
+                        kDebugAnnotationStringValues = 29;                             // InternedData
+constexpr std::uint32_t kIid = 1, kInternedName = 2;  // EventCategory, EventName, ...: iid, name (or str)
+}  // namespace field
+
 class Writer {
  public:
-  Writer(const std::vector<Event>& events, const SampleLog& samples,
+  Writer(TextOut& out, const std::vector<Event>& events, const SampleLog& samples,
          const Summary& summary, const Trace& trace, const PlatformSpec& platform,
          std::size_t max_events)
-      : events_(events),
+      : sink_(out),
+        events_(events),
         summary_(summary),
         trace_(trace),
         platform_(platform),
@@ -97,20 +176,29 @@ class Writer {
   PerfettoTrace write();
 
  private:
-  // Packets: begin() clears the one reused packet; end() appends it to the file.
+  // Track packets (a few per device and tier) through the generated classes: begin() clears
+  // the one reused packet; end() appends it.
   pb::TracePacket& begin(std::int64_t ts_ns);
   void end();
-  pb::TrackEvent& begin_event(std::int64_t ts_ns, pb::TrackEvent::Type type, std::uint64_t track);
+  // Event packets, by hand: the interning and the annotations fill the scratch buffers, then
+  // put_event() writes the packet with its TrackEvent (`event_`) and interned data.
+  void put_event(std::int64_t ts_ns, std::uint32_t flags);
+  void put_track_event(std::int64_t ts_ns, pb::TrackEvent::Type type, std::uint64_t track,
+                       std::uint64_t name_iid, std::uint64_t category_iid);
+  void packet_done();
 
   // Interning into the current packet.
   std::uint64_t event_name_iid(IidCache& cache, std::size_t id, std::string_view name);
+  std::uint64_t new_event_name_iid(std::string_view name);
   std::uint64_t category_iid(EventKind kind);
   std::uint64_t arg_name_iid(Arg arg);
   std::uint64_t string_value_iid(std::string_view value);
   std::uint64_t string_value_iid(IidCache& cache, std::size_t id, std::string_view value);
-  void add_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value);
-  void add_interned_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value_iid);
-  void add_string_arg(pb::TrackEvent& e, Arg arg, std::string_view value);
+  static void put_interned(Bytes& table, std::uint32_t table_field, std::uint64_t iid, std::string_view name);
+  // Debug annotations of the current event, into `args_`.
+  void add_arg(Arg arg, std::uint64_t value);
+  void add_interned_arg(Arg arg, std::uint64_t value_iid);
+  void add_string_arg(Arg arg, std::string_view value);
 
   std::uint64_t add_track(std::uint64_t parent, const std::string& name, int rank);
   void put_tracks();
@@ -120,16 +208,21 @@ class Writer {
   void put_oom(const TraceItem& item);
   void flush_ends(std::int64_t until_ns);
 
+  TextOut& sink_;
   const std::vector<Event>& events_;
   const Summary& summary_;
   const Trace& trace_;
   const PlatformSpec& platform_;
   TraceLayout layout_;
 
-  std::string out_;
+  Bytes out_;  // packets not yet passed to sink_
   pb::TracePacket packet_;
   bool first_packet_ = true;
   std::uint64_t next_uuid_ = 1;
+  // The event packet being built: its TrackEvent's annotations and body, and the entries it
+  // adds to each interned table (InternedData's fields, each in the order of its iids).
+  Bytes args_, event_, entry_;
+  Bytes interned_categories_, interned_names_, interned_arg_names_, interned_values_;
 
   // Slice tracks by (pid, tid), sorted; counter and instant tracks by tier.
   std::vector<std::pair<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t>> thread_tracks_;
@@ -146,12 +239,12 @@ class Writer {
 
 // --- packets ------------------------------------------------------------------------------
 
-void put_varint(std::string& out, std::uint64_t v) {
-  while (v >= 0x80) {
-    out += static_cast<char>(static_cast<std::uint8_t>(v) | 0x80);
-    v >>= 7;
+void Writer::packet_done() {
+  // Passed on a mebibyte at a time: the file is never held whole.
+  if (out_.size() >= (std::size_t{1} << 20)) {
+    sink_.put(out_.view());
+    out_.clear();
   }
-  out += static_cast<char>(v);
 }
 
 pb::TracePacket& Writer::begin(std::int64_t ts_ns) {
@@ -168,33 +261,73 @@ pb::TracePacket& Writer::begin(std::int64_t ts_ns) {
 }
 
 void Writer::end() {
-  // The file is a serialized Trace: each packet is its field 1 (length-delimited), written
-  // here by hand so the packets go straight into one buffer.
+  // The file is a serialized Trace: each packet is its field 1 (length-delimited).
   const std::size_t size = packet_.ByteSizeLong();
-  out_ += static_cast<char>((1 << 3) | 2);
-  put_varint(out_, size);
-  const std::size_t at = out_.size();
-  out_.resize(at + size);
-  packet_.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(out_.data() + at));
+  out_.key(field::kTracePacket, kBytes);
+  out_.varint(size);
+  char* at = out_.room(size);
+  packet_.SerializeWithCachedSizesToArray(reinterpret_cast<std::uint8_t*>(at));
+  out_.advance(at + size);
+  packet_done();
 }
 
-pb::TrackEvent& Writer::begin_event(std::int64_t ts_ns, pb::TrackEvent::Type type, std::uint64_t track) {
-  pb::TrackEvent& e = *begin(ts_ns).mutable_track_event();
-  e.set_type(type);
-  e.set_track_uuid(track);
-  return e;
+void Writer::put_event(std::int64_t ts_ns, std::uint32_t flags) {
+  const std::size_t interned = interned_categories_.size() + interned_names_.size() +
+                               interned_arg_names_.size() + interned_values_.size();
+  std::size_t size = 1 + varint_size(static_cast<std::uint64_t>(ts_ns)) + 2 +  // timestamp, sequence id
+                     1 + varint_size(event_.size()) + event_.size();
+  if (interned) size += 1 + varint_size(interned) + interned;
+  if (flags) size += 1 + varint_size(flags);
+  out_.key(field::kTracePacket, kBytes);
+  out_.varint(size);
+  out_.uint_field(field::kTimestamp, static_cast<std::uint64_t>(ts_ns));
+  out_.uint_field(field::kSequenceId, kSequenceId);
+  out_.message_field(field::kTrackEvent, event_);
+  if (interned) {
+    out_.key(field::kInternedData, kBytes);
+    out_.varint(interned);
+    for (Bytes* table : {&interned_categories_, &interned_names_, &interned_arg_names_, &interned_values_}) {
+      out_.append(table->view());
+      table->clear();
+    }
+  }
+  if (flags) out_.uint_field(field::kSequenceFlags, flags);
+  args_.clear();
+  packet_done();
+}
+
+void Writer::put_track_event(std::int64_t ts_ns, pb::TrackEvent::Type type, std::uint64_t track,
+                             std::uint64_t name_iid, std::uint64_t category_iid) {
+  event_.clear();
+  if (category_iid) event_.uint_field(field::kCategoryIids, category_iid);
+  event_.append(args_.view());
+  event_.uint_field(field::kType, type);
+  if (name_iid) event_.uint_field(field::kNameIid, name_iid);
+  event_.uint_field(field::kTrackUuid, track);
+  put_event(ts_ns, name_iid ? pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE : 0);
 }
 
 // --- interning ----------------------------------------------------------------------------
 
+void Writer::put_interned(Bytes& table, std::uint32_t table_field, std::uint64_t iid, std::string_view name) {
+  // One entry: {iid, name}, as EventCategory, EventName, DebugAnnotationName and
+  // InternedString all are.
+  const std::size_t body = 1 + varint_size(iid) + 1 + varint_size(name.size()) + name.size();
+  table.key(table_field, kBytes);
+  table.varint(body);
+  table.uint_field(field::kIid, iid);
+  table.bytes_field(field::kInternedName, name);
+}
+
 std::uint64_t Writer::event_name_iid(IidCache& cache, std::size_t id, std::string_view name) {
   std::uint64_t& iid = cache[id];
-  if (iid == 0) {
-    iid = names_.next();
-    pb::EventName& n = *packet_.mutable_interned_data()->add_event_names();
-    n.set_iid(iid);
-    n.set_name(name.data(), name.size());
-  }
+  if (iid == 0) iid = new_event_name_iid(name);
+  return iid;
+}
+
+std::uint64_t Writer::new_event_name_iid(std::string_view name) {
+  const std::uint64_t iid = names_.next();
+  put_interned(interned_names_, field::kEventNames, iid, name);
   return iid;
 }
 
@@ -202,10 +335,7 @@ std::uint64_t Writer::category_iid(EventKind kind) {
   std::uint64_t& iid = category_iid_[static_cast<std::size_t>(kind)];
   if (iid == 0) {
     iid = categories_.next();
-    const std::string_view name = to_string(kind);
-    pb::EventCategory& c = *packet_.mutable_interned_data()->add_event_categories();
-    c.set_iid(iid);
-    c.set_name(name.data(), name.size());
+    put_interned(interned_categories_, field::kEventCategories, iid, to_string(kind));
   }
   return iid;
 }
@@ -214,20 +344,14 @@ std::uint64_t Writer::arg_name_iid(Arg arg) {
   std::uint64_t& iid = arg_name_iid_[arg];
   if (iid == 0) {
     iid = arg_names_.next();
-    pb::DebugAnnotationName& n = *packet_.mutable_interned_data()->add_debug_annotation_names();
-    n.set_iid(iid);
-    n.set_name(kArgNames[arg].data(), kArgNames[arg].size());
+    put_interned(interned_arg_names_, field::kDebugAnnotationNames, iid, kArgNames[arg]);
   }
   return iid;
 }
 
 std::uint64_t Writer::string_value_iid(std::string_view value) {
   const auto [iid, added] = string_values_.get(value);
-  if (added) {
-    pb::InternedString& s = *packet_.mutable_interned_data()->add_debug_annotation_string_values();
-    s.set_iid(iid);
-    s.set_str(value.data(), value.size());
-  }
+  if (added) put_interned(interned_values_, field::kDebugAnnotationStringValues, iid, value);
   return iid;
 }
 
@@ -237,22 +361,25 @@ std::uint64_t Writer::string_value_iid(IidCache& cache, std::size_t id, std::str
   return iid;
 }
 
-void Writer::add_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value) {
-  pb::DebugAnnotation& a = *e.add_debug_annotations();
-  a.set_name_iid(arg_name_iid(arg));
-  a.set_uint_value(value);
+void Writer::add_arg(Arg arg, std::uint64_t value) {
+  entry_.clear();
+  entry_.uint_field(field::kArgNameIid, arg_name_iid(arg));
+  entry_.uint_field(field::kUintValue, value);
+  args_.message_field(field::kDebugAnnotations, entry_);
 }
 
-void Writer::add_interned_arg(pb::TrackEvent& e, Arg arg, std::uint64_t value_iid) {
-  pb::DebugAnnotation& a = *e.add_debug_annotations();
-  a.set_name_iid(arg_name_iid(arg));
-  a.set_string_value_iid(value_iid);
+void Writer::add_interned_arg(Arg arg, std::uint64_t value_iid) {
+  entry_.clear();
+  entry_.uint_field(field::kArgNameIid, arg_name_iid(arg));
+  entry_.uint_field(field::kStringValueIid, value_iid);
+  args_.message_field(field::kDebugAnnotations, entry_);
 }
 
-void Writer::add_string_arg(pb::TrackEvent& e, Arg arg, std::string_view value) {
-  pb::DebugAnnotation& a = *e.add_debug_annotations();
-  a.set_name_iid(arg_name_iid(arg));
-  a.set_string_value(value.data(), value.size());
+void Writer::add_string_arg(Arg arg, std::string_view value) {
+  entry_.clear();
+  entry_.uint_field(field::kArgNameIid, arg_name_iid(arg));
+  entry_.bytes_field(field::kStringValue, value);
+  args_.message_field(field::kDebugAnnotations, entry_);
 }
 
 // --- tracks -------------------------------------------------------------------------------
@@ -343,8 +470,7 @@ void Writer::flush_ends(std::int64_t until_ns) {
   while (!ends_.empty() && ends_.top().ts_ns <= until_ns) {
     const PendingEnd e = ends_.top();
     ends_.pop();
-    begin_event(e.ts_ns, pb::TrackEvent::TYPE_SLICE_END, e.track);
-    end();
+    put_track_event(e.ts_ns, pb::TrackEvent::TYPE_SLICE_END, e.track, 0, 0);
   }
 }
 
@@ -355,33 +481,31 @@ void Writer::put_slice_begin(const TraceItem& item) {
                                    std::make_pair(pid, item.tid),
                                    [](const auto& t, const auto& key) { return t.first < key; });
   const std::uint64_t track = at->second;  // every (pid, tid) of an event has its track
-  pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_SLICE_BEGIN, track);
-  packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
   const Op* op = e.op == kNoOp ? nullptr : &trace_.ops[e.op];
   const std::string_view name = layout_.slice_name(e);
   const bool named_by_op = op && name.data() == op->name.data();  // the op's name, not its kind's
-  te.set_name_iid(named_by_op ? event_name_iid(op_name_iid_, e.op, name)
-                              : event_name_iid(kind_name_iid_, static_cast<std::size_t>(e.kind), name));
-  te.add_category_iids(category_iid(e.kind));
+  const std::uint64_t name_iid = named_by_op ? event_name_iid(op_name_iid_, e.op, name)
+                                             : event_name_iid(kind_name_iid_, static_cast<std::size_t>(e.kind), name);
+  const std::uint64_t category = category_iid(e.kind);
   // The arguments trace.json gives the slice.
   if (op) {
     if (e.kind == EventKind::stall) {
-      add_string_arg(te, kArgWaitingOp, op->name);
+      add_string_arg(kArgWaitingOp, op->name);
     } else {
-      add_arg(te, kArgOpIndex, op->id);
-      add_interned_arg(te, kArgOpKind, string_value_iid(op->kind));
-      add_interned_arg(te, kArgPhase, string_value_iid(to_string(op->phase)));
+      add_arg(kArgOpIndex, op->id);
+      add_interned_arg(kArgOpKind, string_value_iid(op->kind));
+      add_interned_arg(kArgPhase, string_value_iid(to_string(op->phase)));
     }
   }
   if (e.buffer != kNoId)
-    add_interned_arg(te, kArgBuffer, string_value_iid(buffer_value_iid_, e.buffer, trace_.buffers[e.buffer].name));
-  if (e.bytes > 0) add_arg(te, kArgBytes, e.bytes);
+    add_interned_arg(kArgBuffer, string_value_iid(buffer_value_iid_, e.buffer, trace_.buffers[e.buffer].name));
+  if (e.bytes > 0) add_arg(kArgBytes, e.bytes);
   if (e.src_tier != kNoId)
-    add_interned_arg(te, kArgFrom, string_value_iid(tier_value_iid_, e.src_tier, platform_.tiers[e.src_tier].name));
+    add_interned_arg(kArgFrom, string_value_iid(tier_value_iid_, e.src_tier, platform_.tiers[e.src_tier].name));
   if (e.dst_tier != kNoId)
-    add_interned_arg(te, e.kind == EventKind::stall ? kArgTier : kArgTo,
+    add_interned_arg(e.kind == EventKind::stall ? kArgTier : kArgTo,
                      string_value_iid(tier_value_iid_, e.dst_tier, platform_.tiers[e.dst_tier].name));
-  end();
+  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_SLICE_BEGIN, track, name_iid, category);
   ends_.push({trace_ns(e.end_s), slices_begun_++, track});
 }
 
@@ -404,43 +528,38 @@ void Writer::put_counter(const TraceItem& item) {
   c.last_reserved = s.reserved_bytes;
   c.last_category = s.by_category;
   for (std::size_t i = 0; i < n;) {
-    pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_COUNTER, values[i].first);
-    te.set_counter_value(static_cast<std::int64_t>(values[i].second));
+    // TrackEvent{type, track_uuid, extra_counter_values..., counter_value, extra_counter_track_uuids...}
+    const std::size_t first = i;
     const std::size_t last = std::min(n, i + 1 + kMaxExtraCounters);
-    for (++i; i < last; ++i) {
-      te.add_extra_counter_track_uuids(values[i].first);
-      te.add_extra_counter_values(static_cast<std::int64_t>(values[i].second));
-    }
-    end();
+    event_.clear();
+    event_.uint_field(field::kType, pb::TrackEvent::TYPE_COUNTER);
+    event_.uint_field(field::kTrackUuid, values[first].first);
+    for (std::size_t k = first + 1; k < last; ++k) event_.uint_field(field::kExtraCounterValues, values[k].second);
+    event_.uint_field(field::kCounterValue, values[first].second);
+    for (std::size_t k = first + 1; k < last; ++k) event_.uint_field(field::kExtraCounterTrackUuids, values[k].first);
+    put_event(item.ts_ns, 0);
+    i = last;
   }
 }
 
 void Writer::put_evict(const TraceItem& item) {
   const Event& e = events_[item.index];
-  pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tiers_[e.src_tier].evictions);
-  packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  te.set_name_iid(event_name_iid(evict_name_iid_, e.buffer, "evict " + trace_.buffers[e.buffer].name));
-  add_arg(te, kArgBytes, e.bytes);
-  end();
+  const std::uint64_t name_iid = event_name_iid(evict_name_iid_, e.buffer, "evict " + trace_.buffers[e.buffer].name);
+  add_arg(kArgBytes, e.bytes);
+  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tiers_[e.src_tier].evictions, name_iid, 0);
 }
 
 void Writer::put_oom(const TraceItem& item) {
   const OomReport& o = *summary_.oom;
   const auto tier = platform_.find_tier(o.tier);
-  pb::TrackEvent& te = begin_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT,
-                                   tier ? tiers_[*tier].oom : global_oom_track_);
-  packet_.set_sequence_flags(packet_.sequence_flags() | pb::TracePacket::SEQ_NEEDS_INCREMENTAL_STATE);
-  te.set_name_iid(names_.next());
-  pb::EventName& n = *packet_.mutable_interned_data()->add_event_names();
-  n.set_iid(te.name_iid());
-  n.set_name(layout_.oom_name());
-  add_string_arg(te, kArgOp, o.op);
-  add_string_arg(te, kArgTier, o.tier);
-  add_arg(te, kArgRequested, o.requested_bytes);
-  add_arg(te, kArgAllocated, o.allocated_bytes);
-  add_arg(te, kArgCapacity, o.capacity_bytes);
-  add_string_arg(te, kArgReason, o.reason.empty() ? std::string_view("the tier is full") : std::string_view(o.reason));
-  end();
+  const std::uint64_t name_iid = new_event_name_iid(layout_.oom_name());
+  add_string_arg(kArgOp, o.op);
+  add_string_arg(kArgTier, o.tier);
+  add_arg(kArgRequested, o.requested_bytes);
+  add_arg(kArgAllocated, o.allocated_bytes);
+  add_arg(kArgCapacity, o.capacity_bytes);
+  add_string_arg(kArgReason, o.reason.empty() ? std::string_view("the tier is full") : std::string_view(o.reason));
+  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tier ? tiers_[*tier].oom : global_oom_track_, name_iid, 0);
 }
 
 PerfettoTrace Writer::write() {
@@ -449,9 +568,6 @@ PerfettoTrace Writer::write() {
   result.events_written = layout_.events_written();
   result.written_until_s = layout_.written_until_s();
   const std::size_t kept = layout_.kept();
-  // Room for the largest packets (a slice begins with its new name interned): pages never
-  // written cost nothing, and the buffer is never moved.
-  out_.reserve(4096 + kept * 256);
   put_tracks();
   for (std::size_t i = 0; i < kept; ++i) {
     const TraceItem& item = layout_.items()[i];
@@ -464,17 +580,28 @@ PerfettoTrace Writer::write() {
     }
   }
   flush_ends(INT64_MAX);
-  result.bytes = std::move(out_);
+  sink_.put(out_.view());
   return result;
 }
 
 }  // namespace
 
+PerfettoTrace write_perfetto_trace(TextOut& out, const std::vector<Event>& events,
+                                   const SampleLog& samples, const Summary& summary,
+                                   const Trace& trace, const PlatformSpec& platform,
+                                   std::size_t max_events) {
+  return Writer(out, events, samples, summary, trace, platform, max_events).write();
+}
+
 PerfettoTrace perfetto_trace(const std::vector<Event>& events,
                              const SampleLog& samples, const Summary& summary,
                              const Trace& trace, const PlatformSpec& platform,
                              std::size_t max_events) {
-  return Writer(events, samples, summary, trace, platform, max_events).write();
+  std::string bytes;
+  TextOut out(bytes);
+  PerfettoTrace result = write_perfetto_trace(out, events, samples, summary, trace, platform, max_events);
+  result.bytes = std::move(bytes);
+  return result;
 }
 
 }  // namespace memsim

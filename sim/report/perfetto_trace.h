@@ -24,15 +24,24 @@
 
 namespace memsim {
 
+class TextOut;
+
 struct PerfettoTrace {
-  std::string bytes;               // the file
+  std::string bytes;               // the file (perfetto_trace(); empty when streamed)
   std::size_t events_total = 0;    // slices, counters and instants the run produced
   std::size_t events_written = 0;  // at most max_events: the earliest ones (as trace.json)
   double written_until_s = 0;      // when truncated: the time of the last event written
   bool truncated() const { return events_written < events_total; }
 };
 
-/// Builds trace.pftrace. Keeps the same first `max_events` events as chrome_trace_json.
+/// Writes trace.pftrace into `out` as it goes, a mebibyte at a time. Keeps the same first
+/// `max_events` events as chrome_trace_json.
+PerfettoTrace write_perfetto_trace(TextOut& out, const std::vector<Event>& events,
+                                   const SampleLog& samples, const Summary& summary,
+                                   const Trace& trace, const PlatformSpec& platform,
+                                   std::size_t max_events);
+
+/// The same, held whole in `bytes`.
 PerfettoTrace perfetto_trace(const std::vector<Event>& events,
                              const SampleLog& samples, const Summary& summary,
                              const Trace& trace, const PlatformSpec& platform,

@@ -48,15 +48,16 @@ class TraceLayout {
  public:
   /// Keeps the earliest items that make at most `max_events` events (a counter sample is
   /// two or three: by category, allocated, reserved).
-  /// The samples are walked in order, not held: only those written are kept (a prefix:
-  /// samples come in time order), so a run of millions of samples keeps no more of them
-  /// than the trace holds.
+  /// The samples are walked in order, not held (see sample()), so a run of millions of
+  /// samples keeps none of them.
   TraceLayout(const std::vector<Event>& events, const SampleLog& samples,
               const Summary& summary, const Trace& trace, const PlatformSpec& platform,
               std::size_t max_events);
 
-  /// Sample `index` of a counter item that is written (one of the first kept()).
-  const MemorySample& sample(std::uint32_t index) const { return kept_samples_[index]; }
+  /// Sample `index` of a counter item that is written (one of the first kept()). The
+  /// samples are replayed, not held: ask for them in order (as items() has them), each once
+  /// or more; an index before the last one asked for is a logic_error.
+  const MemorySample& sample(std::uint32_t index) const;
 
   /// Every item, in time order (ties in the order the run produced them).
   const std::vector<TraceItem>& items() const { return items_; }
@@ -101,12 +102,13 @@ class TraceLayout {
 
  private:
   void assign_copy_engines();
-  void collect_counters();
+  std::vector<TraceItem> collect_counters();  // a counter item per sample, in order
   double oom_time_s() const;
 
   const std::vector<Event>& events_;
   const SampleLog& samples_;
-  std::vector<MemorySample> kept_samples_;  // the first ones, as far as a written item needs
+  mutable SampleLog::iterator next_sample_;  // sample(): the replay, showing sample next_index_
+  mutable std::uint32_t next_index_ = 0;
   std::vector<double> tier_last_sample_s_;  // per tier: its last change
   const Summary& summary_;
   const Trace& trace_;

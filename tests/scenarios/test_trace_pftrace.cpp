@@ -40,6 +40,22 @@ pb::Trace parse(const std::string& bytes) {
   return t;
 }
 
+// A file memsim wrote: it parses, and its bytes are what libprotobuf's classes make of what
+// they read (the writer encodes its event packets by hand: every field, length and order as
+// the generated classes would write it).
+pb::Trace parse_written(const std::string& bytes) {
+  pb::Trace t = parse(bytes);
+  const std::string again = t.SerializeAsString();
+  EXPECT_EQ(again.size(), bytes.size());
+  if (again != bytes) {
+    std::size_t at = 0;
+    while (at < again.size() && at < bytes.size() && again[at] == bytes[at]) ++at;
+    ADD_FAILURE() << "trace.pftrace is not as libprotobuf writes it: the bytes differ from offset " << at
+                  << " of " << bytes.size();
+  }
+  return t;
+}
+
 // What a reader sees in the file: tracks, slices, counters and instants, checked as it
 // goes; `problems` lists every rule the file breaks (empty for a good file).
 struct Track {
@@ -203,7 +219,7 @@ Read run_and_read(const std::string& args, const std::string& out, CliResult* re
   EXPECT_EQ(r.exit_code, 0) << r.err;
   if (result) *result = r;
   EXPECT_FALSE(fs::exists(out + "/trace.json")) << "the default writes trace.pftrace only";
-  Read read = read_pftrace(parse(slurp(out + "/trace.pftrace")));
+  Read read = read_pftrace(parse_written(slurp(out + "/trace.pftrace")));
   EXPECT_TRUE(read.problems.empty()) << join(read.problems);
   return read;
 }
@@ -353,7 +369,7 @@ TEST(TracePftrace, OverlappingCopiesGoToSeparateCopyEngineTracks) {
   const std::vector<Event>& events = run.events;
   const Summary summary;
   const PerfettoTrace pf = perfetto_trace(events, {}, summary, trace, p, kDefaultMaxTraceEvents);
-  const Read r = read_pftrace(parse(pf.bytes));
+  const Read r = read_pftrace(parse_written(pf.bytes));
   ASSERT_TRUE(r.problems.empty()) << join(r.problems);
   std::map<std::string, std::vector<std::string>> by_track;
   for (const Slice& s : r.slices) by_track[r.path(s.track)].push_back(s.args.at("buffer"));
@@ -374,7 +390,7 @@ TEST(TracePftrace, MaxEventsKeepsTheSamePrefixAsTraceJsonAndSaysSo) {
   EXPECT_NE(r.err.find("trace.pftrace: kept the first"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--max-events"), std::string::npos) << r.err;
   // Every slice begun is ended, and the count is what the cap allows: trace.json's.
-  const pb::Trace t = parse(slurp(out + "/trace.pftrace"));
+  const pb::Trace t = parse_written(slurp(out + "/trace.pftrace"));
   EXPECT_EQ(count_type(t, pb::TrackEvent::TYPE_SLICE_BEGIN), count_type(t, pb::TrackEvent::TYPE_SLICE_END));
   EXPECT_GT(pf.slices.size(), 0u);
   EXPECT_LT(pf.slices.size(), 100u);
@@ -386,7 +402,7 @@ TEST(TracePftrace, MaxEventsKeepsTheSamePrefixAsTraceJsonAndSaysSo) {
   const std::string zero = temp_dir("zero");
   const CliResult none = run_memsim("run a100-40gb resnet18 --max-events 0 --out " + zero);
   EXPECT_EQ(none.err, "");
-  const pb::Trace z = parse(slurp(zero + "/trace.pftrace"));
+  const pb::Trace z = parse_written(slurp(zero + "/trace.pftrace"));
   for (const auto& p : z.packet()) EXPECT_FALSE(p.has_track_event());
 }
 
