@@ -174,6 +174,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   inputs.platform = std::move(platform);
   RunResult result = run(std::move(inputs));
 
+
   // the step is moved, the platform kept
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;
