@@ -38,6 +38,7 @@
 #include "sim/inputs/policy_args.h"
 #include "sim/memory/allocator.h"
 #include "sim/report/chrome_trace.h"
+#include "sim/report/csv_stream.h"
 #include "sim/core/text_out.h"
 #include "sim/report/perfetto_trace.h"
 #include "sim/report/events_csv.h"
@@ -172,10 +173,13 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   else if (durations == "model")
     inputs.durations = RunInputs::Durations::model;
   inputs.platform = std::move(platform);
-  RunResult result = run(std::move(inputs));
-
-
-  // the step is moved, the platform kept
+  // timeline.csv and memory.csv are written as the engine runs, on a thread of their own;
+  // the peaks are explained below, beside the trace's writer.
+  RunResult result;  // declared first: the stream's writer reads the step until it stops
+  CsvStream streamed(out_dir, outputs.timeline, outputs.memory);
+  if (outputs.timeline || outputs.memory) inputs.stream = &streamed;
+  inputs.explain_peaks = false;
+  run(std::move(inputs), result);  // the step is moved, the platform kept
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;
   const Trace& trace = result.trace;
@@ -185,45 +189,45 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   summary.platform_source = platform_run.source;
   summary.workload_source = trace_file_exists(workload) ? workload : "(built in) " + workload;
 
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
-  if (summary.oom && advice) {
-    // What would fit, by child runs of the same inputs; for one device and one workload.
-    if (workloads.size() != 1 || !only_devices.empty() || import.step || !import.kineto.empty() ||
-        !durations.empty()) {
-      std::cerr << "memsim: no advice on what would fit for a run with --devices, several workloads, "
-                   "--step, --kineto or --durations (--no-advice hides this note)\n";
-    } else {
-      const bool tty = isatty(STDERR_FILENO);
-      AdviceProgress progress;
-      if (tty) progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
-      summary.oom->advice = advise(RunRequest{device, workload, policy_arg, overrides}, summary, out_dir,
-                                   memsim_executable(), progress);
-      if (tty) std::cerr << "\r\033[K" << std::flush;
-    }
-  }
-  const std::string json_text = summary_json(summary);
   // Each file through one buffer (TextOut): no output is held whole in memory. The files
   // are independent, so they are written at once, one thread each (a million-op run writes
-  // a gigabyte); the list of what was written keeps their fixed order.
+  // a gigabyte): the trace first, beside the peaks' explanation, then the files that need
+  // the peaks. The list of what was written keeps their fixed order.
   struct FileJob {
     std::string name;
-    std::function<bool(TextOut&)> write;  // false: nothing to say, no file
+    std::function<bool(TextOut&)> write;  // false: nothing to say, no file; empty: streamed
+    std::future<bool> done;
   };
   std::vector<FileJob> jobs;
+  jobs.reserve(8);  // a launched job is referred to by its thread: never moved
+  auto launch = [&out_dir](FileJob& job) {
+    job.done = std::async(std::launch::async, [&out_dir, &job] {
+      OutputFile f(out_dir + "/" + job.name);
+      TextOut out(f);
+      if (!job.write(out)) return false;  // f removes its temporary
+      out.finish();
+      return true;
+    });
+  };
+  using Write = std::function<bool(TextOut&)>;
+  const bool streamed_files = streamed.started();
   if (outputs.timeline)
-    jobs.push_back({"timeline.csv", [&](TextOut& o) { return write_timeline_csv(o, recorder.events(), trace, platform_run), true; }});
+    jobs.push_back({"timeline.csv", streamed_files ? Write() : [&](TextOut& o) {
+                      return write_timeline_csv(o, recorder.events(), trace, platform_run), true;
+                    }, {}});
   if (outputs.memory)
-    jobs.push_back({"memory.csv", [&](TextOut& o) { return write_memory_csv(o, recorder.samples(), platform_run), true; }});
-  if (outputs.peak) jobs.push_back({"peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); }});
+    jobs.push_back({"memory.csv", streamed_files ? Write() : [&](TextOut& o) {
+                      return write_memory_csv(o, recorder.samples(), platform_run), true;
+                    }, {}});
+  if (outputs.peak) jobs.push_back({"peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); }, {}});
   if (outputs.tiles)
     jobs.push_back({"tiles.csv", [&](TextOut& o) {
                       const std::string tiles = tiles_csv(summary);
                       o.put(tiles);
                       return !tiles.empty();
-                    }});
+                    }, {}});
   // The timeline: trace.pftrace (Perfetto's format) or, with --trace-format json, trace.json.
+  // It reads the summary, not its peaks.
   const bool pftrace = trace_format == "pftrace";
   const std::string trace_file = pftrace ? "trace.pftrace" : "trace.json";
   std::size_t trace_written = 0, trace_total = 0;
@@ -240,27 +244,50 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                         trace_written = chrome.events_written, trace_total = chrome.events_total, trace_until_s = chrome.written_until_s;
                       }
                       return true;
-                    }});
+                    }, {}});
   if (outputs.events)
-    jobs.push_back({"events.csv", [&](TextOut& o) { return write_events_csv(o, recorder.allocations(), trace, platform_run), true; }});
-  std::vector<std::future<bool>> done;
-  for (const FileJob& job : jobs)
-    done.push_back(std::async(std::launch::async, [&out_dir, &job] {
-      OutputFile f(out_dir + "/" + job.name);
-      TextOut out(f);
-      if (!job.write(out)) return false;  // f removes its temporary
-      out.finish();
-      return true;
-    }));
+    jobs.push_back({"events.csv", [&](TextOut& o) {
+                      return write_events_csv(o, recorder.allocations(), trace, platform_run), true;
+                    }, {}});
+  const auto needs_peaks = [](const FileJob& j) { return j.name == "peak.csv" || j.name == "tiles.csv"; };
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
+  for (FileJob& job : jobs)
+    if (job.write && !needs_peaks(job)) launch(job);
+  explain_peaks(result, platform_run);
+  if (summary.oom && advice) {
+    // What would fit, by child runs of the same inputs; for one device and one workload.
+    if (workloads.size() != 1 || !only_devices.empty() || import.step || !import.kineto.empty() ||
+        !durations.empty()) {
+      std::cerr << "memsim: no advice on what would fit for a run with --devices, several workloads, "
+                   "--step, --kineto or --durations (--no-advice hides this note)\n";
+    } else {
+      const bool tty = isatty(STDERR_FILENO);
+      AdviceProgress progress;
+      if (tty) progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
+      summary.oom->advice = advise(RunRequest{device, workload, policy_arg, overrides}, summary, out_dir,
+                                   memsim_executable(), progress);
+      if (tty) std::cerr << "\r\033[K" << std::flush;
+    }
+  }
+  const std::string json_text = summary_json(summary);
+  for (FileJob& job : jobs)
+    if (job.write && needs_peaks(job)) launch(job);
   std::vector<bool> wrote;
   std::exception_ptr failed;
-  for (auto& d : done) {  // every writer finishes before the first error is passed on
+  for (FileJob& job : jobs) {  // every writer finishes before the first error is passed on
     try {
-      wrote.push_back(d.get());
+      wrote.push_back(job.done.valid() ? job.done.get() : true);  // no future: streamed
     } catch (...) {
       if (!failed) failed = std::current_exception();
       wrote.push_back(false);
     }
+  }
+  try {
+    streamed.finish();
+  } catch (...) {
+    if (!failed) failed = std::current_exception();
   }
   if (failed) std::rethrow_exception(failed);
   std::vector<std::string> written;

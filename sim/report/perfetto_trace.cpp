@@ -104,7 +104,7 @@ class Bytes {
   std::size_t size() const { return size_; }
   std::string_view view() const { return {data_.data(), size_}; }
   void clear() { size_ = 0; }
-  /// Room for `n` more bytes; the caller writes at most that many through at().
+  /// Room for `n` more bytes at the returned pointer; advance() past what was written.
   char* room(std::size_t n) {
     if (data_.size() - size_ < n) data_.resize(std::max(data_.size() * 2, size_ + n + 256));
     return data_.data() + size_;

@@ -18,11 +18,29 @@ void Recorder::on_memory_change(std::size_t tier, const TierUsage& usage, double
   peak_live_.on_memory_change(tier, usage);
   if (!keep_samples_) return;
   samples_.add(now_s, static_cast<std::uint32_t>(tier), usage);
+  if (stream_ && samples_.entries().size() - entries_streamed_ >= kStreamBlock) pass_samples();
+}
+
+void Recorder::pass_events() {
+  stream_->events(events_.data() + events_streamed_, events_.size() - events_streamed_);
+  events_streamed_ = events_.size();
+}
+
+void Recorder::pass_samples() {
+  // SampleLog::add writes whole samples: its entries end where a sample ends.
+  const auto& entries = samples_.entries();
+  stream_->samples(entries.data() + entries_streamed_, entries.size() - entries_streamed_);
+  entries_streamed_ = entries.size();
+}
+
+void Recorder::flush_stream() {
+  if (!stream_) return;
+  if (events_.size() > events_streamed_) pass_events();
+  if (samples_.entries().size() > entries_streamed_) pass_samples();
 }
 
 void SampleLog::add(double time_s, std::uint32_t tier, const TierUsage& usage) {
   if (tier >= last_.size()) last_.resize(tier + 1, CategoryBytes{});
-  tiers_ = last_.size();
   CategoryBytes& last = last_[tier];
   Entry e;
   e.time_s = time_s;
@@ -48,8 +66,24 @@ void SampleLog::add(double time_s, std::uint32_t tier, const TierUsage& usage) {
   ++samples_;
 }
 
-SampleLog::iterator::iterator(const std::vector<Entry>* entries, std::size_t at, std::size_t tiers)
-    : entries_(entries), at_(at), done_(false), by_tier_(tiers, CategoryBytes{}) {
+const SampleLog::Entry* SampleLog::Replay::next(const Entry* at, MemorySample& out) {
+  for (;;) {
+    const Entry& e = *at++;
+    if (e.tier >= by_tier_.size()) by_tier_.resize(e.tier + 1, CategoryBytes{});
+    CategoryBytes& split = by_tier_[e.tier];
+    split[e.category] = e.category_bytes;
+    if (e.more) continue;
+    out.time_s = e.time_s;
+    out.tier = e.tier;
+    out.allocated_bytes = e.allocated_bytes;
+    out.reserved_bytes = e.reserved_bytes;
+    out.by_category = split;
+    return at;
+  }
+}
+
+SampleLog::iterator::iterator(const std::vector<Entry>* entries, std::size_t at)
+    : entries_(entries), at_(at), done_(false) {
   load();
 }
 
@@ -58,18 +92,8 @@ void SampleLog::iterator::load() {
     *this = iterator();
     return;
   }
-  for (;;) {
-    const Entry& e = (*entries_)[at_++];
-    CategoryBytes& split = by_tier_[e.tier];
-    split[e.category] = e.category_bytes;
-    if (e.more) continue;
-    current_.time_s = e.time_s;
-    current_.tier = e.tier;
-    current_.allocated_bytes = e.allocated_bytes;
-    current_.reserved_bytes = e.reserved_bytes;
-    current_.by_category = split;
-    return;
-  }
+  const Entry* first = entries_->data();
+  at_ = static_cast<std::size_t>(replay_.next(first + at_, current_) - first);
 }
 
 void Recorder::reserve(std::size_t events, std::size_t samples) {

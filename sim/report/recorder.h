@@ -61,6 +61,18 @@ class SampleLog {
     bool more = false;  // the next entry belongs to the same sample
   };
 
+  /// Replays entries into whole samples: the split by category of each tier, as the entries
+  /// so far leave it. Entries may come in pieces, each ending where a sample ends.
+  class Replay {
+   public:
+    /// The sample whose entries start at `at` (up to the first without `more`) into `out`;
+    /// returns the entry after it.
+    const Entry* next(const Entry* at, MemorySample& out);
+
+   private:
+    std::vector<CategoryBytes> by_tier_;
+  };
+
   class iterator {
    public:
     using value_type = MemorySample;
@@ -80,18 +92,20 @@ class SampleLog {
 
    private:
     friend class SampleLog;
-    iterator(const std::vector<Entry>* entries, std::size_t at, std::size_t tiers);
+    iterator(const std::vector<Entry>* entries, std::size_t at);
     void load();  // the sample starting at at_, or the end
     const std::vector<Entry>* entries_ = nullptr;
     std::size_t at_ = 0;
     bool done_ = true;
-    std::vector<CategoryBytes> by_tier_;
+    Replay replay_;
     MemorySample current_;
   };
 
   void add(double time_s, std::uint32_t tier, const TierUsage& usage);
   void reserve(std::size_t samples) { entries_.reserve(samples); }
-  iterator begin() const { return {&entries_, 0, tiers_}; }
+  /// The entries as kept, whole samples in order.
+  const std::vector<Entry>& entries() const { return entries_; }
+  iterator begin() const { return {&entries_, 0}; }
   iterator end() const { return {}; }
   std::size_t size() const { return samples_; }
   bool empty() const { return samples_ == 0; }
@@ -101,7 +115,23 @@ class SampleLog {
  private:
   std::vector<Entry> entries_;
   std::vector<CategoryBytes> last_;  // per tier: the split the previous sample left
-  std::size_t tiers_ = 0, samples_ = 0;
+  std::size_t samples_ = 0;
+};
+
+struct PlatformSpec;
+
+/// Where a run's records also go while the run makes them, a block at a time, in the order
+/// they were made (the timeline and memory files, written on another thread as the engine
+/// runs). Called on the engine's thread; the blocks are valid only during the call.
+class RecordStream {
+ public:
+  virtual ~RecordStream() = default;
+  /// Before the first record: the step as it runs (it outlives the stream's use of it) and
+  /// its platform.
+  virtual void start(const Trace& trace, const PlatformSpec& platform) = 0;
+  virtual void events(const Event* first, std::size_t n) = 0;
+  /// Whole samples (see SampleLog::Replay).
+  virtual void samples(const SampleLog::Entry* first, std::size_t n) = 0;
 };
 
 class Recorder final : public MemoryListener {
@@ -111,7 +141,14 @@ class Recorder final : public MemoryListener {
   /// Also keep every allocation and release with its address (events.csv); off by default.
   void keep_allocations(bool on) { keep_allocations_ = on; }
   void keep_samples(bool on) { keep_samples_ = on; }
-  void record(const Event& e) { events_.push_back(e); }
+  void record(const Event& e) {
+    events_.push_back(e);
+    if (stream_ && events_.size() - events_streamed_ >= kStreamBlock) pass_events();
+  }
+  /// Also pass the records to `stream` as they come (nullptr: not any more); flush_stream()
+  /// passes on what is left.
+  void stream_to(RecordStream* stream) { stream_ = stream; }
+  void flush_stream();
   void on_memory_change(std::size_t tier, const TierUsage& usage, double now_s) override;
   void on_allocation(const AllocationChange& change) override {
     peak_live_.on_allocation(change);
@@ -132,8 +169,14 @@ class Recorder final : public MemoryListener {
   const PeakLiveSet& peak_live() const { return peak_live_; }
 
  private:
+  static constexpr std::size_t kStreamBlock = 4096;  // records per block passed on
+  void pass_events();
+  void pass_samples();
+
   bool keep_samples_;
   bool keep_allocations_ = false;
+  RecordStream* stream_ = nullptr;
+  std::size_t events_streamed_ = 0, entries_streamed_ = 0;
   std::vector<Event> events_;
   SampleLog samples_;
   std::vector<AllocationChange> allocations_;

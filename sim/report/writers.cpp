@@ -263,52 +263,66 @@ std::string summary_json(const Summary& s) {
   return j.dump(2) + "\n";
 }
 
+TimelineCsv::TimelineCsv(TextOut& out, const Trace& trace, const PlatformSpec& platform)
+    : out_(out), trace_(trace), platform_(platform), devices_(platform.op_devices()) {
+  out_.put("kind,start_s,end_s,duration_s,device,stream,op,op_kind,phase,buffer,bytes,src_tier,dst_tier\n");
+}
+
+void TimelineCsv::rows(const Event* first, std::size_t n) {
+  for (const Event* e = first; e != first + n; ++e) {
+    const bool copy = e->kind == EventKind::swap_in || e->kind == EventKind::swap_out;
+    // Compute and stall events name a compute device by slot; copies name the platform device.
+    out_.put(to_string(e->kind)).put(',').put(e->start_s).put(',').put(e->end_s).put(',');
+    out_.put(e->end_s - e->start_s).put(',').put(platform_.devices[copy ? e->device : devices_[e->device]].name).put(',');
+    if (copy) {
+      out_.put(e->lane == 0 ? "copy_out" : "copy_in");
+    } else if (e->kind == EventKind::comm) {
+      out_.put("comm");
+    } else {
+      while (streams_.size() <= e->lane) streams_.push_back(fmt::format("stream{}", streams_.size()));
+      out_.put(streams_[e->lane]);
+    }
+    out_.put(',');
+    if (e->op != kNoOp) {
+      const Op& op = trace_.ops[e->op];
+      out_.put_csv(op.name).put(',').put_csv(op.kind).put(',').put(to_string(op.phase));
+    } else {
+      out_.put(",,");
+    }
+    out_.put(',');
+    if (e->buffer != kNoId) out_.put_csv(trace_.buffers[e->buffer].name);
+    out_.put(',').put(e->bytes).put(',');
+    if (e->src_tier != kNoId) out_.put(platform_.tiers[e->src_tier].name);
+    out_.put(',');
+    if (e->dst_tier != kNoId) out_.put(platform_.tiers[e->dst_tier].name);
+    out_.put('\n');
+  }
+}
+
 void write_timeline_csv(TextOut& out, const std::vector<Event>& events, const Trace& trace,
                         const PlatformSpec& platform) {
-  const auto devices = platform.op_devices();
-  out.put("kind,start_s,end_s,duration_s,device,stream,op,op_kind,phase,buffer,bytes,src_tier,dst_tier\n");
-  // Lane names, made once: "stream3" per stream index seen.
-  std::vector<std::string> streams;
-  for (const Event& e : events) {
-    const bool copy = e.kind == EventKind::swap_in || e.kind == EventKind::swap_out;
-    // Compute and stall events name a compute device by slot; copies name the platform device.
-    out.put(to_string(e.kind)).put(',').put(e.start_s).put(',').put(e.end_s).put(',');
-    out.put(e.end_s - e.start_s).put(',').put(platform.devices[copy ? e.device : devices[e.device]].name).put(',');
-    if (copy) {
-      out.put(e.lane == 0 ? "copy_out" : "copy_in");
-    } else if (e.kind == EventKind::comm) {
-      out.put("comm");
-    } else {
-      while (streams.size() <= e.lane) streams.push_back(fmt::format("stream{}", streams.size()));
-      out.put(streams[e.lane]);
-    }
-    out.put(',');
-    if (e.op != kNoOp) {
-      const Op& op = trace.ops[e.op];
-      out.put_csv(op.name).put(',').put_csv(op.kind).put(',').put(to_string(op.phase));
-    } else {
-      out.put(",,");
-    }
-    out.put(',');
-    if (e.buffer != kNoId) out.put_csv(trace.buffers[e.buffer].name);
-    out.put(',').put(e.bytes).put(',');
-    if (e.src_tier != kNoId) out.put(platform.tiers[e.src_tier].name);
-    out.put(',');
-    if (e.dst_tier != kNoId) out.put(platform.tiers[e.dst_tier].name);
-    out.put('\n');
+  TimelineCsv(out, trace, platform).rows(events.data(), events.size());
+}
+
+MemoryCsv::MemoryCsv(TextOut& out, const PlatformSpec& platform) : out_(out), platform_(platform) {
+  out_.put("time_s,tier,allocated_bytes,reserved_bytes");
+  for (int c = 0; c < kCategoryCount; ++c) out_.put(',').put(to_string(static_cast<Category>(c))).put("_bytes");
+  out_.put('\n');
+}
+
+void MemoryCsv::rows(const SampleLog::Entry* first, std::size_t n) {
+  MemorySample s;
+  for (const SampleLog::Entry* at = first; at != first + n;) {
+    at = replay_.next(at, s);
+    out_.put(s.time_s).put(',').put(platform_.tiers[s.tier].name).put(',').put(s.allocated_bytes).put(',');
+    out_.put(s.reserved_bytes);
+    for (auto b : s.by_category) out_.put(',').put(b);
+    out_.put('\n');
   }
 }
 
 void write_memory_csv(TextOut& out, const SampleLog& samples, const PlatformSpec& platform) {
-  out.put("time_s,tier,allocated_bytes,reserved_bytes");
-  for (int c = 0; c < kCategoryCount; ++c) out.put(',').put(to_string(static_cast<Category>(c))).put("_bytes");
-  out.put('\n');
-  for (const MemorySample& s : samples) {
-    out.put(s.time_s).put(',').put(platform.tiers[s.tier].name).put(',').put(s.allocated_bytes).put(',');
-    out.put(s.reserved_bytes);
-    for (auto b : s.by_category) out.put(',').put(b);
-    out.put('\n');
-  }
+  MemoryCsv(out, platform).rows(samples.entries().data(), samples.entries().size());
 }
 
 std::string tiles_csv(const Summary& s) {

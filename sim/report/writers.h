@@ -31,6 +31,33 @@ void write_timeline_csv(TextOut& out, const std::vector<Event>& events, const Tr
 /// memory.csv: one row per memory sample.
 void write_memory_csv(TextOut& out, const SampleLog& samples, const PlatformSpec& platform);
 
+/// The same two files a block of records at a time, as a run makes them (RecordStream):
+/// the header when made, then rows() for each block in order.
+class TimelineCsv {
+ public:
+  TimelineCsv(TextOut& out, const Trace& trace, const PlatformSpec& platform);
+  void rows(const Event* first, std::size_t n);
+
+ private:
+  TextOut& out_;
+  const Trace& trace_;
+  const PlatformSpec& platform_;
+  std::vector<std::size_t> devices_;  // compute-device slot -> platform device
+  std::vector<std::string> streams_;  // "stream3", made once per stream index seen
+};
+
+class MemoryCsv {
+ public:
+  MemoryCsv(TextOut& out, const PlatformSpec& platform);
+  /// Whole samples (SampleLog::Replay).
+  void rows(const SampleLog::Entry* first, std::size_t n);
+
+ private:
+  TextOut& out_;
+  const PlatformSpec& platform_;
+  SampleLog::Replay replay_;
+};
+
 /// Tiled tiers: one row per tile with its peak ("tier,tile,peak_bytes"); empty when the
 /// platform has no tiled tier.
 std::string tiles_csv(const Summary& s);

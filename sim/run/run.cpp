@@ -55,6 +55,17 @@ RunResult run(const RunInputs& in) {
 }
 
 RunResult run(RunInputs&& in) {
+  RunResult out;
+  run(std::move(in), out);
+  return out;
+}
+
+void explain_peaks(RunResult& r, const PlatformSpec& platform) {
+  explain_peaks(r.summary, r.recorder, r.trace, platform);
+  for (const auto& [t, t0] : r.peak_copies) r.summary.peaks[t] = r.summary.peaks[t0];
+}
+
+void run(RunInputs&& in, RunResult& out) {
   if (!in.policy) throw PolicyError("run(): no policy given");
   const PlatformSpec& platform = in.platform;
   const Policy& policy = *in.policy;
@@ -115,7 +126,7 @@ RunResult run(RunInputs&& in) {
       baselines[slots[k]] = k == 0 || in.workloads.size() == 1 ? first : exec::baseline_peak_bytes(traces[k]);
   }
 
-  RunResult out;
+  // `out` is a fresh RunResult (the caller's): filled here, never moved.
   // A step placed already, or one step on the first device alone, runs as it is: moved, not
   // copied (a million-op step is most of a run's memory).
   const std::vector<std::uint32_t>& placing = layout.ranks > 1 ? slots : in.slots;
@@ -148,8 +159,13 @@ RunResult run(RunInputs&& in) {
   out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
   out.recorder.keep_allocations(in.keep_allocations);
   out.recorder.keep_samples(in.keep_samples);
+  if (in.stream) {
+    in.stream->start(out.trace, platform);
+    out.recorder.stream_to(in.stream);
+  }
   out.summary = simulate(ctx, planned, out.recorder);
-  explain_peaks(out.summary, out.recorder, out.trace, platform);
+  out.recorder.flush_stream();
+  out.recorder.stream_to(nullptr);
   // Which ops the measured durations timed, and which the cost model.
   const bool measured_here = !out.trace.measured_on.empty() && out.trace.measured_on == platform.name;
   for (const Op& op : out.trace.ops)
@@ -183,12 +199,12 @@ RunResult run(RunInputs&& in) {
         if (t < out.summary.tiers.size() && t0 < out.summary.tiers.size()) {
           out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
           out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
-          if (t < out.summary.peaks.size()) out.summary.peaks[t] = out.summary.peaks[t0];
+          out.peak_copies.emplace_back(t, t0);
         }
       }
     }
   }
-  return out;
+  if (in.explain_peaks) explain_peaks(out, platform);
 }
 
 Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy& policy,

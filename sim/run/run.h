@@ -40,6 +40,12 @@ struct RunInputs {
   /// Which ops take the duration measured in the trace: as the trace says (where it was
   /// measured on this platform), wherever one was measured, or none (the cost model).
   enum class Durations : std::uint8_t { as_traced, measured, model } durations = Durations::as_traced;
+  /// Where the records also go as the engine makes them (files written on another thread);
+  /// nullptr: kept in the recorder only.
+  RecordStream* stream = nullptr;
+  /// Name what was live at each tier's peak (summary.peaks) before returning; false leaves
+  /// that to explain_peaks(RunResult&), which the caller may run beside other work.
+  bool explain_peaks = true;
 };
 
 struct RunResult {
@@ -49,6 +55,9 @@ struct RunResult {
   Recorder recorder;  // its events and memory samples
   /// The policy's notes, from its rewrite and its plan, in order ("revolve: ...").
   std::vector<std::string> notes;
+  /// Tiers whose peak another tier's stands for (a simulated rank's, for its symmetric
+  /// peers): (tier, the tier it copies).
+  std::vector<std::pair<std::size_t, std::size_t>> peak_copies;
 };
 
 /// Runs one step. Throws InputError for inputs that do not fit together, PolicyError for a
@@ -58,6 +67,14 @@ RunResult run(const RunInputs& inputs);
 /// The same, moving the step out of `inputs.workloads` where it runs as it is (one device, or
 /// a placed pipeline) instead of copying it; the rest of `inputs` is left as it was.
 RunResult run(RunInputs&& inputs);
+/// The same into `out`, in place: what `inputs.stream` is given of `out` (the step) stays
+/// where it is after the call.
+void run(RunInputs&& inputs, RunResult& out);
+
+/// Fills summary.peaks from the run's records (see explain_peaks in sim/report/peak.h),
+/// for a run made with `explain_peaks` false. Reads the recorder, the step and the platform;
+/// writes summary.peaks only.
+void explain_peaks(RunResult& result, const PlatformSpec& platform);
 
 /// The engine stage alone, for a step already laid out on the platform's devices: `policy`
 /// plans it under the tiers' own capacities (no budget, no rewrite) and the engine runs the
