@@ -231,7 +231,8 @@ class Writer {
 
   InternTable names_, categories_, arg_names_, string_values_;
   IidCache op_name_iid_, kind_name_iid_, evict_name_iid_, category_iid_, arg_name_iid_;
-  IidCache buffer_value_iid_, tier_value_iid_;
+  IidCache buffer_value_iid_, tier_value_iid_, phase_value_iid_;
+  std::unordered_map<const std::string*, std::uint64_t> kind_value_iid_;
 
   std::priority_queue<PendingEnd, std::vector<PendingEnd>, std::greater<>> ends_;
   std::uint64_t slices_begun_ = 0;
@@ -493,8 +494,12 @@ void Writer::put_slice_begin(const TraceItem& item) {
       add_string_arg(kArgWaitingOp, op->name);
     } else {
       add_arg(kArgOpIndex, op->id);
-      add_interned_arg(kArgOpKind, string_value_iid(op->kind));
-      add_interned_arg(kArgPhase, string_value_iid(to_string(op->phase)));
+      // A kind is one string per process (Interned): its address finds its iid.
+      std::uint64_t& kind_iid = kind_value_iid_[&op->kind.str()];
+      if (kind_iid == 0) kind_iid = string_value_iid(op->kind);
+      add_interned_arg(kArgOpKind, kind_iid);
+      add_interned_arg(kArgPhase, string_value_iid(phase_value_iid_, static_cast<std::size_t>(op->phase),
+                                                   to_string(op->phase)));
     }
   }
   if (e.buffer != kNoId)
