@@ -43,6 +43,7 @@
 #include "sim/report/perfetto_trace.h"
 #include "sim/report/events_csv.h"
 #include "sim/report/peak.h"
+#include "sim/report/trace_layout.h"
 #include "sim/report/writers.h"
 #include "sim/run/run.h"
 #include "sim/workload/analysis.h"
@@ -166,6 +167,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   inputs.slots = slots;
   inputs.keep_allocations = outputs.events;
   inputs.keep_samples = outputs.memory || outputs.trace;
+  // memory.csv takes every sample as the run goes (CsvStream); the recorder keeps those the
+  // trace can show.
+  inputs.samples_kept = outputs.trace ? TraceLayout::kept_samples_for(max_events) : 0;
   // Measured durations time the ops on the platform they were measured on, or wherever
   // --durations measured (or a --kineto trace) asks; --durations model always uses the model.
   if (durations == "measured" || (durations.empty() && !import.kineto.empty()))
@@ -179,7 +183,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   CsvStream streamed(out_dir, outputs.timeline, outputs.memory);
   if (outputs.timeline || outputs.memory) inputs.stream = &streamed;
   inputs.explain_peaks = false;
-  run(std::move(inputs), result);  // the step is moved, the platform kept
+  run(std::move(inputs), result);
+  // the step is moved, the platform kept
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;
   const Trace& trace = result.trace;

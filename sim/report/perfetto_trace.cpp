@@ -429,9 +429,6 @@ void Writer::put_tracks() {
                                                     static_cast<int>(tid))});
 
   // Tiers: instant tracks, then counter tracks; the counters of a tier share one y axis.
-  std::vector<bool> evicts(platform_.tiers.size(), false);
-  for (const TraceItem& item : layout_.items())
-    if (item.kind == TraceItemKind::evict) evicts[events_[item.index].src_tier] = true;
   const std::optional<std::size_t> oom_tier =
       summary_.oom ? platform_.find_tier(summary_.oom->tier) : std::nullopt;
   tiers_.assign(platform_.tiers.size(), {});
@@ -440,7 +437,7 @@ void Writer::put_tracks() {
     TierCounters& c = tiers_[t];
     int rank = 0;
     if (oom_tier == t) c.oom = add_track(tier_track, "OOM", rank++);
-    if (evicts[t]) c.evictions = add_track(tier_track, "evictions", rank++);
+    if (layout_.tier_evicts(t)) c.evictions = add_track(tier_track, "evictions", rank++);
     auto counter_track = [&](const std::string& name) {
       const std::uint64_t uuid = next_uuid_++;
       pb::TrackDescriptor& d = *begin(0).mutable_track_descriptor();

@@ -1,5 +1,7 @@
 #include "sim/report/recorder.h"
 
+#include <algorithm>
+
 namespace memsim {
 
 std::string_view to_string(EventKind k) {
@@ -18,7 +20,10 @@ void Recorder::on_memory_change(std::size_t tier, const TierUsage& usage, double
   peak_live_.on_memory_change(tier, usage);
   if (!keep_samples_) return;
   samples_.add(now_s, static_cast<std::uint32_t>(tier), usage);
-  if (stream_ && samples_.entries().size() - entries_streamed_ >= kStreamBlock) pass_samples();
+  if (!stream_)
+    samples_.drop_unkept();
+  else if (samples_.entries().size() - entries_streamed_ >= kStreamBlock)
+    pass_samples();
 }
 
 void Recorder::pass_events() {
@@ -30,6 +35,7 @@ void Recorder::pass_samples() {
   // SampleLog::add writes whole samples: its entries end where a sample ends.
   const auto& entries = samples_.entries();
   stream_->samples(entries.data() + entries_streamed_, entries.size() - entries_streamed_);
+  samples_.drop_unkept();
   entries_streamed_ = entries.size();
 }
 
@@ -41,6 +47,13 @@ void Recorder::flush_stream() {
 
 void SampleLog::add(double time_s, std::uint32_t tier, const TierUsage& usage) {
   if (tier >= last_.size()) last_.resize(tier + 1, CategoryBytes{});
+  if (tier >= stats_.size()) stats_.resize(tier + 1);
+  TierStats& st = stats_[tier];
+  ++st.samples;
+  for (int c = 0; c < kCategoryCount; ++c) st.categories[c] = st.categories[c] || usage.by_category[c] > 0;
+  st.reserved_differs = st.reserved_differs || usage.reserved_bytes != usage.allocated_bytes;
+  st.last_time_s = std::max(st.last_time_s, time_s);
+  ++recorded_;
   CategoryBytes& last = last_[tier];
   Entry e;
   e.time_s = time_s;
@@ -63,7 +76,10 @@ void SampleLog::add(double time_s, std::uint32_t tier, const TierUsage& usage) {
     entries_.push_back(e);
   }
   last = usage.by_category;
-  ++samples_;
+  if (recorded_ <= limit_) {
+    ++kept_;
+    kept_entries_ = entries_.size();
+  }
 }
 
 const SampleLog::Entry* SampleLog::Replay::next(const Entry* at, MemorySample& out) {
@@ -82,13 +98,13 @@ const SampleLog::Entry* SampleLog::Replay::next(const Entry* at, MemorySample& o
   }
 }
 
-SampleLog::iterator::iterator(const std::vector<Entry>* entries, std::size_t at)
-    : entries_(entries), at_(at), done_(false) {
+SampleLog::iterator::iterator(const std::vector<Entry>* entries, std::size_t at, std::size_t end)
+    : entries_(entries), at_(at), end_(end), done_(false) {
   load();
 }
 
 void SampleLog::iterator::load() {
-  if (at_ >= entries_->size()) {
+  if (at_ >= end_) {
     *this = iterator();
     return;
   }

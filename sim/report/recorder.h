@@ -8,7 +8,9 @@
 // tier's totals and the one category that moved (40 bytes; a change that moves several
 // categories takes one entry per category) — not as the tier's whole split by category
 // (112 bytes). Reading the samples back replays the changes.
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <cstdint>
 #include <iterator>
 #include <string>
@@ -92,30 +94,48 @@ class SampleLog {
 
    private:
     friend class SampleLog;
-    iterator(const std::vector<Entry>* entries, std::size_t at);
+    iterator(const std::vector<Entry>* entries, std::size_t at, std::size_t end);
     void load();  // the sample starting at at_, or the end
     const std::vector<Entry>* entries_ = nullptr;
-    std::size_t at_ = 0;
+    std::size_t at_ = 0, end_ = 0;
     bool done_ = true;
     Replay replay_;
     MemorySample current_;
   };
 
+  /// What every sample of a tier showed, kept or not.
+  struct TierStats {
+    std::size_t samples = 0;
+    std::array<bool, kCategoryCount> categories{};  // whether each ever held bytes
+    bool reserved_differs = false;                   // reserved ever != allocated
+    double last_time_s = 0;
+  };
+
   void add(double time_s, std::uint32_t tier, const TierUsage& usage);
   void reserve(std::size_t samples) { entries_.reserve(samples); }
-  /// The entries as kept, whole samples in order.
+  /// Keep only the first `n` samples: later ones count in recorded() and tier_stats(), and
+  /// their entries stay only until drop_unkept() (a stream sees them first).
+  void keep_at_most(std::size_t n) { limit_ = n; }
+  void drop_unkept() { entries_.resize(kept_entries_); }
+  /// The entries added so far: the kept ones, then any not yet dropped.
   const std::vector<Entry>& entries() const { return entries_; }
-  iterator begin() const { return {&entries_, 0}; }
+  /// The entries of the kept samples: the first kept_entries() of entries().
+  std::size_t kept_entries() const { return kept_entries_; }
+  iterator begin() const { return {&entries_, 0, kept_entries_}; }
   iterator end() const { return {}; }
-  std::size_t size() const { return samples_; }
-  bool empty() const { return samples_ == 0; }
+  /// The samples kept; every sample recorded; what each tier's samples showed.
+  std::size_t size() const { return kept_; }
+  bool empty() const { return kept_ == 0; }
+  std::size_t recorded() const { return recorded_; }
+  const std::vector<TierStats>& tier_stats() const { return stats_; }
   /// The bytes the log holds, for the memory-per-op report.
   std::size_t memory_bytes() const { return entries_.capacity() * sizeof(Entry); }
 
  private:
   std::vector<Entry> entries_;
   std::vector<CategoryBytes> last_;  // per tier: the split the previous sample left
-  std::size_t samples_ = 0;
+  std::vector<TierStats> stats_;
+  std::size_t limit_ = SIZE_MAX, kept_ = 0, kept_entries_ = 0, recorded_ = 0;
 };
 
 struct PlatformSpec;
@@ -138,6 +158,9 @@ class Recorder final : public MemoryListener {
  public:
   /// With `keep_samples` false only events are kept (benchmarks).
   explicit Recorder(bool keep_samples = true) : keep_samples_(keep_samples) {}
+  /// Keep at most `n` memory samples (the trace's counters need no more than its cap); the
+  /// rest are counted, and passed to a stream.
+  void keep_samples_at_most(std::size_t n) { samples_.keep_at_most(n); }
   /// Also keep every allocation and release with its address (events.csv); off by default.
   void keep_allocations(bool on) { keep_allocations_ = on; }
   void keep_samples(bool on) { keep_samples_ = on; }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -32,45 +33,89 @@ TraceLayout::TraceLayout(const std::vector<Event>& events, const SampleLog& samp
       platform_(platform),
       compute_devices_(platform.op_devices()) {
   assign_copy_engines();
-  // The slices (and evictions) sorted by start, then merged with the counter samples, which
-  // the run produced in time order: in time order, ties in the order the run produced them
-  // (events first), as one stable sort of everything, at a fraction of its cost.
+  // What every sample showed, kept or not (the recorder may keep only those the cap can
+  // reach: see kept_samples_for).
+  const std::size_t n_tiers = platform_.tiers.size();
+  tier_categories_.assign(n_tiers, {});
+  tier_reserved_differs_.assign(n_tiers, false);
+  tier_sampled_.assign(n_tiers, false);
+  tier_last_sample_s_.assign(n_tiers, 0);
+  tier_evicts_.assign(n_tiers, false);
+  std::size_t counter_events = 0;  // all samples' events
+  const auto& stats = samples_.tier_stats();
+  for (std::size_t t = 0; t < stats.size() && t < n_tiers; ++t) {
+    tier_categories_[t] = stats[t].categories;
+    tier_reserved_differs_[t] = stats[t].reserved_differs;
+    tier_sampled_[t] = stats[t].samples > 0;
+    tier_last_sample_s_[t] = stats[t].last_time_s;
+    counter_events += stats[t].samples * (stats[t].reserved_differs ? 3 : 2);
+  }
+
+  // The slices (and evictions) sorted by start; the counter samples, which the run produced
+  // in time order. Merged in time order, ties in the order the run produced them (events
+  // first), as one stable sort of everything would order them; only the prefix that fits
+  // in max_events is kept.
   std::vector<TraceItem> slices;
   slices.reserve(events_.size() + 1);
   for (std::uint32_t i = 0; i < events_.size(); ++i) {
     slices.push_back({trace_ns(events_[i].start_s), TraceItemKind::slice, i, event_tid_[i]});
     const Event& e = events_[i];
     if (e.kind == EventKind::swap_out && e.src_tier != kNoId &&
-        platform_.tiers[e.src_tier].role == TierRole::compute)
+        platform_.tiers[e.src_tier].role == TierRole::compute) {
       slices.push_back({trace_ns(e.start_s), TraceItemKind::evict, i, 0});
+      tier_evicts_[e.src_tier] = true;
+    }
   }
   const auto by_time = [](const TraceItem& a, const TraceItem& b) { return a.ts_ns < b.ts_ns; };
   if (!std::is_sorted(slices.begin(), slices.end(), by_time)) std::stable_sort(slices.begin(), slices.end(), by_time);
-  std::vector<TraceItem> counters = collect_counters();
+  std::vector<TraceItem> counters;  // the kept samples: a sample's last entry has its time
+  counters.reserve(samples_.size());
+  const auto& entries = samples_.entries();
+  for (std::size_t k = 0; k < samples_.kept_entries(); ++k)
+    if (!entries[k].more)
+      counters.push_back({trace_ns(entries[k].time_s), TraceItemKind::counter,
+                          static_cast<std::uint32_t>(counters.size()), entries[k].tier});
   if (!std::is_sorted(counters.begin(), counters.end(), by_time)) std::stable_sort(counters.begin(), counters.end(), by_time);
-  items_.resize(slices.size() + counters.size());
-  std::merge(slices.begin(), slices.end(), counters.begin(), counters.end(), items_.begin(), by_time);
-  if (summary_.oom) {
-    // Last among the items of its time.
-    const TraceItem oom{trace_ns(oom_time_s()), TraceItemKind::oom, 0, 0};
-    items_.insert(std::upper_bound(items_.begin(), items_.end(), oom, by_time), oom);
-  }
+  const bool all_samples_kept = samples_.size() == samples_.recorded();
+  std::optional<TraceItem> oom;
+  if (summary_.oom) oom = TraceItem{trace_ns(oom_time_s()), TraceItemKind::oom, 0, 0};
 
   // A counter sample is two or three events (by category, allocated, reserved).
   auto weight = [&](const TraceItem& item) -> std::size_t {
     if (item.kind != TraceItemKind::counter) return 1;
     return tier_reserved_differs_[item.tid] ? 3 : 2;  // a counter's tid is its tier
   };
-  for (std::size_t k = 0; k < items_.size(); ++k) {
-    const std::size_t w = weight(items_[k]);
-    if (kept_ == k && events_written_ + w <= max_events) {
-      events_written_ += w;
-      ++kept_;
+  events_total_ = slices.size() + counter_events + (oom ? 1 : 0);
+  std::size_t i = 0, j = 0;
+  for (;;) {
+    // The next item in time order: a slice before a counter of its time, the OOM after both.
+    const TraceItem* next = nullptr;
+    if (i < slices.size() && (j == counters.size() || !by_time(counters[j], slices[i])))
+      next = &slices[i];
+    else if (j < counters.size())
+      next = &counters[j];
+    if (oom && (!next || by_time(*oom, *next))) next = &*oom;
+    if (!next) break;
+    const std::size_t w = weight(*next);
+    if (events_written_ + w > max_events) {
+      if (!items_.empty()) written_until_s_ = items_.back().ts_ns * 1e-9;
+      break;
     }
-    events_total_ += w;
+    if (next->kind == TraceItemKind::counter && j + 1 == counters.size() && !all_samples_kept)
+      throw std::logic_error("TraceLayout: the recorder kept fewer samples than the trace's cap can reach");
+    events_written_ += w;
+    items_.push_back(*next);
+    if (next == &*oom) oom.reset();
+    else if (next->kind == TraceItemKind::counter) ++j;
+    else ++i;
   }
-  if (kept_ < items_.size() && kept_ > 0) written_until_s_ = items_[kept_ - 1].ts_ns * 1e-9;
+  kept_ = items_.size();
   next_sample_ = samples_.begin();
+}
+
+std::size_t TraceLayout::kept_samples_for(std::size_t max_events) {
+  // Every counter sample is at least two events: the cap can reach no more than this many.
+  return max_events / 2 + 1;
 }
 
 const MemorySample& TraceLayout::sample(std::uint32_t index) const {
@@ -115,29 +160,6 @@ void TraceLayout::assign_copy_engines() {
     engine_free[engine] = trace_ns(e.end_s);
     event_tid_[copies[k]] = copy_tid(e.lane, static_cast<std::uint32_t>(engine));
   }
-}
-
-std::vector<TraceItem> TraceLayout::collect_counters() {
-  // Every sample, even several at one instant: the last is the value the tier keeps, but an
-  // earlier one may be the peak (an allocation that a drop at the same instant makes room
-  // for), and Perfetto draws each counter track's range per pixel, so the peak shows.
-  const std::size_t n_tiers = platform_.tiers.size();
-  tier_categories_.assign(n_tiers, {});
-  tier_reserved_differs_.assign(n_tiers, false);
-  tier_sampled_.assign(n_tiers, false);
-  tier_last_sample_s_.assign(n_tiers, 0);
-  std::vector<TraceItem> items;
-  items.reserve(samples_.size());
-  std::uint32_t i = 0;
-  for (const MemorySample& s : samples_) {
-    for (int c = 0; c < kCategoryCount; ++c)
-      if (s.by_category[c] > 0) tier_categories_[s.tier][c] = true;
-    if (s.reserved_bytes != s.allocated_bytes) tier_reserved_differs_[s.tier] = true;
-    tier_sampled_[s.tier] = true;
-    tier_last_sample_s_[s.tier] = std::max(tier_last_sample_s_[s.tier], s.time_s);
-    items.push_back({trace_ns(s.time_s), TraceItemKind::counter, i++, s.tier});
-  }
-  return items;
 }
 
 double TraceLayout::oom_time_s() const {

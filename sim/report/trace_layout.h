@@ -59,10 +59,14 @@ class TraceLayout {
   /// or more; an index before the last one asked for is a logic_error.
   const MemorySample& sample(std::uint32_t index) const;
 
-  /// Every item, in time order (ties in the order the run produced them).
+  /// The items written, in time order (ties in the order the run produced them): the
+  /// earliest of all the run's items, up to max_events events.
   const std::vector<TraceItem>& items() const { return items_; }
-  /// How many of items() are written: a prefix.
+  /// How many items are written (items().size()).
   std::size_t kept() const { return kept_; }
+  /// The most memory samples a trace capped at `max_events` can show: a recorder that keeps
+  /// these (Recorder::keep_samples_at_most) keeps every sample the trace writes.
+  static std::size_t kept_samples_for(std::size_t max_events);
   std::size_t events_total() const { return events_total_; }
   std::size_t events_written() const { return events_written_; }
   /// When truncated: the time of the last item written.
@@ -94,6 +98,8 @@ class TraceLayout {
   bool tier_reserved_differs(std::size_t tier) const { return tier_reserved_differs_[tier]; }
   /// Whether a tier's occupancy ever changed (it has counter samples).
   bool tier_sampled(std::size_t tier) const { return tier_sampled_[tier]; }
+  /// Whether anything was ever evicted from a tier (a swap out of a compute tier).
+  bool tier_evicts(std::size_t tier) const { return tier_evicts_[tier]; }
 
   /// A slice's name: the op's for compute, recompute and comm; the kind's otherwise.
   std::string_view slice_name(const Event& e) const;
@@ -102,7 +108,6 @@ class TraceLayout {
 
  private:
   void assign_copy_engines();
-  std::vector<TraceItem> collect_counters();  // a counter item per sample, in order
   double oom_time_s() const;
 
   const std::vector<Event>& events_;
@@ -120,6 +125,7 @@ class TraceLayout {
   std::vector<std::array<bool, kCategoryCount>> tier_categories_;
   std::vector<bool> tier_reserved_differs_;
   std::vector<bool> tier_sampled_;
+  std::vector<bool> tier_evicts_;
   std::size_t kept_ = 0;
   std::size_t events_total_ = 0, events_written_ = 0;
   double written_until_s_ = 0;

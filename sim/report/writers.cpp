@@ -322,7 +322,7 @@ void MemoryCsv::rows(const SampleLog::Entry* first, std::size_t n) {
 }
 
 void write_memory_csv(TextOut& out, const SampleLog& samples, const PlatformSpec& platform) {
-  MemoryCsv(out, platform).rows(samples.entries().data(), samples.entries().size());
+  MemoryCsv(out, platform).rows(samples.entries().data(), samples.kept_entries());
 }
 
 std::string tiles_csv(const Summary& s) {

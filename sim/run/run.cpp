@@ -159,6 +159,7 @@ void run(RunInputs&& in, RunResult& out) {
   out.notes.insert(out.notes.end(), planned.notes.begin(), planned.notes.end());
   out.recorder.keep_allocations(in.keep_allocations);
   out.recorder.keep_samples(in.keep_samples);
+  out.recorder.keep_samples_at_most(in.samples_kept);
   if (in.stream) {
     in.stream->start(out.trace, platform);
     out.recorder.stream_to(in.stream);

@@ -11,6 +11,7 @@
 // A budget never rewrites the platform: it becomes the caps the policy plans under and the
 // engine's allocators run under, and the summary reports each tier's capacity and its
 // budget side by side.
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -37,6 +38,9 @@ struct RunInputs {
   /// Keep the memory samples (memory.csv, the trace's counters); without them the run keeps
   /// its events and peaks only.
   bool keep_samples = true;
+  /// Of those, keep at most this many (the rest are counted, and go to `stream`): a trace
+  /// capped at N events needs no more than TraceLayout::kept_samples_for(N).
+  std::size_t samples_kept = SIZE_MAX;
   /// Which ops take the duration measured in the trace: as the trace says (where it was
   /// measured on this platform), wherever one was measured, or none (the cost model).
   enum class Durations : std::uint8_t { as_traced, measured, model } durations = Durations::as_traced;

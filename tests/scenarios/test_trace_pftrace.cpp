@@ -18,6 +18,7 @@
 #include "copy_engine_case.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/perfetto_trace.h"
+#include "sim/report/trace_layout.h"
 #include "sim/report/perfetto_trace.pb.h"
 
 namespace fs = std::filesystem;
@@ -380,6 +381,42 @@ TEST(TracePftrace, OverlappingCopiesGoToSeparateCopyEngineTracks) {
   EXPECT_EQ(r.instants.size(), 3u) << "each swap out of a compute tier is an eviction";
   for (const Instant& i : r.instants) EXPECT_EQ(r.path(i.track), "gpu0.hbm (compute, 1 GiB, ideal) / evictions");
   expect_same_as_json(r, json::parse(chrome_trace_json(events, {}, summary, trace, p).json));
+}
+
+TEST(TracePftrace, ARecorderKeepingOnlyTheSamplesTheCapReachesWritesTheSameTrace) {
+  // The copy-engine case with a thousand samples on both tiers (the host's reserved bytes
+  // differ: three events a sample there) and the cap at 100 events: a recorder that keeps
+  // only TraceLayout::kept_samples_for(100) samples gives the same bytes, in both formats,
+  // and the same count of events in all.
+  const CopyEngineCase run = copy_engine_case();
+  Recorder all, few;
+  few.keep_samples_at_most(TraceLayout::kept_samples_for(100));
+  for (int i = 0; i < 1000; ++i) {
+    TierUsage u;
+    u.allocated_bytes = 1000 * static_cast<std::uint64_t>(i % 7);
+    u.reserved_bytes = u.allocated_bytes + (i % 2) * 512;
+    u.by_category[static_cast<int>(Category::activation)] = u.allocated_bytes;
+    for (Recorder* r : {&all, &few}) r->on_memory_change(static_cast<std::size_t>(i % 2), u, i * 5e-6);
+  }
+  ASSERT_LT(few.samples().size(), all.samples().size());
+  EXPECT_EQ(few.samples().recorded(), all.samples().recorded());
+  const Summary summary;
+  for (std::size_t cap : {std::size_t{100}, std::size_t{7}, std::size_t{0}}) {
+    if (cap != 100) few.keep_samples_at_most(TraceLayout::kept_samples_for(cap));  // only fewer: a prefix
+    const PerfettoTrace a = perfetto_trace(run.events, all.samples(), summary, run.trace, run.platform, cap);
+    const PerfettoTrace b = perfetto_trace(run.events, few.samples(), summary, run.trace, run.platform, cap);
+    EXPECT_TRUE(a.bytes == b.bytes) << "cap " << cap;
+    EXPECT_EQ(a.events_total, b.events_total);
+    EXPECT_EQ(a.events_written, b.events_written);
+    EXPECT_LE(a.events_written, cap);
+    EXPECT_TRUE(chrome_trace_json(run.events, all.samples(), summary, run.trace, run.platform, cap).json ==
+                chrome_trace_json(run.events, few.samples(), summary, run.trace, run.platform, cap).json)
+        << "cap " << cap;
+  }
+  const PerfettoTrace whole = perfetto_trace(run.events, all.samples(), summary, run.trace, run.platform, 1 << 20);
+  EXPECT_EQ(whole.events_written, whole.events_total);
+  EXPECT_EQ(whole.events_total, 4u + 3u + 500u * 2 + 500u * 3) << "4 copies, 3 evictions, the samples' events";
+  ASSERT_TRUE(read_pftrace(parse_written(whole.bytes)).problems.empty());
 }
 
 TEST(TracePftrace, MaxEventsKeepsTheSamePrefixAsTraceJsonAndSaysSo) {
