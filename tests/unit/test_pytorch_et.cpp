@@ -45,6 +45,16 @@ void expect_buffers(const Trace& t, const std::vector<B>& want) {
 
 using Ids = std::vector<BufferId>;
 
+// What importing `text` as t.json says: its error, or "no error".
+std::string message(const std::string& text) {
+  try {
+    import_pytorch_et(text, "t.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 }  // namespace
 
 // Schema 1.0.x: linear = t (a view, no op) + addmm (a kernel: its expand and copy_ are how it
@@ -138,14 +148,6 @@ TEST(PytorchEt, RecognisedByContentOnly) {
 }
 
 TEST(PytorchEt, ErrorsNameTheNode) {
-  auto message = [](const std::string& text) {
-    try {
-      import_pytorch_et(text, "t.json");
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": ["),
             "t.json:1:31: truncated JSON: syntax error while parsing value - unexpected end of input; "
             "expected '[', '{', or a literal");
@@ -161,6 +163,55 @@ TEST(PytorchEt, ErrorsNameTheNode) {
   EXPECT_EQ(message(short_tensor),
             "t.json: node 5 (aten::relu): inputs[0]: expected a tensor [id, storage, offset, numel, "
             "itemsize, device], got [1,2,3]");
+}
+
+// The nodes are read one at a time, yet the document is judged whole: malformed JSON anywhere,
+// in a value the reader never reads or after a bad node, is the error, located; then a missing
+// or unknown schema; then the first bad node. Keys count in any order, the last of a repeated one.
+TEST(PytorchEt, ReadANodeAtATimeTheDocumentIsJudgedWhole) {
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": [{\"id\": \"x\", \"name\": \"a\"}, {\"id\": 2"),
+            "t.json:1:65: truncated JSON: syntax error while parsing object - unexpected end of input; expected '}'");
+  EXPECT_EQ(message("{\"schema\": \"1.1.0\", \"nodes\": [{\"id\": 1, \"name\": \"aten::relu\", "
+                    "\"inputs\": {\"values\": [[1, 2, 0"),
+            "t.json:1:93: truncated JSON: syntax error while parsing array - unexpected end of input; expected ']'");
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": [{\"id\": 1, \"name\": \"a\", \"parent\": 0, "
+                    "\"fw_parent\": 1.2.3}]}"),
+            "t.json:1:83: malformed JSON: syntax error while parsing object - invalid literal; last read: '1.2.'; "
+            "expected '}'");
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"pid\": tru, \"nodes\": []}"),
+            "t.json:1:31: malformed JSON: syntax error while parsing value - invalid literal; "
+            "last read: '\"pid\": tru,'");
+  // A string before a ':' where a ',' belongs (simdjson's skipping would take it for a key).
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": [\"a\": {\"id\": 1}]}"),
+            "t.json:1:34: malformed JSON: syntax error while parsing array - unexpected ':'; expected ']'");
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"pid\": \"b\": 2, \"nodes\": []}"),
+            "t.json:1:31: malformed JSON: syntax error while parsing object - unexpected ':'; expected '}'");
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": []} x"),
+            "t.json:1:34: truncated JSON: syntax error while parsing value - invalid literal; last read: "
+            "'\"nodes\": []} x'; expected end of input");
+  EXPECT_EQ(message("{\"nodes\": [{\"id\": \"x\"}], \"schema\": \"0.9\"}"),
+            "t.json: schema: expected an Execution Trace schema 1.0.x or 1.1.x, got '0.9'");
+  EXPECT_EQ(message("{\"nodes\": [{\"id\": \"x\"}], \"pid\": 1}"),
+            "t.json: schema: missing; expected an Execution Trace schema 1.0.x or 1.1.x");
+  EXPECT_EQ(message("{\"nodes\": [{\"id\": 1, \"name\": \"aten::relu\", \"parent\": 0}], \"schema\": \"1.0.1\"}"),
+            "no error");
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": [{\"id\": \"x\", \"name\": \"a\"}], \"nodes\": []}"),
+            "no error");
+  EXPECT_EQ(message("{\"schema\": \"1.0.1\", \"nodes\": [], \"nodes\": 5}"),
+            "t.json: nodes: expected a list of nodes, got 5");
+  // The whole document's depth limit (1024), wherever the nesting is.
+  auto nested = [](int depth) { return std::string(depth, '[') + std::string(depth, ']'); };
+  auto in_node = [&](int depth) {
+    return "{\"schema\": \"1.0.1\", \"nodes\": [{\"id\": 1, \"name\": \"a\", \"parent\": 0, \"q\": " + nested(depth) +
+           "}]}";
+  };
+  auto beside = [&](int depth) { return "{\"schema\": \"1.0.1\", \"nodes\": [], \"q\": " + nested(depth) + "}"; };
+  const std::string too_deep =
+      "t.json: malformed JSON: The JSON document was too deep (too many nested objects and arrays)";
+  EXPECT_EQ(message(in_node(1021)), "no error");
+  EXPECT_EQ(message(in_node(1022)), too_deep);
+  EXPECT_EQ(message(beside(1023)), "no error");
+  EXPECT_EQ(message(beside(1024)), too_deep);
 }
 
 // A GPU trace: host tensors (the batch before .to("cuda"), wrapped scalars) are not in the

@@ -1,6 +1,7 @@
 #include "sim/workload/importers/et_reader.h"
 
 #include <algorithm>
+#include <new>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -83,8 +84,11 @@ bool is_string(const element& v) { return v.type() == element_type::STRING; }
 std::string_view as_string(const element& v) { return v.get_string().value_unsafe(); }
 
 // Where malformed JSON stops making sense, as line:column and nlohmann's words (the messages
-// the previous reader gave); simdjson's own error when nlohmann finds nothing wrong.
-[[noreturn]] void fail_json(const std::string& text, const std::string& source, simdjson::error_code code) {
+// the previous reader gave). When nlohmann finds nothing wrong (nesting too deep, a number
+// out of simdjson's range), simdjson's error for the whole document, as its DOM parser finds
+// it: the on-demand walk may have stopped on another symptom of the same fault.
+InputError malformed_json(const std::string& text, simdjson::padded_string_view json, const std::string& source,
+                          simdjson::error_code code) {
   struct Sink : nlohmann::json_sax<nlohmann::json> {
     bool null() override { return true; }
     bool boolean(bool) override { return true; }
@@ -107,8 +111,12 @@ std::string_view as_string(const element& v) { return v.get_string().value_unsaf
     std::string what;
   } sink;
   nlohmann::json::sax_parse(text, &sink);
-  if (sink.what.empty())
-    throw InputError(fmt::format("{}: malformed JSON: {}", source, simdjson::error_message(code)));
+  if (sink.what.empty()) {
+    simdjson::dom::parser whole;
+    simdjson::dom::element ignored;
+    if (const auto err = whole.parse(json.data(), json.size(), false).get(ignored)) code = err;
+    return InputError(fmt::format("{}: malformed JSON: {}", source, simdjson::error_message(code)));
+  }
   std::size_t line = 1, col = 1;
   const std::size_t end = std::min<std::size_t>(sink.byte > 0 ? sink.byte - 1 : 0, text.size());
   for (std::size_t i = 0; i < end; ++i) {
@@ -123,7 +131,7 @@ std::string_view as_string(const element& v) { return v.get_string().value_unsaf
   if (auto p = why.find("column "); p != std::string::npos)
     if (auto c = why.find(": ", p); c != std::string::npos) why = why.substr(c + 2);
   const bool truncated = sink.byte >= text.size();
-  throw InputError(fmt::format("{}:{}:{}: {} JSON: {}", source, line, col, truncated ? "truncated" : "malformed", why));
+  return InputError(fmt::format("{}:{}:{}: {} JSON: {}", source, line, col, truncated ? "truncated" : "malformed", why));
 }
 
 bool names_tensors(std::string_view type) { return type.find("Tensor") != std::string_view::npos; }
@@ -142,12 +150,26 @@ struct Side {
 };
 const element* ptr(const std::optional<element>& e) { return e ? &*e : nullptr; }
 
+// The document is walked with simdjson's on-demand parser, which indexes it but builds no
+// tape; each node (and each other top-level value) is then parsed alone with the DOM parser,
+// into a tape the size of one node that the next one reuses. So every byte is checked as a
+// parse of the whole document would check it (the same errors, the same depth limit), and
+// what is kept is only what the nodes say.
 class Reader {
  public:
   Reader(const std::string& text, std::string source) : text_(text), source_(std::move(source)) {
-    const bool padded = text.capacity() >= text.size() + simdjson::SIMDJSON_PADDING;
-    const auto err = parser_.parse(text.data(), text.size(), !padded).get(doc_);
-    if (err) fail_json(text, source_, err);
+    if (text.capacity() >= text.size() + simdjson::SIMDJSON_PADDING) {
+      json_ = simdjson::padded_string_view(text.data(), text.size(), text.capacity());
+    } else {
+      copy_ = simdjson::padded_string(text);
+      json_ = copy_;
+    }
+    // A node is two levels down (the document, its `nodes`), a top-level value one: the
+    // whole document's depth limit, counted from there.
+    const std::size_t small = simdjson::dom::MINIMAL_DOCUMENT_CAPACITY;
+    if (value_parser_.allocate(small, simdjson::DEFAULT_MAX_DEPTH - 1) ||
+        node_parser_.allocate(small, simdjson::DEFAULT_MAX_DEPTH - 2))
+      throw std::bad_alloc();
   }
 
   ExecutionTrace run() {
@@ -159,6 +181,7 @@ class Reader {
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw InputError(fmt::format("{}: {}", source_, what)); }
+  [[noreturn]] void fail_json(simdjson::error_code code) const { throw malformed_json(text_, json_, source_, code); }
   [[noreturn]] void fail_node(const std::string& what) const {
     std::string who = fmt::format("nodes[{}]", index_);
     if (id_) who = fmt::format("node {}", *id_);
@@ -166,7 +189,11 @@ class Reader {
     fail(fmt::format("{}: {}", who, what));
   }
 
+  // `v` parsed alone into `parser`'s tape (valid until its next parse); malformed JSON is
+  // an error of the whole document, located in it.
+  element materialise(simdjson::ondemand::value v, simdjson::dom::parser& parser);
   void read_document();
+  void read_nodes(simdjson::ondemand::value list);
   void read_node(const element& n);
   void read_attrs(const element& attrs, EtNode& node);
   std::vector<std::vector<EtTensor>> read_side(const char* which, const Side& s, EtNode& node);
@@ -179,11 +206,18 @@ class Reader {
 
   const std::string& text_;
   std::string source_;
-  simdjson::dom::parser parser_;
-  element doc_;
+  simdjson::padded_string copy_;  // the text with simdjson's padding, where it has none
+  simdjson::padded_string_view json_;
+  simdjson::ondemand::parser stream_;
+  simdjson::dom::parser value_parser_, node_parser_;
   ExecutionTrace et_;
   std::vector<EtNode> nodes_;
   std::optional<bool> old_layout_;  // decided by the first node with inputs
+  // What `nodes` is when it is no list: "nothing" until the key is seen.
+  std::optional<std::string> nodes_not_a_list_ = std::string("nothing");
+  // The first bad node: reported once the rest of the document is known to be JSON and to
+  // have a schema, as a parse of the whole document reported those first.
+  std::optional<InputError> node_error_;
   // The node being read, for messages.
   std::size_t index_ = 0;
   std::optional<std::int64_t> id_;
@@ -488,28 +522,59 @@ void Reader::read_node(const element& n) {
   nodes_.push_back(std::move(node));
 }
 
+element Reader::materialise(simdjson::ondemand::value v, simdjson::dom::parser& parser) {
+  simdjson::ondemand::json_type type{};
+  if (const auto err = v.type().get(type)) fail_json(err);
+  std::string_view raw;
+  if (const auto err = simdjson::to_json_string(v).get(raw)) fail_json(err);
+  // A container is consumed by taking its text, a scalar is not; a string left to simdjson's
+  // skipping would let a ':' after it pass (it takes the string for a key).
+  simdjson::ondemand::raw_json_string ignored;
+  if (type == simdjson::ondemand::json_type::string)
+    if (const auto err = v.get_raw_json_string().get(ignored)) fail_json(err);
+  element e;
+  // `raw` lies inside the padded text, so the padding simdjson reads past its end is there.
+  if (const auto err = parser.parse(raw.data(), raw.size(), false).get(e)) fail_json(err);
+  return e;
+}
+
 void Reader::read_document() {
-  if (doc_.type() != element_type::OBJECT)
-    fail(fmt::format("expected a JSON object with schema and nodes, got {}", describe(doc_)));
-  std::optional<element> schema, list;
-  for (auto field : obj(doc_)) {
-    if (field.key == "schema") schema = field.value;
-    if (field.key == "nodes") list = field.value;
+  simdjson::ondemand::document doc;
+  if (const auto err = stream_.iterate(json_).get(doc)) fail_json(err);
+  simdjson::ondemand::json_type type{};
+  if (const auto err = doc.type().get(type)) fail_json(err);
+  if (type != simdjson::ondemand::json_type::object) {
+    // No Execution Trace: said in the words of the whole document, once it is known to be JSON.
+    simdjson::dom::parser whole;
+    element e;
+    if (const auto err = whole.parse(json_.data(), json_.size(), false).get(e)) fail_json(err);
+    fail(fmt::format("expected a JSON object with schema and nodes, got {}", describe(e)));
   }
+  simdjson::ondemand::object top;
+  if (const auto err = doc.get_object().get(top)) fail_json(err);
+  std::optional<std::string> schema;  // of a repeated key, the last counts, as for `nodes`
+  for (auto field : top) {
+    std::string_view key;
+    if (const auto err = field.unescaped_key().get(key)) fail_json(err);
+    simdjson::ondemand::value v;
+    if (const auto err = field.value().get(v)) fail_json(err);
+    if (key == "nodes") {
+      read_nodes(v);
+      continue;
+    }
+    const element e = materialise(v, value_parser_);  // checked, even where unread
+    if (key == "schema") schema = is_string(e) ? std::string(as_string(e)) : simdjson::minify(e);
+  }
+  // Nothing may follow the object: the walk has no location left.
+  if (doc.current_location().error() != simdjson::OUT_OF_BOUNDS) fail_json(simdjson::TRAILING_CONTENT);
+
   if (!schema) fail("schema: missing; expected an Execution Trace schema 1.0.x or 1.1.x");
-  const std::string version = is_string(*schema) ? std::string(as_string(*schema)) : simdjson::minify(*schema);
+  const std::string& version = *schema;
   if (!starts_with(version, "1.0.") && !starts_with(version, "1.1."))
     fail(fmt::format("schema: expected an Execution Trace schema 1.0.x or 1.1.x, got '{}'", version));
   et_.schema = version;
-  if (!list || !is_array(*list))
-    fail(fmt::format("nodes: expected a list of nodes, got {}", list ? describe(*list) : std::string("nothing")));
-  const auto nodes = arr(*list);
-  nodes_.reserve(nodes.size());
-  index_ = 0;
-  for (element n : nodes) {
-    read_node(n);
-    ++index_;
-  }
+  if (nodes_not_a_list_) fail(fmt::format("nodes: expected a list of nodes, got {}", *nodes_not_a_list_));
+  if (node_error_) throw *node_error_;
   // PARAM's rule: schema 1.0.1 is the old layout and every later one the new. The nodes
   // decide; a schema string that says otherwise is worth a note.
   et_.old_layout = old_layout_.value_or(version == "1.0.1");
@@ -518,6 +583,43 @@ void Reader::read_document() {
     et_.notes.push_back(fmt::format("schema '{}' names the {} node layout, but the nodes are in the {} one; read as the nodes are",
                                     version, schema_says_old ? "old (torch 1.13)" : "new (torch 2.x)",
                                     *old_layout_ ? "old (torch 1.13)" : "new (torch 2.x)"));
+}
+
+// One node at a time: parsed alone, read, and its tape reused for the next.
+void Reader::read_nodes(simdjson::ondemand::value list) {
+  // A later `nodes` replaces an earlier one.
+  nodes_.clear();
+  old_layout_.reset();
+  node_error_.reset();
+  et_.has_strides = false;
+  et_.group_sizes.clear();
+  simdjson::ondemand::json_type type{};
+  if (const auto err = list.type().get(type)) fail_json(err);
+  if (type != simdjson::ondemand::json_type::array) {
+    nodes_not_a_list_ = describe(materialise(list, value_parser_));
+    return;
+  }
+  nodes_not_a_list_.reset();
+  simdjson::ondemand::array nodes;
+  std::size_t count = 0;
+  if (const auto err = list.get_array().get(nodes)) fail_json(err);
+  if (const auto err = nodes.count_elements().get(count)) fail_json(err);
+  nodes_.reserve(count);
+  index_ = 0;
+  for (auto item : nodes) {
+    simdjson::ondemand::value v;
+    if (const auto err = item.get(v)) fail_json(err);
+    const element n = materialise(v, node_parser_);
+    // After a bad node the others are only checked to be JSON.
+    if (!node_error_) {
+      try {
+        read_node(n);
+      } catch (const InputError& e) {
+        node_error_ = e;
+      }
+    }
+    ++index_;
+  }
 }
 
 void Reader::link() {

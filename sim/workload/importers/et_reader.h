@@ -9,7 +9,9 @@
 // Tensor arguments may be lists, lists of lists (all_gather's outputs), and so on: they are
 // flattened into one list per argument. What the nodes mean is the importer's business
 // (pytorch_et.h); this checks the structure: the JSON, the schema, the tensors, and that every
-// parent is a node that started earlier. The JSON is parsed with simdjson.
+// parent is a node that started earlier. The JSON is read with simdjson, a node at a time: its
+// on-demand parser walks the document (without building the whole document's tape) and each
+// node is parsed alone, so memory holds the text, simdjson's index of it and one node.
 #include <cstdint>
 #include <map>
 #include <optional>
