@@ -184,6 +184,10 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   if (outputs.timeline || outputs.memory) inputs.stream = &streamed;
   inputs.explain_peaks = false;
   run(std::move(inputs), result);
+
+
+
+
   // the step is moved, the platform kept
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;

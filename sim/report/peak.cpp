@@ -153,40 +153,36 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
     const TierSummary& tier = summary.tiers[t];
     PeakReport& peak = summary.peaks[t];
     if (tier.usage.peak_allocated_bytes == 0) continue;
-    // Largest first; ties by name, then producer. Sorted as keys that point into the step
-    // (a million live buffers: no string is copied until each has its place), then built.
+    // Largest first; ties in the order the step made them (buffer ids; workspace, which has
+    // none, after the buffers, in the order the live set lists it). Sorted as integer keys,
+    // then built: a million live buffers cost no string comparison.
     struct Key {
       std::uint64_t bytes;
-      std::string_view name, producer;
+      std::uint32_t buffer;  // AllocationChange::kNoBuffer for workspace: after the buffers
       std::uint32_t entry;
     };
     const std::vector<PeakLiveSet::Entry> live = recorder.peak_live().live_at_peak(t);
     std::vector<Key> keys;
     keys.reserve(live.size());
-    for (std::uint32_t k = 0; k < live.size(); ++k) {
-      const PeakLiveSet::Entry& e = live[k];
-      Key key{e.bytes, {}, {}, k};
-      if (e.buffer != AllocationChange::kNoBuffer) {
-        const Buffer& buf = trace.buffers[e.buffer];
-        key.name = buf.name;
-        if (buf.producer != kNoOp) key.producer = trace.ops[buf.producer].name;
-      }
-      keys.push_back(key);
-    }
+    for (std::uint32_t k = 0; k < live.size(); ++k) keys.push_back({live[k].bytes, live[k].buffer, k});
     std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
       if (a.bytes != b.bytes) return a.bytes > b.bytes;
-      if (a.name != b.name) return a.name < b.name;
-      if (a.producer != b.producer) return a.producer < b.producer;
-      return a.entry < b.entry;  // workspace of one size: in the order the live set lists it
+      if (a.buffer != b.buffer) return a.buffer < b.buffer;
+      return a.entry < b.entry;
     });
     peak.live.reserve(keys.size());
     for (const Key& key : keys) {
       PeakBuffer& b = peak.live.emplace_back();
       b.category = live[key.entry].category;
       b.bytes = key.bytes;
-      b.name = key.name;
-      b.producer = key.producer;
-      if (!key.producer.empty()) b.layer = layer_of(b.producer);
+      if (key.buffer != AllocationChange::kNoBuffer) {
+        const Buffer& buf = trace.buffers[key.buffer];
+        b.name = buf.name;
+        if (buf.producer != kNoOp) {
+          b.producer = trace.ops[buf.producer].name;
+          b.layer = layer_of(b.producer);
+        }
+      }
     }
     // The op on the tier's own device; a tier of a device that runs no ops (host DRAM
     // filled by swaps) takes the op running on any device.

@@ -24,7 +24,7 @@ struct PeakReport {
   std::string op_name;
   std::string phase;      // forward | backward | optimizer, "" without an op
   bool recompute = false; // the op was being recomputed
-  std::vector<PeakBuffer> live;  // largest first
+  std::vector<PeakBuffer> live;  // largest first; equal sizes in the order the step made them
 };
 
 struct TierSummary {
