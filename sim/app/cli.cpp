@@ -183,12 +183,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   CsvStream streamed(out_dir, outputs.timeline, outputs.memory);
   if (outputs.timeline || outputs.memory) inputs.stream = &streamed;
   inputs.explain_peaks = false;
-  run(std::move(inputs), result);
-
-
-
-
-  // the step is moved, the platform kept
+  run(std::move(inputs), result);  // the step is moved, the platform kept
+  result.plan = Plan{};  // nothing below reads it (a million-op plan is a hundred megabytes)
   for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;
   const Trace& trace = result.trace;

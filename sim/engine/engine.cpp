@@ -1,6 +1,7 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <span>
 #include <deque>
 #include <exception>
 #include <limits>
@@ -82,7 +83,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
         leaving_(ctx.platform.tiers.size(), 0),
         arriving_(ctx.platform.tiers.size(), 0) {
     memory_.set_listener(&recorder_);
-    recorder_.reserve(ctx.trace.ops.size() + 16, 2 * ctx.trace.ops.size() + ctx.trace.buffers.size());
+    recorder_.reserve(ctx.trace.ops.size() + 16, 2 * ctx.trace.ops.size() + ctx.trace.buffers.size(),
+                      ctx.trace.buffers.size());
   }
 
   Summary run();
@@ -106,7 +108,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
   struct Stream {
     std::uint32_t device;  // index into compute_devices_
     std::uint32_t stream;
-    std::vector<Step> steps;
+    std::vector<Step> own;  // its steps, when the plan's are split over several streams
+    std::span<const Step> steps;  // the plan's own steps, for a plan of one stream
   };
 
   void split_plan();
@@ -268,23 +271,42 @@ void Simulation::guarded(const std::function<void()>& body) {
 }
 
 void Simulation::split_plan() {
+  // Each step goes to the stream of the compute step before it (the first steps to device
+  // 0's stream 0). Two passes: the first counts, so that a plan of one stream runs from the
+  // plan itself and the others' steps are copied once, into vectors of their exact size (a
+  // million-op plan is a hundred megabytes).
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> index;
-  auto stream_of = [&](std::uint32_t device, std::uint32_t stream) -> Stream& {
+  auto stream_of = [&](std::uint32_t device, std::uint32_t stream) {
     auto [it, fresh] = index.try_emplace({device, stream}, streams_.size());
-    if (fresh) streams_.push_back({device, stream, {}});
-    return streams_[it->second];
+    if (fresh) streams_.push_back({device, stream, {}, {}});
+    return it->second;
   };
-  Stream* current = &stream_of(0, 0);
-  for (const Step& step : plan_.steps) {
-    if (step.kind == StepKind::compute) {
-      const Op& op = trace_.ops.at(step.id);
-      // A collective runs on its device's communication stream (NCCL's own), after the
-      // compute streams.
-      const std::uint32_t stream = collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream;
-      current = &stream_of(op.device, stream);  // taken anew: streams_ may have grown
+  auto each_step = [&](auto&& take) {
+    std::size_t current = stream_of(0, 0);
+    for (const Step& step : plan_.steps) {
+      if (step.kind == StepKind::compute) {
+        const Op& op = trace_.ops.at(step.id);
+        // A collective runs on its device's communication stream (NCCL's own), after the
+        // compute streams.
+        const std::uint32_t stream = collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream;
+        current = stream_of(op.device, stream);
+      }
+      take(current, step);
     }
-    current->steps.push_back(step);
-  }
+  };
+  std::vector<std::size_t> count;
+  each_step([&](std::size_t k, const Step&) {
+    if (k >= count.size()) count.resize(k + 1, 0);
+    ++count[k];
+  });
+  for (std::size_t k = 0; k < count.size(); ++k)
+    if (count[k] == plan_.steps.size()) {
+      streams_[k].steps = plan_.steps;
+      return;
+    }
+  for (std::size_t k = 0; k < count.size(); ++k) streams_[k].own.reserve(count[k]);
+  each_step([&](std::size_t k, const Step& step) { streams_[k].own.push_back(step); });
+  for (Stream& st : streams_) st.steps = st.own;
 }
 
 void Simulation::place_initial_buffers() {

@@ -64,6 +64,20 @@ double uncovered(const std::vector<std::pair<double, double>>& a,
 
 }  // namespace
 
+namespace {
+
+// Appends [a, b) to intervals that merged() will merge: one that starts within the last
+// is joined to it (the union, and so merged(), is the same), so a stream's back-to-back
+// ops keep one interval, not one each (a million-op step).
+void add_interval(std::vector<std::pair<double, double>>& v, double a, double b) {
+  if (!v.empty() && a >= v.back().first && a <= v.back().second)
+    v.back().second = std::max(v.back().second, b);
+  else
+    v.emplace_back(a, b);
+}
+
+}  // namespace
+
 void Tally::on_event(const Event& e) {
   const double d = e.end_s - e.start_s;
   switch (e.kind) {
@@ -72,12 +86,12 @@ void Tally::on_event(const Event& e) {
       const Op& op = trace_.ops[e.op];
       Busy& b = busy(op.device, op.stream);
       b.compute_s += d;
-      b.work.emplace_back(e.start_s, e.end_s);
+      add_interval(b.work, e.start_s, e.end_s);
       ++ops_run_;
       if (communicates_) {
-        computing_[op.device].emplace_back(e.start_s, e.end_s);
+        add_interval(computing_[op.device], e.start_s, e.end_s);
         if (op.phase != Phase::optimizer) {
-          passes_[op.device].emplace_back(e.start_s, e.end_s);
+          add_interval(passes_[op.device], e.start_s, e.end_s);
           passes_end_s_ = std::max(passes_end_s_, e.end_s);
         }
       }
@@ -87,21 +101,21 @@ void Tally::on_event(const Event& e) {
       const Op& op = trace_.ops[e.op];
       Busy& b = busy(op.device, op.stream);
       b.recompute_s += d;
-      b.work.emplace_back(e.start_s, e.end_s);
+      add_interval(b.work, e.start_s, e.end_s);
       recompute_flops_ += op.flops;
       if (communicates_) {
-        computing_[op.device].emplace_back(e.start_s, e.end_s);
-        passes_[op.device].emplace_back(e.start_s, e.end_s);
+        add_interval(computing_[op.device], e.start_s, e.end_s);
+        add_interval(passes_[op.device], e.start_s, e.end_s);
         passes_end_s_ = std::max(passes_end_s_, e.end_s);
       }
       break;
     }
     case EventKind::comm: {
       const Op& op = trace_.ops[e.op];
-      communicating_[op.device].emplace_back(e.start_s, e.end_s);
+      add_interval(communicating_[op.device], e.start_s, e.end_s);
       // A receive's time is mostly waiting for the stage before: a pipeline's bubble, not
       // the network's.
-      if (op.kind != "send" && op.kind != "recv") collecting_[op.device].emplace_back(e.start_s, e.end_s);
+      if (op.kind != "send" && op.kind != "recv") add_interval(collecting_[op.device], e.start_s, e.end_s);
       ++ops_run_;
       if (op.device == 0) {
         auto& [count, bytes] = collectives_[op.kind];
@@ -113,7 +127,7 @@ void Tally::on_event(const Event& e) {
     case EventKind::stall: {
       Busy& b = busy(e.device, e.lane);
       b.stall_s += d;
-      b.stalls.emplace_back(e.start_s, e.end_s);
+      add_interval(b.stalls, e.start_s, e.end_s);
       break;
     }
     case EventKind::swap_in:

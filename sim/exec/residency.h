@@ -118,7 +118,7 @@ class Residency {
   bool in_flight(BufferId b) const { return in_flight_[b] != 0; }
   bool dropped(BufferId b) const { return dropped_[b] != 0; }
   /// The ops that update b in place, in issue order.
-  const std::vector<OpId>& updaters(BufferId b) const { return updaters_[b]; }
+  std::span<const OpId> updaters(BufferId b) const { return updaters_[b]; }
 
  private:
   bool make_resident(BufferId b, const Site& site, const Op& op);
@@ -135,7 +135,7 @@ class Residency {
   std::vector<std::uint8_t> free_on_arrival_;   // freed while in flight
   std::vector<std::uint8_t> dropped_;           // released before its last use
   std::vector<std::uint8_t> op_done_;           // ran (not counting re-runs)
-  std::vector<std::vector<OpId>> updaters_;
+  Updaters updaters_;
 };
 
 

@@ -1,6 +1,8 @@
 #include "sim/report/peak.h"
 
 #include <algorithm>
+#include <deque>
+#include <memory>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -15,9 +17,19 @@
 
 namespace memsim {
 
+namespace {
+
+PeakLiveSet::Entry entry_of(std::size_t buffer, std::uint64_t category, std::uint64_t bytes) {
+  return {static_cast<BufferId>(buffer), static_cast<Category>(category), bytes};
+}
+
+}  // namespace
+
 PeakLiveSet::TierState& PeakLiveSet::state(std::size_t tier) {
   if (tier >= tiers_.size()) tiers_.resize(tier + 1);
-  return tiers_[tier];
+  TierState& s = tiers_[tier];
+  if (s.buffers.capacity() < expected_buffers_) s.buffers.reserve(expected_buffers_);  // not resident until used
+  return s;
 }
 
 void PeakLiveSet::on_allocation(const AllocationChange& c) {
@@ -43,9 +55,11 @@ void PeakLiveSet::on_allocation(const AllocationChange& c) {
   if (c.buffer >= s.buffers.size()) s.buffers.resize(std::size_t{c.buffer} + 1);
   Held& h = s.buffers[c.buffer];
   if (c.allocated) {
-    h = {s.changes, entry};
+    h.since = s.changes;
+    h.category = static_cast<std::uint8_t>(c.category);
+    h.bytes = c.allocation.bytes;
   } else if (h.since != 0) {
-    if (h.since <= s.peak_change) s.released.push_back(h.entry);
+    if (h.since <= s.peak_change) s.released.push_back(entry_of(c.buffer, h.category, h.bytes));
     h.since = 0;
   }
 }
@@ -63,9 +77,10 @@ std::vector<PeakLiveSet::Entry> PeakLiveSet::live_at_peak(std::size_t tier) cons
   if (tier >= tiers_.size()) return {};
   const TierState& s = tiers_[tier];
   std::vector<Entry> out = s.released;
-  for (const Held& h : s.buffers)
-    if (h.since != 0 && h.since <= s.peak_change) out.push_back(h.entry);
-  for (const Held& h : s.anonymous)
+  for (std::size_t b = 0; b < s.buffers.size(); ++b)
+    if (const Held& h = s.buffers[b]; h.since != 0 && h.since <= s.peak_change)
+      out.push_back(entry_of(b, h.category, h.bytes));
+  for (const HeldAnonymous& h : s.anonymous)
     if (h.since <= s.peak_change) out.push_back(h.entry);
   return out;
 }
@@ -170,6 +185,20 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
       if (a.buffer != b.buffer) return a.buffer < b.buffer;
       return a.entry < b.entry;
     });
+    // The names in one block, sized first so that nothing moves while the views are made.
+    std::size_t text_bytes = 0;
+    for (const Key& key : keys)
+      if (key.buffer != AllocationChange::kNoBuffer) {
+        const Buffer& buf = trace.buffers[key.buffer];
+        text_bytes += buf.name.size() + (buf.producer != kNoOp ? trace.ops[buf.producer].name.size() : 0);
+      }
+    auto text = std::make_shared<std::string>();
+    text->reserve(text_bytes);
+    auto keep = [&](std::string_view s) {
+      const std::size_t at = text->size();
+      text->append(s);
+      return std::string_view(text->data() + at, s.size());
+    };
     peak.live.reserve(keys.size());
     for (const Key& key : keys) {
       PeakBuffer& b = peak.live.emplace_back();
@@ -177,13 +206,14 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
       b.bytes = key.bytes;
       if (key.buffer != AllocationChange::kNoBuffer) {
         const Buffer& buf = trace.buffers[key.buffer];
-        b.name = buf.name;
+        b.name = keep(buf.name);
         if (buf.producer != kNoOp) {
-          b.producer = trace.ops[buf.producer].name;
-          b.layer = layer_of(b.producer);
+          b.producer = keep(trace.ops[buf.producer].name);
+          b.layer = b.producer.substr(0, layer_of(std::string(b.producer)).size());  // a prefix of it
         }
       }
     }
+    peak.text = std::move(text);
     // The op on the tier's own device; a tier of a device that runs no ops (host DRAM
     // filled by swaps) takes the op running on any device.
     const auto device = platform.find_device(platform.tiers[t].device);
@@ -259,7 +289,7 @@ std::string explain_text(const Summary& s) {
     };
     std::map<std::string, Group> groups;
     for (const PeakBuffer& b : p.live) {
-      const std::string key = !b.layer.empty() ? b.layer
+      const std::string key = !b.layer.empty() ? std::string(b.layer)
                               : b.name.empty() ? std::string(b.category == Category::runtime ? "(outside the allocator)"
                                                                                               : "(op workspace)")
                                                : std::string("(there from the start)");
@@ -282,7 +312,7 @@ std::string explain_text(const Summary& s) {
           out += fmt::format("        {:<36} {:>10}{}\n",
                              b->name.empty() ? (b->category == Category::runtime ? "(CUDA context, NCCL)" : "(workspace)")
                                              : b->name,
-                             format_bytes(b->bytes), b->producer.empty() ? "" : "  by " + b->producer);
+                             format_bytes(b->bytes), b->producer.empty() ? "" : "  by " + std::string(b->producer));
       }
     }
   }
@@ -333,6 +363,7 @@ Summary read_peak_explanation(const std::string& out_dir) {
   std::getline(csv, line);
   if (line != "tier,buffer,category,bytes,producer,layer")
     throw InputError(fmt::format("{}:1: expected the header 'tier,buffer,category,bytes,producer,layer', got '{}'", csv_path, line));
+  std::vector<std::shared_ptr<std::deque<std::string>>> texts(s.tiers.size());  // the names, per tier
   for (int row = 2; std::getline(csv, line); ++row) {
     const auto f = csv_split(line);
     const auto category = f.size() == 6 ? category_from_string(f[2]) : std::nullopt;
@@ -341,7 +372,11 @@ Summary read_peak_explanation(const std::string& out_dir) {
         f[3].find_first_not_of("0123456789") != std::string::npos)
       throw InputError(fmt::format("{}:{}: expected tier,buffer,category,bytes,producer,layer with a tier of "
                                    "summary.json, a category and a byte count, got '{}'", csv_path, row, line));
-    s.peaks[tier - s.tiers.begin()].live.push_back({f[1], *category, std::stoull(f[3]), f[4], f[5]});
+    PeakReport& peak = s.peaks[tier - s.tiers.begin()];
+    auto& text = texts[tier - s.tiers.begin()];
+    if (!text) peak.text = text = std::make_shared<std::deque<std::string>>();  // a deque: its strings never move
+    auto keep = [&](const std::string& field) -> std::string_view { return text->emplace_back(field); };
+    peak.live.push_back({keep(f[1]), *category, std::stoull(f[3]), keep(f[4]), keep(f[5])});
   }
   return s;
 }

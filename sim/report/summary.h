@@ -3,19 +3,21 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <memory>
 #include <vector>
 
 #include "sim/memory/memory_state.h"
 
 namespace memsim {
 
-/// A buffer live at a tier's peak.
+/// A buffer live at a tier's peak. Its names point into the text its PeakReport keeps.
 struct PeakBuffer {
-  std::string name;      // "" for an op's workspace
+  std::string_view name;      // "" for an op's workspace
   Category category = Category::other;
   std::uint64_t bytes = 0;
-  std::string producer;  // the op that made it ("" when it was there from the start)
-  std::string layer;     // the producer's module (see layer_of), for activations
+  std::string_view producer;  // the op that made it ("" when it was there from the start)
+  std::string_view layer;     // the producer's module (see layer_of), for activations
 };
 
 /// What the tier held at its peak and what was running then.
@@ -25,6 +27,9 @@ struct PeakReport {
   std::string phase;      // forward | backward | optimizer, "" without an op
   bool recompute = false; // the op was being recomputed
   std::vector<PeakBuffer> live;  // largest first; equal sizes in the order the step made them
+  /// What live's names point into, shared by copies of the report (a million live buffers'
+  /// names in one block, not a string each).
+  std::shared_ptr<const void> text;
 };
 
 struct TierSummary {

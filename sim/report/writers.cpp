@@ -338,8 +338,8 @@ std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_
   if (p.live.empty()) return lines;
   // A replica's names carry its device ("gpu3:layer1.0.conv1"): shown without it.
   const std::string prefix = device + ":";
-  auto bare = [&](const std::string& name) {
-    return !device.empty() && name.starts_with(prefix) ? name.substr(prefix.size()) : name;
+  auto bare = [&](std::string_view name) {
+    return std::string(!device.empty() && name.starts_with(prefix) ? name.substr(prefix.size()) : name);
   };
   const std::string more = out_dir.empty() ? "" : fmt::format(" (all of them: memsim explain {})", out_dir);
   lines.push_back(p.op_name.empty()

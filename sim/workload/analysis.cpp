@@ -26,11 +26,16 @@ std::uint64_t parameter_count(const Trace& trace) {
   return trace.total_bytes(Category::weight) / element;
 }
 
-std::vector<std::vector<OpId>> updaters(const Trace& trace) {
-  std::vector<std::vector<OpId>> out(trace.buffers.size());
+Updaters::Updaters(const Trace& trace) : at_(trace.buffers.size() + 1, 0) {
   for (const Op& op : trace.ops)
-    for (BufferId b : op.updates) out[b].push_back(op.id);
-  return out;
+    for (BufferId b : op.updates) ++at_[b + 1];
+  for (std::size_t b = 1; b < at_.size(); ++b) at_[b] += at_[b - 1];
+  ops_.resize(at_.back());
+  std::vector<std::uint32_t> next(at_.begin(), at_.end() - 1);
+  for (const Op& op : trace.ops)
+    for (BufferId b : op.updates) ops_[next[b]++] = op.id;
 }
+
+Updaters updaters(const Trace& trace) { return Updaters(trace); }
 
 }  // namespace memsim

@@ -3,6 +3,7 @@
 // moves, the model's parameter count, which ops update each buffer in place. When each
 // buffer is live is compute_liveness() in trace.h.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "sim/workload/trace.h"
@@ -23,7 +24,21 @@ std::uint64_t parameter_count(const Trace& trace, DType weight_dtype);
 /// precision).
 std::uint64_t parameter_count(const Trace& trace);
 
-/// Per buffer, the ops that update it in place (Op::updates), in issue order.
-std::vector<std::vector<OpId>> updaters(const Trace& trace);
+/// Per buffer, the ops that update it in place (Op::updates), in issue order: one list for
+/// the whole step and an offset per buffer, not a vector per buffer (a step of five million
+/// buffers, nearly all updated by nothing, would hold 120 MB of empty vectors).
+class Updaters {
+ public:
+  explicit Updaters(const Trace& trace);
+  std::span<const OpId> operator[](BufferId b) const {
+    return {ops_.data() + at_[b], ops_.data() + at_[b + 1]};
+  }
+  std::size_t size() const { return at_.size() - 1; }
+
+ private:
+  std::vector<std::uint32_t> at_;  // buffer b's updaters are ops_[at_[b], at_[b + 1])
+  std::vector<OpId> ops_;
+};
+Updaters updaters(const Trace& trace);
 
 }  // namespace memsim

@@ -289,23 +289,34 @@ void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std
   }
 }
 
+IdLists::IdLists(std::size_t owners, const std::vector<std::uint32_t>& owner_of,
+                 const std::vector<std::uint32_t>& ids)
+    : at_(owners + 1, 0), ids_(ids.size()) {
+  for (std::uint32_t o : owner_of) ++at_[o + 1];
+  for (std::size_t i = 1; i < at_.size(); ++i) at_[i] += at_[i - 1];
+  std::vector<std::uint32_t> next(at_.begin(), at_.end() - 1);
+  for (std::size_t k = 0; k < ids.size(); ++k) ids_[next[owner_of[k]]++] = ids[k];
+}
+
 Liveness compute_liveness(const Trace& trace) {
   Liveness l;
   const auto n = trace.buffers.size();
   l.first.assign(n, kNoOp);
   l.last_use.assign(n, kNoOp);
-  l.dies_after.assign(trace.ops.size(), {});
   for (const Buffer& b : trace.buffers) l.first[b.id] = b.producer;
   for (const Op& op : trace.ops) {
     for (BufferId b : op.reads()) l.last_use[b] = op.id;
   }
+  std::vector<std::uint32_t> dying, at;  // buffers in id order, and the op each dies after
   for (const Buffer& b : trace.buffers) {
     if (b.persistent || trace.ops.empty()) continue;
     OpId end = l.last_use[b.id];
     if (end == kNoOp || (b.producer != kNoOp && end < b.producer))
       end = b.producer == kNoOp ? 0 : b.producer;  // never used: dead right after creation
-    l.dies_after[end].push_back(b.id);
+    dying.push_back(b.id);
+    at.push_back(end);
   }
+  l.dies_after = IdLists(trace.ops.size(), at, dying);
   return l;
 }
 

@@ -233,6 +233,24 @@ void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std
                       const std::map<std::string, std::string>& group_names = {});
 
 /// When each buffer is live, in op indices.
+/// A list of ids for each index (each op's buffers, say), in one block: offsets into one
+/// flat vector, not a vector (and a heap block) per index.
+class IdLists {
+ public:
+  IdLists() = default;
+  /// For each of `owners` indices, the ids whose owner it is, in `ids` order: owner_of[k]
+  /// (below `owners`) is ids[k]'s.
+  IdLists(std::size_t owners, const std::vector<std::uint32_t>& owner_of, const std::vector<std::uint32_t>& ids);
+  std::span<const std::uint32_t> operator[](std::size_t i) const {
+    return {ids_.data() + at_[i], ids_.data() + at_[i + 1]};
+  }
+  std::size_t size() const { return at_.empty() ? 0 : at_.size() - 1; }
+
+ private:
+  std::vector<std::uint32_t> at_;  // index i's ids are ids_[at_[i], at_[i + 1])
+  std::vector<std::uint32_t> ids_;
+};
+
 struct Liveness {
   /// Op index that creates the buffer; kNoOp when resident at the start.
   std::vector<OpId> first;
@@ -240,7 +258,7 @@ struct Liveness {
   /// (its producer's output is then dead at once).
   std::vector<OpId> last_use;
   /// For each op, the non-persistent buffers whose last use it is, in id order.
-  std::vector<std::vector<BufferId>> dies_after;
+  IdLists dies_after;
 };
 Liveness compute_liveness(const Trace& trace);
 

@@ -44,6 +44,7 @@ void expect_buffers(const Trace& t, const std::vector<B>& want) {
 }
 
 using Ids = std::vector<BufferId>;
+Ids ids(std::span<const BufferId> s) { return Ids(s.begin(), s.end()); }
 
 // What importing `text` as t.json says: its error, or "no error".
 std::string message(const std::string& text) {
@@ -94,8 +95,8 @@ TEST(PytorchEt, Schema10NestingViewsInPlaceRecycledStorageTensorList) {
   EXPECT_EQ(l.last_use[4], 4u);
   EXPECT_EQ(l.last_use[5], 4u);
   EXPECT_EQ(l.last_use[6], kNoOp);
-  EXPECT_EQ(l.dies_after[2], Ids{3});
-  EXPECT_EQ(l.dies_after[4], (Ids{4, 5, 6}));
+  EXPECT_EQ(ids(l.dies_after[2]), Ids{3});
+  EXPECT_EQ(ids(l.dies_after[4]), (Ids{4, 5, 6}));
 }
 
 // Schema 1.1.x: a training step. Broadcast strides size the bias by its storage; the weight
@@ -135,8 +136,8 @@ TEST(PytorchEt, Schema11TrainingStepCategoriesAndPhases) {
   Liveness l = compute_liveness(t);
   EXPECT_EQ(l.last_use[2], 1u);
   EXPECT_EQ(l.last_use[4], 2u);
-  EXPECT_EQ(l.dies_after[1], Ids{2});
-  EXPECT_EQ(l.dies_after[2], Ids{4});
+  EXPECT_EQ(ids(l.dies_after[1]), Ids{2});
+  EXPECT_EQ(ids(l.dies_after[2]), Ids{4});
 }
 
 TEST(PytorchEt, RecognisedByContentOnly) {

@@ -50,7 +50,7 @@ class ScheduleLayout {
 
   const Trace& t_;
   const std::vector<double>& durations_;
-  std::vector<std::vector<OpId>> updaters_;
+  Updaters updaters_;
   std::vector<Entry> entries_;                  // effective order
   std::vector<std::vector<std::size_t>> reads_;  // per buffer: entry indices reading it
   std::vector<std::vector<std::size_t>> made_;   // per buffer: entries remaking it
