@@ -6,7 +6,9 @@
 #include "sim/core/config.h"
 #include "sim/core/interned.h"
 #include "sim/core/small_vec.h"
+#include "sim/report/peak.h"
 #include "sim/report/recorder.h"
+#include "sim/workload/analysis.h"
 #include "sim/workload/trace.h"
 #include "sim/workload/workload.h"
 
@@ -20,6 +22,7 @@ TEST(MemoryPerOp, StructureSizes) {
   EXPECT_LE(sizeof(SampleLog::Entry), 40u);
   EXPECT_EQ(sizeof(SmallVec<BufferId, 2>), 16u);
   EXPECT_EQ(sizeof(Interned), sizeof(void*));
+  EXPECT_LE(sizeof(PeakBuffer), 64u);  // names are views into the report's one block of text
 }
 
 TEST(MemoryPerOp, IdsInlineUpToTwo) {
@@ -57,6 +60,42 @@ TEST(MemoryPerOp, ChainOpsNeedNoHeapForTheirIds) {
     EXPECT_LE(op.outputs.capacity(), 2u) << op.name;
     EXPECT_LE(op.updates.capacity(), 2u) << op.name;
   }
+}
+
+TEST(MemoryPerOp, PerOpAndPerBufferListsAreOneBlock) {
+  // dies_after (per op) and the updaters (per buffer) as offsets into one vector: the same
+  // lists, in the same order, as a vector each would hold.
+  const Trace t = generate_workload(ConfigNode::parse_text("model: chain\nlayers: 50\nwidth: 8\noptimizer: adam\n", "test"));
+  const Liveness l = compute_liveness(t);
+  ASSERT_EQ(l.dies_after.size(), t.ops.size());
+  std::vector<std::vector<BufferId>> dies(t.ops.size());
+  for (const Buffer& b : t.buffers) {
+    if (b.persistent) continue;
+    OpId end = l.last_use[b.id];
+    if (end == kNoOp || (b.producer != kNoOp && end < b.producer)) end = b.producer == kNoOp ? 0 : b.producer;
+    dies[end].push_back(b.id);
+  }
+  std::size_t listed = 0;
+  for (OpId op = 0; op < t.ops.size(); ++op) {
+    const auto got = l.dies_after[op];
+    EXPECT_EQ(std::vector<BufferId>(got.begin(), got.end()), dies[op]) << t.ops[op].name;
+    listed += got.size();
+  }
+  EXPECT_GT(listed, 100u);
+  const Updaters u = updaters(t);
+  ASSERT_EQ(u.size(), t.buffers.size());
+  std::vector<std::vector<OpId>> by_buffer(t.buffers.size());
+  for (const Op& op : t.ops)
+    for (BufferId b : op.updates) by_buffer[b].push_back(op.id);
+  std::size_t updated = 0;
+  for (BufferId b = 0; b < t.buffers.size(); ++b) {
+    EXPECT_EQ(std::vector<OpId>(u[b].begin(), u[b].end()), by_buffer[b]) << t.buffers[b].name;
+    updated += !u[b].empty();
+  }
+  EXPECT_GT(updated, 100u) << "adam updates each weight and its two states";
+  const IdLists none(3, {}, {});
+  EXPECT_EQ(none.size(), 3u);
+  EXPECT_TRUE(none[2].empty());
 }
 
 }  // namespace
