@@ -169,27 +169,19 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
     PeakReport& peak = summary.peaks[t];
     if (tier.usage.peak_allocated_bytes == 0) continue;
     // Largest first; ties in the order the step made them (buffer ids; workspace, which has
-    // none, after the buffers, in the order the live set lists it). Sorted as integer keys,
-    // then built: a million live buffers cost no string comparison.
-    struct Key {
-      std::uint64_t bytes;
-      std::uint32_t buffer;  // AllocationChange::kNoBuffer for workspace: after the buffers
-      std::uint32_t entry;
-    };
-    const std::vector<PeakLiveSet::Entry> live = recorder.peak_live().live_at_peak(t);
-    std::vector<Key> keys;
-    keys.reserve(live.size());
-    for (std::uint32_t k = 0; k < live.size(); ++k) keys.push_back({live[k].bytes, live[k].buffer, k});
-    std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
+    // none, after the buffers, by category). Sorted in place on integer keys: a million
+    // live buffers cost no string comparison and no second list.
+    std::vector<PeakLiveSet::Entry> live = recorder.peak_live().live_at_peak(t);
+    std::sort(live.begin(), live.end(), [](const PeakLiveSet::Entry& a, const PeakLiveSet::Entry& b) {
       if (a.bytes != b.bytes) return a.bytes > b.bytes;
       if (a.buffer != b.buffer) return a.buffer < b.buffer;
-      return a.entry < b.entry;
+      return a.category < b.category;  // what is left equal is alike in every column
     });
     // The names in one block, sized first so that nothing moves while the views are made.
     std::size_t text_bytes = 0;
-    for (const Key& key : keys)
-      if (key.buffer != AllocationChange::kNoBuffer) {
-        const Buffer& buf = trace.buffers[key.buffer];
+    for (const PeakLiveSet::Entry& e : live)
+      if (e.buffer != AllocationChange::kNoBuffer) {
+        const Buffer& buf = trace.buffers[e.buffer];
         text_bytes += buf.name.size() + (buf.producer != kNoOp ? trace.ops[buf.producer].name.size() : 0);
       }
     auto text = std::make_shared<std::string>();
@@ -199,13 +191,13 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
       text->append(s);
       return std::string_view(text->data() + at, s.size());
     };
-    peak.live.reserve(keys.size());
-    for (const Key& key : keys) {
+    peak.live.reserve(live.size());
+    for (const PeakLiveSet::Entry& e : live) {
       PeakBuffer& b = peak.live.emplace_back();
-      b.category = live[key.entry].category;
-      b.bytes = key.bytes;
-      if (key.buffer != AllocationChange::kNoBuffer) {
-        const Buffer& buf = trace.buffers[key.buffer];
+      b.category = e.category;
+      b.bytes = e.bytes;
+      if (e.buffer != AllocationChange::kNoBuffer) {
+        const Buffer& buf = trace.buffers[e.buffer];
         b.name = keep(buf.name);
         if (buf.producer != kNoOp) {
           b.producer = keep(trace.ops[buf.producer].name);
