@@ -2,17 +2,22 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 namespace memsim {
 
-void append_double(std::string& out, double v) {
+char* format_double(char* out, double v) {
+  auto put = [&out](std::string_view s) {
+    std::memcpy(out, s.data(), s.size());
+    out += s.size();
+  };
   if (std::isnan(v)) {
-    out += std::signbit(v) ? "-nan" : "nan";
-    return;
+    put(std::signbit(v) ? "-nan" : "nan");
+    return out;
   }
   if (std::isinf(v)) {
-    out += v < 0 ? "-inf" : "inf";
-    return;
+    put(v < 0 ? "-inf" : "inf");
+    return out;
   }
   // The shortest round-trip digits and their exponent, from to_chars' scientific form
   // ("-5.134e-06"); then laid out as fmt lays them out.
@@ -22,7 +27,7 @@ void append_double(std::string& out, double v) {
   const std::size_t e = text.find('e');
   std::size_t at = 0;
   if (text[0] == '-') {
-    out += '-';
+    *out++ = '-';
     at = 1;
   }
   char digits[24];
@@ -31,56 +36,58 @@ void append_double(std::string& out, double v) {
     if (text[i] != '.') digits[n++] = text[i];
   int exp = 0;
   std::from_chars(text.data() + e + (text[e + 1] == '+' ? 2 : 1), text.data() + text.size(), exp);
+  const std::string_view all(digits, static_cast<std::size_t>(n));
   if (exp < -4 || exp >= 16) {
-    out += digits[0];
+    *out++ = digits[0];
     if (n > 1) {
-      out += '.';
-      out.append(digits + 1, static_cast<std::size_t>(n - 1));
+      *out++ = '.';
+      put(all.substr(1));
     }
-    out += 'e';
-    out += exp < 0 ? '-' : '+';
+    *out++ = 'e';
+    *out++ = exp < 0 ? '-' : '+';
     const int a = std::abs(exp);
-    if (a < 10) out += '0';
-    char ed[8];
-    const auto er = std::to_chars(ed, ed + sizeof ed, a);
-    out.append(ed, er.ptr);
-    return;
+    if (a < 10) *out++ = '0';
+    return std::to_chars(out, out + 8, a).ptr;
   }
   if (exp < 0) {  // 0.000ddd
-    out += "0.";
-    out.append(static_cast<std::size_t>(-exp - 1), '0');
-    out.append(digits, static_cast<std::size_t>(n));
-    return;
+    put("0.");
+    for (int z = 0; z < -exp - 1; ++z) *out++ = '0';
+    put(all);
+    return out;
   }
   const int whole = exp + 1;  // digits before the point
   if (n <= whole) {
-    out.append(digits, static_cast<std::size_t>(n));
-    out.append(static_cast<std::size_t>(whole - n), '0');
-    return;
+    put(all);
+    for (int z = 0; z < whole - n; ++z) *out++ = '0';
+    return out;
   }
-  out.append(digits, static_cast<std::size_t>(whole));
-  out += '.';
-  out.append(digits + whole, static_cast<std::size_t>(n - whole));
+  put(all.substr(0, static_cast<std::size_t>(whole)));
+  *out++ = '.';
+  put(all.substr(static_cast<std::size_t>(whole)));
+  return out;
+}
+
+void append_double(std::string& out, double v) {
+  char text[kMaxDoubleChars];
+  out.append(text, format_double(text, v));
 }
 
 TextOut& TextOut::put_csv(std::string_view s) {
   bool plain = true;
   for (char c : s) plain &= c != ',' && c != '"' && c != '\n';
   if (plain) return put(s);
-  std::string& o = out();
-  o += '"';
+  put('"');
   for (char c : s) {
-    if (c == '"') o += '"';
-    o += c;
+    if (c == '"') put('"');
+    put(c);
   }
-  o += '"';
-  return spill();
+  return put('"');
 }
 
 void TextOut::flush() {
-  if (!file_ || buffer_.empty()) return;
-  file_->write(buffer_);
-  buffer_.clear();
+  if (!file_ || at_ == buffer_.get()) return;
+  file_->write(std::string_view(buffer_.get(), static_cast<std::size_t>(at_ - buffer_.get())));
+  at_ = buffer_.get();
 }
 
 void TextOut::finish() {

@@ -9,6 +9,8 @@
 // file is the same byte for byte whichever of the two wrote it.
 #include <charconv>
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -16,38 +18,59 @@
 
 namespace memsim {
 
+/// Writes `v` at `out` as fmt::format("{}", v) would, returning the end; at most
+/// kMaxDoubleChars characters.
+inline constexpr std::size_t kMaxDoubleChars = 48;
+char* format_double(char* out, double v);
 /// Appends `v` to `out` as fmt::format("{}", v) would.
 void append_double(std::string& out, double v);
 
 class TextOut {
  public:
   /// Buffered writes to `file`; call finish() once everything is written.
-  explicit TextOut(OutputFile& file) : file_(&file) { buffer_.reserve(kFlushBytes + 4096); }
+  explicit TextOut(OutputFile& file)
+      : file_(&file), buffer_(new char[kFlushBytes]), at_(buffer_.get()), end_(buffer_.get() + kFlushBytes) {}
   /// Everything into `text`.
   explicit TextOut(std::string& text) : text_(&text) {}
   TextOut(const TextOut&) = delete;
   TextOut& operator=(const TextOut&) = delete;
 
   TextOut& put(std::string_view s) {
-    if (file_ && s.size() >= kFlushBytes) {  // a large piece goes straight to the file
-      flush();
-      file_->write(s);
+    if (!file_) {
+      text_->append(s);
       return *this;
     }
-    out().append(s);
-    return spill();
+    if (s.size() > static_cast<std::size_t>(end_ - at_)) {
+      flush();
+      if (s.size() >= kFlushBytes) {  // a large piece goes straight to the file
+        file_->write(s);
+        return *this;
+      }
+    }
+    std::memcpy(at_, s.data(), s.size());
+    at_ += s.size();
+    return *this;
   }
   TextOut& put(char c) {
-    out().push_back(c);
-    return spill();
+    if (!file_) {
+      text_->push_back(c);
+      return *this;
+    }
+    if (at_ == end_) flush();
+    *at_++ = c;
+    return *this;
   }
   TextOut& put(std::uint64_t v) { return put_integer(v); }
   TextOut& put(std::uint32_t v) { return put_integer(v); }
   TextOut& put(std::int64_t v) { return put_integer(v); }
   TextOut& put(int v) { return put_integer(v); }
   TextOut& put(double v) {
-    append_double(out(), v);
-    return spill();
+    if (!file_) {
+      append_double(*text_, v);
+      return *this;
+    }
+    at_ = format_double(room(kMaxDoubleChars), v);
+    return *this;
   }
   /// A CSV field: as it is, or quoted (quotes doubled) when it holds a comma, quote or newline.
   TextOut& put_csv(std::string_view s);
@@ -55,24 +78,31 @@ class TextOut {
   void finish();
 
  private:
+  // A file's buffer: written through a cursor, handed to the file when a piece does not fit.
   static constexpr std::size_t kFlushBytes = std::size_t{1} << 20;
-  std::string& out() { return text_ ? *text_ : buffer_; }
+  char* room(std::size_t n) {
+    if (static_cast<std::size_t>(end_ - at_) < n) flush();
+    return at_;
+  }
   template <typename T>
   TextOut& put_integer(T v) {
-    char digits[24];
-    const auto r = std::to_chars(digits, digits + sizeof digits, v);
-    out().append(digits, r.ptr);
-    return spill();
-  }
-  TextOut& spill() {
-    if (file_ && buffer_.size() >= kFlushBytes) flush();
+    if (!file_) {
+      char digits[24];
+      const auto r = std::to_chars(digits, digits + sizeof digits, v);
+      text_->append(digits, r.ptr);
+      return *this;
+    }
+    char* p = room(24);
+    at_ = std::to_chars(p, p + 24, v).ptr;
     return *this;
   }
   void flush();
 
   OutputFile* file_ = nullptr;
   std::string* text_ = nullptr;
-  std::string buffer_;
+  std::unique_ptr<char[]> buffer_;
+  char* at_ = nullptr;
+  char* end_ = nullptr;
 };
 
 }  // namespace memsim
