@@ -6,11 +6,12 @@
 // counted per buffer. An Op reads `inputs`, creates `outputs` (allocated just before it runs)
 // and may overwrite some existing buffers in place (`updates`: an in-place ReLU, an
 // optimizer step writing the weights). Data dependencies form a DAG; validate() proves it.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -107,6 +108,23 @@ class OpReads {
   std::span<const BufferId> inputs_, updates_;
 };
 
+/// A duration that may be absent, in 8 bytes (std::optional<double> takes 16): absent is a
+/// NaN, which no measured duration is. Reads like an optional.
+class MaybeSeconds {
+ public:
+  MaybeSeconds() = default;
+  MaybeSeconds(std::nullopt_t) {}  // NOLINT: implicit, as an optional's
+  MaybeSeconds(double s) : s_(s) {}  // NOLINT
+  bool has_value() const { return !std::isnan(s_); }
+  explicit operator bool() const { return has_value(); }
+  double operator*() const { return s_; }
+  double value_or(double other) const { return has_value() ? s_ : other; }
+  void reset() { s_ = std::numeric_limits<double>::quiet_NaN(); }
+
+ private:
+  double s_ = std::numeric_limits<double>::quiet_NaN();
+};
+
 struct Op {
   OpId id = 0;
   std::uint32_t device = 0;  // index of the compute device in the platform
@@ -123,7 +141,7 @@ struct Op {
   double flops = 0;
   double bytes_moved = 0;  // bytes read and written in the compute tier
   std::uint64_t workspace_bytes = 0;     // transient, freed right after the op
-  std::optional<double> measured_s;      // a duration measured on real hardware
+  MaybeSeconds measured_s;               // a duration measured on real hardware
   // Communication ops (kind all_reduce, all_gather, ...): the message and who takes part.
   /// The whole tensor the collective works on, per rank: an all-reduce's buffer, an
   /// all-gather's gathered output, a reduce-scatter's unreduced input; a send's message.

@@ -16,7 +16,7 @@ namespace memsim {
 namespace {
 
 TEST(MemoryPerOp, StructureSizes) {
-  EXPECT_LE(sizeof(Op), 176u);
+  EXPECT_LE(sizeof(Op), 168u);
   EXPECT_LE(sizeof(Buffer), 56u);
   EXPECT_LE(sizeof(Event), 56u);
   EXPECT_LE(sizeof(SampleLog::Entry), 40u);
