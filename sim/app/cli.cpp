@@ -201,6 +201,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   struct FileJob {
     std::string name;
     std::function<bool(TextOut&)> write;  // false: nothing to say, no file; empty: streamed
+    bool needs_peaks = false;             // launched once the peaks are explained
     std::future<bool> done;
   };
   std::vector<FileJob> jobs;
@@ -219,18 +220,18 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   if (outputs.timeline)
     jobs.push_back({"timeline.csv", streamed_files ? Write() : [&](TextOut& o) {
                       return write_timeline_csv(o, recorder.events(), trace, platform_run), true;
-                    }, {}});
+                    }, false, {}});
   if (outputs.memory)
     jobs.push_back({"memory.csv", streamed_files ? Write() : [&](TextOut& o) {
                       return write_memory_csv(o, recorder.samples(), platform_run), true;
-                    }, {}});
-  if (outputs.peak) jobs.push_back({"peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); }, {}});
+                    }, false, {}});
+  if (outputs.peak) jobs.push_back({"peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); }, true, {}});
   if (outputs.tiles)
     jobs.push_back({"tiles.csv", [&](TextOut& o) {
                       const std::string tiles = tiles_csv(summary);
                       o.put(tiles);
                       return !tiles.empty();
-                    }, {}});
+                    }, true, {}});
   // The timeline: trace.pftrace (Perfetto's format) or, with --trace-format json, trace.json.
   // It reads the summary, not its peaks.
   const bool pftrace = trace_format == "pftrace";
@@ -249,17 +250,16 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                         trace_written = chrome.events_written, trace_total = chrome.events_total, trace_until_s = chrome.written_until_s;
                       }
                       return true;
-                    }, {}});
+                    }, false, {}});
   if (outputs.events)
     jobs.push_back({"events.csv", [&](TextOut& o) {
                       return write_events_csv(o, recorder.allocations(), trace, platform_run), true;
-                    }, {}});
-  const auto needs_peaks = [](const FileJob& j) { return j.name == "peak.csv" || j.name == "tiles.csv"; };
+                    }, false, {}});
   std::error_code ec;
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
   for (FileJob& job : jobs)
-    if (job.write && !needs_peaks(job)) launch(job);
+    if (job.write && !job.needs_peaks) launch(job);
   explain_peaks(result, platform_run);
   if (summary.oom && advice) {
     // What would fit, by child runs of the same inputs; for one device and one workload.
@@ -278,7 +278,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   }
   const std::string json_text = summary_json(summary);
   for (FileJob& job : jobs)
-    if (job.write && needs_peaks(job)) launch(job);
+    if (job.write && job.needs_peaks) launch(job);
   std::vector<bool> wrote;
   std::exception_ptr failed;
   for (FileJob& job : jobs) {  // every writer finishes before the first error is passed on

@@ -109,7 +109,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
     std::uint32_t device;  // index into compute_devices_
     std::uint32_t stream;
     std::vector<Step> own;  // its steps, when the plan's are split over several streams
-    std::span<const Step> steps;  // the plan's own steps, for a plan of one stream
+    std::span<const Step> steps;  // what it runs: the plan's steps (a plan of one stream), or own
   };
 
   void split_plan();

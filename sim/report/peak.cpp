@@ -101,14 +101,20 @@ std::string category_words(Category c) {
   return "other";
 }
 
-std::string layer_of(const std::string& op_name) {
-  std::string_view name = op_name;
+namespace {
+
+// layer_of as a prefix of the name itself.
+std::string_view layer_prefix(std::string_view name) {
   for (std::string_view suffix : {".backward", ".recompute"})
     if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
       name.remove_suffix(suffix.size());
   const auto dot = name.rfind('.');
-  return std::string(dot == std::string_view::npos ? name : name.substr(0, dot));
+  return dot == std::string_view::npos ? name : name.substr(0, dot);
 }
+
+}  // namespace
+
+std::string layer_of(const std::string& op_name) { return std::string(layer_prefix(op_name)); }
 
 namespace {
 
@@ -201,7 +207,7 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
         b.name = keep(buf.name);
         if (buf.producer != kNoOp) {
           b.producer = keep(trace.ops[buf.producer].name);
-          b.layer = b.producer.substr(0, layer_of(std::string(b.producer)).size());  // a prefix of it
+          b.layer = layer_prefix(b.producer);
         }
       }
     }

@@ -90,7 +90,7 @@ struct TierCounters {
 // The protocol-buffer wire format, written by hand for the event packets (a message object
 // per packet, cleared and serialized, cost most of the trace's time). Fields go in the order
 // of their numbers, as the generated classes write them, so the bytes are the same.
-enum Wire : std::uint32_t { kVarint = 0, kFixed64 = 1, kBytes = 2 };
+enum Wire : std::uint32_t { kVarint = 0, kBytes = 2 };
 
 constexpr std::size_t varint_size(std::uint64_t v) {
   std::size_t n = 1;

@@ -36,20 +36,11 @@ TraceLayout::TraceLayout(const std::vector<Event>& events, const SampleLog& samp
   // What every sample showed, kept or not (the recorder may keep only those the cap can
   // reach: see kept_samples_for).
   const std::size_t n_tiers = platform_.tiers.size();
-  tier_categories_.assign(n_tiers, {});
-  tier_reserved_differs_.assign(n_tiers, false);
-  tier_sampled_.assign(n_tiers, false);
-  tier_last_sample_s_.assign(n_tiers, 0);
+  tier_stats_ = samples_.tier_stats();
+  tier_stats_.resize(n_tiers);  // a tier never sampled: no samples, no categories
   tier_evicts_.assign(n_tiers, false);
   std::size_t counter_events = 0;  // all samples' events
-  const auto& stats = samples_.tier_stats();
-  for (std::size_t t = 0; t < stats.size() && t < n_tiers; ++t) {
-    tier_categories_[t] = stats[t].categories;
-    tier_reserved_differs_[t] = stats[t].reserved_differs;
-    tier_sampled_[t] = stats[t].samples > 0;
-    tier_last_sample_s_[t] = stats[t].last_time_s;
-    counter_events += stats[t].samples * (stats[t].reserved_differs ? 3 : 2);
-  }
+  for (std::size_t t = 0; t < n_tiers; ++t) counter_events += tier_stats_[t].samples * counter_weight(t);
 
   // The slices (and evictions) sorted by start; the counter samples, which the run produced
   // in time order. Merged in time order, ties in the order the run produced them (events
@@ -68,6 +59,9 @@ TraceLayout::TraceLayout(const std::vector<Event>& events, const SampleLog& samp
   }
   const auto by_time = [](const TraceItem& a, const TraceItem& b) { return a.ts_ns < b.ts_ns; };
   if (!std::is_sorted(slices.begin(), slices.end(), by_time)) std::stable_sort(slices.begin(), slices.end(), by_time);
+  // Every sample, even several at one instant: the last is the value the tier keeps, but an
+  // earlier one may be the peak (an allocation that a drop at the same instant makes room
+  // for), and Perfetto draws each counter track's range per pixel, so the peak shows.
   std::vector<TraceItem> counters;  // the kept samples: a sample's last entry has its time
   counters.reserve(samples_.size());
   const auto& entries = samples_.entries();
@@ -80,10 +74,8 @@ TraceLayout::TraceLayout(const std::vector<Event>& events, const SampleLog& samp
   std::optional<TraceItem> oom;
   if (summary_.oom) oom = TraceItem{trace_ns(oom_time_s()), TraceItemKind::oom, 0, 0};
 
-  // A counter sample is two or three events (by category, allocated, reserved).
   auto weight = [&](const TraceItem& item) -> std::size_t {
-    if (item.kind != TraceItemKind::counter) return 1;
-    return tier_reserved_differs_[item.tid] ? 3 : 2;  // a counter's tid is its tier
+    return item.kind == TraceItemKind::counter ? counter_weight(item.tid) : 1;  // a counter's tid is its tier
   };
   events_total_ = slices.size() + counter_events + (oom ? 1 : 0);
   std::size_t i = 0, j = 0;
@@ -169,8 +161,8 @@ double TraceLayout::oom_time_s() const {
   const Op* op = o.op_id < trace_.ops.size() && trace_.ops[o.op_id].name == o.op ? &trace_.ops[o.op_id] : nullptr;
   for (const Event& e : events_)
     if (!is_copy(e.kind) && op && e.device == op->device && e.lane == op->stream) t = std::max(t, e.end_s);
-  if (auto tier = platform_.find_tier(o.tier); tier && *tier < tier_last_sample_s_.size())
-    t = std::max(t, tier_last_sample_s_[*tier]);
+  if (auto tier = platform_.find_tier(o.tier); tier && *tier < tier_stats_.size())
+    t = std::max(t, tier_stats_[*tier].last_time_s);
   return t;
 }
 

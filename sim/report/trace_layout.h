@@ -94,10 +94,10 @@ class TraceLayout {
 
   /// Whether a category ever holds bytes on a tier; whether its reserved bytes ever differ
   /// from its allocated bytes.
-  bool tier_has_category(std::size_t tier, int category) const { return tier_categories_[tier][category]; }
-  bool tier_reserved_differs(std::size_t tier) const { return tier_reserved_differs_[tier]; }
+  bool tier_has_category(std::size_t tier, int category) const { return tier_stats_[tier].categories[category]; }
+  bool tier_reserved_differs(std::size_t tier) const { return tier_stats_[tier].reserved_differs; }
   /// Whether a tier's occupancy ever changed (it has counter samples).
-  bool tier_sampled(std::size_t tier) const { return tier_sampled_[tier]; }
+  bool tier_sampled(std::size_t tier) const { return tier_stats_[tier].samples > 0; }
   /// Whether anything was ever evicted from a tier (a swap out of a compute tier).
   bool tier_evicts(std::size_t tier) const { return tier_evicts_[tier]; }
 
@@ -109,12 +109,13 @@ class TraceLayout {
  private:
   void assign_copy_engines();
   double oom_time_s() const;
+  /// A counter sample is two or three events (by category, allocated, reserved).
+  std::size_t counter_weight(std::size_t tier) const { return tier_stats_[tier].reserved_differs ? 3 : 2; }
 
   const std::vector<Event>& events_;
   const SampleLog& samples_;
   mutable SampleLog::iterator next_sample_;  // sample(): the replay, showing sample next_index_
   mutable std::uint32_t next_index_ = 0;
-  std::vector<double> tier_last_sample_s_;  // per tier: its last change
   const Summary& summary_;
   const Trace& trace_;
   const PlatformSpec& platform_;
@@ -122,9 +123,7 @@ class TraceLayout {
 
   std::vector<TraceItem> items_;
   std::vector<std::uint32_t> event_tid_;  // by event index
-  std::vector<std::array<bool, kCategoryCount>> tier_categories_;
-  std::vector<bool> tier_reserved_differs_;
-  std::vector<bool> tier_sampled_;
+  std::vector<SampleLog::TierStats> tier_stats_;  // per tier: what all its samples showed
   std::vector<bool> tier_evicts_;
   std::size_t kept_ = 0;
   std::size_t events_total_ = 0, events_written_ = 0;
