@@ -119,22 +119,38 @@ class Pipeliner {
       }
       chunk_[op.id] = current;
     }
-    // Which stages use each buffer outside the optimizer.
+    // Which stages use each buffer outside the optimizer, and which write it.
     users_.assign(in_.buffers.size(), {});
+    std::vector<std::set<std::uint32_t>> writers(in_.buffers.size());
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer) continue;
       const std::uint32_t d = stage_of(chunk_[op.id]);
       for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
         for (BufferId b : *list) users_[b].insert(d);
+      for (const auto* list : {&op.outputs, &op.updates})
+        for (BufferId b : *list) writers[b].insert(d);
     }
+    // A parameter's gradient that several stages add to (a tied embedding's: the head's part
+    // on the last stage, the embedding's on the first) is each stage's own, accumulated over
+    // its micro-batches and all-reduced once over those stages before the optimizer steps
+    // (Megatron's embedding group, _allreduce_embedding_grads), never sent stage to stage.
+    for (const Op& op : in_.ops)
+      if (op.phase == Phase::optimizer)
+        for (BufferId b : op.inputs)
+          if (in_.buffers[b].category == Category::gradient && writers[b].size() > 1 && !shared_grad_.count(b))
+            shared_grad_.emplace(b, std::vector<std::uint32_t>(writers[b].begin(), writers[b].end()));
   }
 
   // A buffer written on one stage and then used on another: sent after that last write,
   // received before the use. The writer is the last one, not the maker: a gradient that
   // residual connections accumulate in place is made by the last layer and updated by every
   // layer before it, so each stage sends on what the stage after it sent and it added to.
+  // A stage that received a buffer holds that version until another stage writes it again:
+  // the gradient of the residual stream under the interleaved schedule comes back to a stage
+  // once per chunk it holds, and is received each time.
   void find_crossings() {
     std::vector<OpId> last_write(in_.buffers.size(), kNoOp);
+    std::map<std::pair<BufferId, std::uint32_t>, OpId> holds;  // (buffer, stage) -> the write it received
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer) continue;
       const std::uint32_t d = stage_of(chunk_[op.id]);
@@ -142,14 +158,18 @@ class Pipeliner {
         for (BufferId b : *list) {
           const OpId last = last_write[b];
           if (last == kNoOp) continue;  // resident at the start (an input, a weight): each stage holds it
+          if (shared_grad_.count(b)) continue;  // each stage's own, reduced before the step
           const std::uint32_t from = stage_of(chunk_[last]);
-          if (from == d || crossing_.count({b, d})) continue;
+          if (from == d) continue;
+          const auto [held, fresh] = holds.try_emplace({b, d}, last);
+          if (!fresh && held->second == last) continue;
+          held->second = last;
           // A group of its own (a stream of its own on each side): sends and receives of
           // different tensors between the same stages need not come in the same order.
           const std::string group = fmt::format("pp.{}>{}:{}", chunk_[last], chunk_[op.id], in_.buffers[b].name);
-          crossing_[{b, d}] = Crossing{from, last, op.id, group};
-          sends_after_[last].push_back({b, d});
-          recvs_before_[op.id].push_back({b, d});
+          crossing_[{b, op.id}] = Crossing{from, d, last, op.id, group};
+          sends_after_[last].push_back({b, op.id});
+          recvs_before_[op.id].push_back({b, op.id});
         }
       for (const auto* list : {&op.outputs, &op.updates})
         for (BufferId b : *list) last_write[b] = op.id;
@@ -164,7 +184,9 @@ class Pipeliner {
     t.description = in_.description;
     t.parameters = in_.parameters;
     std::vector<BufferId> id(in_.buffers.size(), kNoOp);
+    const SharedGradStart start = shared_grad_start(d);
     auto buffer = [&](BufferId b) {
+      if (const auto it = start.stolen.find(b); it != start.stolen.end()) b = it->second;
       if (id[b] == kNoOp) {
         const Buffer& orig = in_.buffers[b];
         id[b] = t.add_buffer(orig.name, orig.bytes, orig.category, orig.persistent);
@@ -186,22 +208,31 @@ class Pipeliner {
       if (orig.phase == Phase::optimizer) continue;
       const std::uint32_t chunk = chunk_[orig.id];
       if (auto it = recvs_before_.find(orig.id); it != recvs_before_.end() && stage_of(chunk) == d)
-        for (const auto& [b, to] : it->second) {
+        for (const auto& [b, use] : it->second) {
           const Buffer& src = in_.buffers[b];
-          const BufferId copy = t.add_buffer(src.name + ".recv", src.bytes, src.category, false);
+          // Interleaved, a buffer may come to a stage once per chunk it holds: named by chunk.
+          const std::string name =
+              s_.virtual_stages > 1 ? fmt::format("{}.recv.{}", src.name, chunk) : src.name + ".recv";
+          const BufferId copy = t.add_buffer(name, src.bytes, src.category, false);
           received[b] = copy;
           Op recv;
-          recv.name = src.name + ".recv";
+          recv.name = name;
           recv.kind = "recv";
           recv.phase = orig.phase;
           recv.dtype = orig.dtype;
           recv.outputs = {copy};
           recv.message_bytes = src.bytes;
-          recv.group = crossing_.at({b, to}).group;
+          recv.group = crossing_.at({b, use}).group;
           add(std::move(recv), chunk);
         }
-      if (stage_of(chunk) == d) {
+      if (stage_of(chunk) == d && !start.dropped.count(orig.id)) {
         Op op = orig;
+        if (const auto it = start.made_by.find(orig.id); it != start.made_by.end()) {
+          // The first write of a shared gradient on this stage makes it.
+          erase(op.updates, it->second);
+          erase(op.inputs, it->second);
+          op.outputs.push_back(it->second);
+        }
         for (BufferId& b : op.inputs) b = local(b);
         for (BufferId& b : op.updates) b = local(b);
         for (BufferId& b : op.outputs) b = buffer(b);
@@ -211,10 +242,12 @@ class Pipeliner {
         add(std::move(op), chunk);
       }
       if (auto it = sends_after_.find(orig.id); it != sends_after_.end() && stage_of(chunk) == d)
-        for (const auto& [b, to] : it->second) {
-          const Crossing& c = crossing_.at({b, to});
+        for (const auto& [b, use] : it->second) {
+          const Crossing& c = crossing_.at({b, use});
           Op send;
-          send.name = fmt::format("{}.send.{}", in_.buffers[b].name, to);
+          send.name = s_.virtual_stages > 1
+                          ? fmt::format("{}.send.{}.{}", in_.buffers[b].name, c.to, chunk_[use])
+                          : fmt::format("{}.send.{}", in_.buffers[b].name, c.to);
           send.kind = "send";
           send.phase = orig.phase;
           send.dtype = orig.dtype;
@@ -227,6 +260,18 @@ class Pipeliner {
     // The optimizer steps of the parameters this stage uses, on the gradient it has.
     for (const Op& orig : in_.ops) {
       if (orig.phase != Phase::optimizer || orig.updates.empty() || !users_[orig.updates[0]].count(d)) continue;
+      for (BufferId b : orig.inputs)
+        if (const auto it = shared_grad_.find(b); it != shared_grad_.end()) {
+          Op reduce;
+          reduce.name = in_.buffers[b].name + ".all_reduce";
+          reduce.kind = "all_reduce";
+          reduce.phase = Phase::optimizer;
+          reduce.dtype = orig.dtype;
+          reduce.updates = {local(b)};
+          reduce.message_bytes = in_.buffers[b].bytes;
+          reduce.group = shared_group(b);
+          add(std::move(reduce), 0);
+        }
       Op op = orig;
       for (BufferId& b : op.inputs) b = local(b);
       for (BufferId& b : op.updates) b = local(b);
@@ -245,7 +290,9 @@ class Pipeliner {
       t.groups.push_back(std::move(tp));
     }
     for (const auto& [key, c] : crossing_)
-      if (c.from == d || key.second == d) t.groups.push_back({c.group, {c.from, key.second}});
+      if (c.from == d || c.to == d) t.groups.push_back({c.group, {c.from, c.to}});
+    for (const auto& [b, holders] : shared_grad_)
+      if (std::find(holders.begin(), holders.end(), d) != holders.end()) t.groups.push_back({shared_group(b), holders});
     validate(t, fmt::format("{} (pipeline stage {})", in_.name, d));
 
     const std::vector<MicroBatchBlock> order =
@@ -311,8 +358,50 @@ class Pipeliner {
     return out;
   }
 
+  // How stage d comes to hold its own copy of each shared gradient that is made in the step
+  // (not resident): where its first write there adds a part into it (accumulate_grad, as
+  // the second user of a tied weight does), the part is the gradient, as PyTorch's
+  // AccumulateGrad steals a gradient into an empty .grad (`stolen`: part -> gradient; the
+  // add `dropped`); any other first write that updates it makes it instead (`made_by`).
+  struct SharedGradStart {
+    std::map<BufferId, BufferId> stolen;
+    std::set<OpId> dropped;
+    std::map<OpId, BufferId> made_by;
+  };
+  SharedGradStart shared_grad_start(std::uint32_t d) const {
+    SharedGradStart start;
+    if (shared_grad_.empty()) return start;
+    std::vector<std::uint32_t> reads(in_.buffers.size(), 0);
+    for (const Op& op : in_.ops)
+      for (BufferId b : op.reads()) ++reads[b];
+    std::set<BufferId> written;
+    for (const Op& op : in_.ops) {
+      if (op.phase == Phase::optimizer || stage_of(chunk_[op.id]) != d) continue;
+      for (const auto* list : {&op.outputs, &op.updates})
+        for (BufferId g : *list) {
+          if (!shared_grad_.count(g) || in_.buffers[g].persistent || !written.insert(g).second) continue;
+          if (list == &op.outputs) continue;  // made here already
+          const bool steal = op.kind == "accumulate_grad" && op.inputs.size() == 1 && op.updates.size() == 1 &&
+                             op.outputs.empty() && reads[op.inputs[0]] == 1 &&
+                             in_.buffers[op.inputs[0]].producer != kNoOp &&
+                             stage_of(chunk_[in_.buffers[op.inputs[0]].producer]) == d;
+          if (steal) {
+            start.stolen.emplace(op.inputs[0], g);
+            start.dropped.insert(op.id);
+          } else {
+            start.made_by.emplace(op.id, g);
+          }
+        }
+    }
+    return start;
+  }
+
+  // The group over which the stages holding shared gradient `b` reduce it.
+  std::string shared_group(BufferId b) const { return "pp.shared:" + in_.buffers[b].name; }
+
   struct Crossing {
     std::uint32_t from;  // the stage that makes it
+    std::uint32_t to;    // the stage that reads it
     OpId after;          // its last write there before the first use
     OpId first_use;      // the first op on the other stage that uses it
     std::string group;   // its point-to-point group
@@ -322,8 +411,9 @@ class Pipeliner {
   const ParallelSettings& s_;
   std::vector<std::uint32_t> chunk_;          // per op of in_: its model chunk
   std::vector<std::set<std::uint32_t>> users_;  // per buffer: the stages that use it
-  std::map<std::pair<BufferId, std::uint32_t>, Crossing> crossing_;  // (buffer, reading stage)
-  std::map<OpId, std::vector<std::pair<BufferId, std::uint32_t>>> sends_after_, recvs_before_;
+  std::map<BufferId, std::vector<std::uint32_t>> shared_grad_;  // gradient -> the stages adding to it
+  std::map<std::pair<BufferId, OpId>, Crossing> crossing_;  // (buffer, its first use there)
+  std::map<OpId, std::vector<std::pair<BufferId, OpId>>> sends_after_, recvs_before_;
 };
 
 }  // namespace

@@ -8,8 +8,11 @@
 // (a send on the producer, a recv on the reader, over a process group of the two stages'
 // devices), each after its last write; weights and inputs that several stages use are
 // held by each (the tied embedding of GPT-2 on the first and the last stage, each with its
-// own optimizer step, as Megatron keeps it; the head's gradient contribution is sent to the
-// first stage rather than all-reduced).
+// own optimizer step, as Megatron keeps it). A parameter gradient that several stages add
+// to (the tied embedding's: the head's part on the last stage, the embedding's on the
+// first) is each stage's own, accumulated over its micro-batches, and all-reduced once per
+// step over those stages (Megatron's embedding group) before their optimizer steps, after
+// the data-parallel reduction.
 //
 // Each stage then runs its schedule's order of forward and backward micro-batches
 // (pipeline_order), each micro-batch with buffers of its own, its receives posted when the

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -217,4 +218,44 @@ TEST(Parallel, CheckpointingAcrossMicroBatchesIsRefusedNotMisplanned) {
       "run dgx-h100 llama-7b --set workload.layers=4 --set workload.seq_len=512 --set parallel.pp=4 "
       "--set parallel.micro_batches=4 --policy dtr --no-advice --out " + temp_dir("pp_dtr"));
   EXPECT_EQ(dtr.exit_code, 0) << dtr.err;
+}
+
+// Llama with its head tied to the token embedding against the same model untied, with
+// pipeline parallelism and several micro-batches (the repros: two stages of dp 8 on
+// two nodes, eight stages on one; and an interleaved layout): the same peak on every GPU to
+// the byte (the tied weight on the last stage takes the head's place; the first stage makes
+// its embedding gradient as the untied model does), and a step longer by no more than the
+// embedding's reduction on its own.
+TEST(Parallel, ATiedPipelineCostsTheUntiedOnePlusTheEmbeddingsReduction) {
+  const std::string dir = temp_dir("tied");
+  fs::create_directories(dir);
+  int k = 0;
+  for (const std::string parallel : {"{pp: 2, dp: 8, global_batch: 16, schedule: 1f1b}",
+                                     "{pp: 8, micro_batches: 8, schedule: 1f1b}",
+                                     "{pp: 4, dp: 2, micro_batches: 8, schedule: interleaved, virtual_stages: 2}"}) {
+    SCOPED_TRACE(parallel);
+    json summary[2];
+    double reduction = 0;
+    for (const bool tied : {false, true}) {
+      const std::string spec = dir + "/" + std::to_string(k) + (tied ? "tied" : "untied") + ".yaml";
+      std::ofstream(spec) << "model: llama\nlayers: 8\nhidden: 256\nheads: 8\nintermediate: 512\nvocab: 32000\n"
+                             "seq_len: 128\nbatch: 1\ndtype: bf16\nmixed_precision: true\noptimizer: adam\n"
+                          << "tie_embeddings: " << (tied ? "true" : "false") << "\nparallel: " << parallel << "\n";
+      const std::string out = spec + ".out";
+      summary[tied] = run_json("run dgx-h100-superpod " + spec + " --set nodes=2 --no-advice", out);
+      if (tied)
+        for (const auto& row : csv(out + "/timeline.csv"))
+          if (row.at("op").find("embed_tokens.weight.grad.all_reduce") != std::string::npos)
+            reduction = std::max(reduction, std::stod(row.at("duration_s")));
+    }
+    ++k;
+    ASSERT_EQ(summary[0]["status"], "ok");
+    ASSERT_EQ(summary[1]["status"], "ok");
+    for (const auto& [tier, t] : summary[0]["tiers"].items())
+      EXPECT_EQ(t["peak_allocated_bytes"], summary[1]["tiers"][tier]["peak_allocated_bytes"]) << tier;
+    const double untied_s = summary[0]["iteration_time_s"], tied_s = summary[1]["iteration_time_s"];
+    EXPECT_GT(reduction, 0.0);
+    EXPECT_GE(tied_s, untied_s);
+    EXPECT_LE(tied_s, untied_s + reduction + 1e-9);
+  }
 }

@@ -71,17 +71,30 @@ TEST(PipelineSplit, OnlyNeighboursSendAndTheResidualGradientGoesStageByStage) {
 
 TEST(PipelineSplit, ATiedEmbeddingLivesOnTheFirstAndLastStage) {
   // GPT-2's LM head reads the token embedding: the last stage holds a copy with its own
-  // optimizer step, as Megatron does, and sends its gradient contribution to the first.
+  // optimizer step, as Megatron does. Each of the two stages accumulates its own part of the
+  // gradient over the micro-batches (the first makes it in the embedding's backward, as an
+  // untied embedding does) and the two all-reduce it once, before their steps.
   const Trace t = workload(
       "model: gpt\nlayers: 4\nhidden: 128\nheads: 4\nvocab: 1000\nseq_len: 64\nmax_positions: 64\nbatch: 1\n"
-      "parallel:\n  pp: 2\n");
+      "parallel:\n  pp: 2\n  micro_batches: 3\n");
   for (const char* stage : {"stage0:", "stage1:"}) {
-    EXPECT_NE(find_buffer(t, std::string(stage) + "transformer.wte.weight"), nullptr) << stage;
-    EXPECT_NO_THROW(op_named(t, std::string(stage) + "transformer.wte.weight.step")) << stage;
+    SCOPED_TRACE(stage);
+    EXPECT_NE(find_buffer(t, std::string(stage) + "transformer.wte.weight"), nullptr);
+    const Op& step = op_named(t, std::string(stage) + "transformer.wte.weight.step");
+    const Op& reduce = op_named(t, std::string(stage) + "transformer.wte.weight.grad.all_reduce");
+    EXPECT_EQ(reduce.phase, Phase::optimizer);
+    EXPECT_EQ(reduce.message_bytes, 1000u * 128 * 4);
+    EXPECT_LT(reduce.id, step.id);
+    const ProcessGroup* group = t.find_group(reduce.group.str());
+    ASSERT_NE(group, nullptr);
+    EXPECT_EQ(group->ranks, (std::vector<std::uint32_t>{0, 1}));
   }
-  bool sent = false;
-  for (const Op& op : t.ops) sent |= op.kind == "send" && op.name.find("wte.weight.grad") != std::string::npos;
-  EXPECT_TRUE(sent);
+  for (const Op& op : t.ops) EXPECT_FALSE(op.kind == "send" && op.name.find("wte.weight.grad") != std::string::npos) << op.name;
+  // On the first stage the embedding's backward makes the gradient (no part added into it).
+  EXPECT_EQ(op_named(t, "stage0:transformer.wte.backward").outputs.size(), 1u);
+  EXPECT_EQ(t.buffers[op_named(t, "stage0:transformer.wte.backward").outputs[0]].name,
+            "stage0:transformer.wte.weight.grad");
+  EXPECT_THROW(op_named(t, "stage0:transformer.wte.weight.accumulate_grad"), std::logic_error);
 }
 
 TEST(PipelineSplit, AGlobalBatchThatDoesNotDivideSaysWhatItRuns) {
