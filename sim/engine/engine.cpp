@@ -167,17 +167,6 @@ class Simulation final : public RuntimeView, private exec::Memory {
                 const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
   void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
   void wait_for_change() override;
-  void settle() override {
-    // Yields until rounds at this instant change nothing more: the other actors woken now
-    // run up to their next wait. A comm's waiter wakes a round or two after the comm ends,
-    // so a few rounds pass before quiet counts; 16 bound a cascade.
-    for (int round = 0; round < 16; ++round) {
-      const std::uint64_t seen = changes_;
-      sg4::this_actor::yield();
-      if (round >= 3 && changes_ == seen) break;
-    }
-  }
-
   void notify();
   void report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;

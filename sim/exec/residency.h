@@ -56,10 +56,6 @@ class Memory {
   /// Blocks until something changes: a copy lands, another stream finishes an op. Only
   /// called while a buffer is being produced elsewhere or copied.
   virtual void wait_for_change() {}
-  /// After such a wait, before the op takes space: lets everything else that happens at this
-  /// instant happen first (the frees after ops that end now, on other streams), so that how
-  /// the engine happened to order simultaneous wake-ups does not change a peak.
-  virtual void settle() {}
   /// The clock, for the stall of a read that waits for memory.
   virtual double clock() const { return 0; }
   /// Starts bringing `b` (placed elsewhere) into `tier`: its reader waits for all of it.
@@ -133,7 +129,6 @@ class Residency {
   M& memory_;
   std::string who_;
   bool several_ = false;
-  bool waited_ = false;  // the op being run waited for another stream
   std::vector<BufferId>* reads_ = nullptr;
   std::vector<std::uint8_t> ready_;             // produced, or resident at the start
   std::vector<std::uint8_t> in_flight_;         // a copy of it is under way
@@ -187,13 +182,11 @@ bool Residency<M>::make_resident(BufferId b, const Site& site, const Op& op) {
   while (!memory_.stopped()) {
     if (several_ && update_pending(b, op)) {
       memory_.wait_for_change();
-      waited_ = true;
       t0 = memory_.clock();  // waiting for another stream's work is a dependency, not a stall
     } else if (!ready_[b] || in_flight_[b]) {
       const bool produced = ready_[b] != 0;
       memory_wait |= in_flight_[b] != 0;
       memory_.wait_for_change();
-      waited_ = true;
       if (!produced) t0 = memory_.clock();
     } else if (!memory_.resident(b, site.tier)) {
       if (!memory_.placed(b)) {
@@ -218,19 +211,16 @@ template <class M>
 bool Residency<M>::run(const Op& op, const Site& site, bool recompute) {
   const OpId previous = memory_.enter(op, recompute);
   // Ops on other streams it waits for, as a CUDA event makes it wait (never on a re-run).
-  waited_ = false;
   if (!recompute)
     for (OpId w : op.waits_for)
       while (!op_done_[w]) {
         if (memory_.stopped()) return false;
         memory_.wait_for_change();
-        waited_ = true;
       }
   for (BufferId b : op.reads()) {
     if (!make_resident(b, site, op)) return false;
     if (reads_) reads_->push_back(b);
   }
-  if (waited_ && !op.outputs.empty()) memory_.settle();
   for (BufferId b : op.outputs) {
     // A re-run remakes only what was dropped; the op's other outputs are alive or dead.
     if (recompute && !dropped_[b]) continue;

@@ -1,7 +1,14 @@
 """A property of every parallel layout: random valid layouts of small models run to a result or a
 located error, never an internal error, and simulating one rank for its symmetric peers
-(parallel.symmetric, the default) gives the step time and the peaks that simulating every rank
-gives.
+(parallel.symmetric, the default) gives the step time that simulating every rank gives, and the
+same peaks up to what one instant's ties can hold.
+
+The ties: when a send or receive ends at the very instant an op starts on another stream of the
+same GPU (a pipeline's 1F1B steady state makes this common), whether the message's buffer is
+freed before the op allocates depends on the order in which SimGrid wakes the actors that
+instant, and that order depends on which actors exist, so it differs between the two modes. The
+peaks may then differ by the messages freed at that instant: at most one forward and one backward
+message, 2 x batch x seq x hidden x 2 bytes (bf16). Seen on at least 5 of the 500 layouts, 8-32 KiB.
 
 The layouts are drawn from a seeded generator (the same ones on every run): GPT (tied head) and
 Llama (tied or not, dense or a mixture of experts), tp, sp, pp (1F1B, GPipe, interleaved), dp,
@@ -96,7 +103,11 @@ def check(index, tmp_path):
         assert s["iteration_time_s"] == pytest.approx(p["iteration_time_s"], rel=1e-6), where
     peaks = {name: t["peak_allocated_bytes"] for name, t in s["tiers"].items()}
     per_peaks = {name: t["peak_allocated_bytes"] for name, t in p["tiers"].items()}
-    assert peaks == per_peaks, where
+    assert peaks.keys() == per_peaks.keys(), where
+    keys = dict(line.split(": ", 1) for line in text.splitlines() if not line.startswith("parallel"))
+    ties = 2 * int(keys["batch"]) * int(keys["seq_len"]) * int(keys["hidden"]) * 2
+    for name, peak in peaks.items():
+        assert abs(peak - per_peaks[name]) <= ties, f"{where}{name}: {peak} symmetric, {per_peaks[name]} per rank"
     return s["status"]
 
 
