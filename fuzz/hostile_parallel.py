@@ -196,6 +196,13 @@ def absurd(summary):
     it = summary.get("iteration_time_s")
     if summary.get("status") == "ok" and isinstance(it, (int, float)) and it <= 0:
         return f"iteration_time_s = {it} on an ok run"
+    # The iteration line adds up (tests/scenarios/test_policy_matrix.cpp, IterationLine).
+    terms = ["compute_time_s", "exposed_host_time_s", "stall_time_s", "recompute_time_s", "exposed_comm_time_s",
+             "idle_time_s"]
+    if summary.get("status") == "ok" and all(isinstance(summary.get(k, 0), (int, float)) for k in terms):
+        total = sum(summary.get(k, 0) for k in terms)
+        if isinstance(it, (int, float)) and abs(total - it) > 1e-6 * max(abs(it), 1e-12):
+            return f"iteration_time_s {it} but its terms add up to {total}"
     for name, tier in (summary.get("tiers") or {}).items():
         for key, value in tier.items():
             if key.endswith("_bytes") or key.endswith("_s"):
