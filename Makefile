@@ -39,7 +39,7 @@ sanitize: deps
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -R '^(unit|engine)\.'
 
 # The libFuzzer harnesses of fuzz/, built with clang in their own folder, each run for
-# FUZZ_SECONDS (FUZZ=NAME... picks some: platform workload sweep native_trace et chakra).
+# FUZZ_SECONDS (FUZZ=NAME... picks some: platform workload parallel hf sweep native_trace et chakra).
 # FUZZ_SEED fixes libFuzzer's mutations (CI: the same inputs on every run); 0 picks anew.
 FUZZ_SECONDS ?= 60
 FUZZ_SEED ?= 0

@@ -13,14 +13,16 @@ build=${1:?usage: scripts/fuzz.sh BUILD_DIR SECONDS [HARNESS...]}
 seconds=${2:?usage: scripts/fuzz.sh BUILD_DIR SECONDS [HARNESS...]}
 shift 2
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(platform workload sweep native_trace et chakra)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(platform workload parallel hf sweep native_trace et chakra)
 
 # The seeds: every shipped input of the harness's kind, good and bad.
 seeds() {
   case $1 in
     platform) ls configs/devices/*.yaml tests/scenarios/data/*.yaml tests/bad_inputs/*.yaml ;;
     workload) ls workloads/*.yaml tests/bad_inputs/*.yaml fuzz/seeds/workload/*.yaml ;;
-    sweep) ls configs/sweeps/*.yaml tests/bad_sweeps/*.yaml ;;
+    parallel) grep -l '^parallel:' workloads/*.yaml tests/scenarios/data/*.yaml fuzz/seeds/workload/*.yaml; ls fuzz/seeds/parallel/*.yaml ;;
+    hf) ls fuzz/seeds/hf/* ;;
+    sweep) ls configs/sweeps/*.yaml tests/bad_sweeps/*.yaml fuzz/seeds/sweep/*.yaml ;;
     native_trace) grep -l '"memsim-trace"' tests/bad_inputs/*.json tests/scenarios/data/*.json tests/scenarios/data/*/*.json fuzz/seeds/native_trace/* ;;
     et) ls tests/data/et/*.json tests/bad_inputs/et_*.json workloads/traces/mlp-b64.et.json
         external -name '*.json' | xargs -r grep -l '"schema"' ;;

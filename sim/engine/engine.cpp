@@ -236,7 +236,10 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::exception_ptr error_;
   std::size_t events_ = 0;
   std::optional<Tally> tally_;
-  std::vector<Action> hook_actions_;
+  // Lists for the runtime hooks' actions, reused: applying an action can block its stream's
+  // actor (a copy waits for room) while another stream runs a hook, so each hook call takes a
+  // list of its own and gives it back when its actions are applied.
+  std::vector<std::vector<Action>> spare_action_lists_;
   std::uint32_t max_streams_ = 1;
   Summary summary_;
 
@@ -742,9 +745,15 @@ void Simulation::evict(BufferId b, std::size_t to) {
 
 void Simulation::run_hook(void (RuntimeHooks::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
                           OpId op) {
-  hook_actions_.clear();
-  (runtime_.*hook)(*this, op, hook_actions_);
-  for (const Action& a : hook_actions_) apply(a);
+  std::vector<Action> actions;
+  if (!spare_action_lists_.empty()) {
+    actions = std::move(spare_action_lists_.back());
+    spare_action_lists_.pop_back();
+  }
+  (runtime_.*hook)(*this, op, actions);
+  for (const Action& a : actions) apply(a);
+  actions.clear();
+  spare_action_lists_.push_back(std::move(actions));
 }
 
 void Simulation::apply(const Action& a) {

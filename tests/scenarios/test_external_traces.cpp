@@ -5,10 +5,11 @@
 // Skipped, with a message, where ../shared is absent.
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <map>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <zlib.h>
 
@@ -91,6 +92,17 @@ const std::map<std::string, Expect>& expected() {
 
 std::string path_of(const std::string& relative) { return (external() / relative).string(); }
 
+// The bytes of a (gzip-compressed or plain) file once decompressed.
+std::uint64_t decompressed_bytes(const std::string& path) {
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) return 0;
+  std::uint64_t n = 0;
+  char buf[1 << 16];
+  for (int got; (got = gzread(f, buf, sizeof buf)) > 0;) n += static_cast<std::uint64_t>(got);
+  gzclose(f);
+  return n;
+}
+
 }  // namespace
 
 TEST(ExternalTraces, EachImportsOrIsRefusedAtOnceSayingWhatItIs) {
@@ -105,14 +117,20 @@ TEST(ExternalTraces, EachImportsOrIsRefusedAtOnceSayingWhatItIs) {
     ++seen;
     const Expect& want = it->second;
     const std::string path = entry.path().string();
-    const auto t0 = std::chrono::steady_clock::now();
     CliResult r = run_memsim("info '" + path + "' --json");
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    EXPECT_LT(seconds, 10.0);
     if (!want.refusal.empty()) {
       EXPECT_EQ(r.exit_code, 1);
       EXPECT_EQ(r.err.rfind(path + ": " + want.refusal, 0), 0u) << r.err;
-      EXPECT_LT(seconds, 3.0);  // refused at once, not after parsing it all
+      // Refused at once, from its first bytes, not after reading it all: the same refusal
+      // when memsim may read no more of an input than twice the file (at least 8 KiB), which
+      // is less than the file holds decompressed: reading it all would be refused for size.
+      // (A tar archive is read as far as its member, so not there.)
+      if (path.ends_with(".tar.gz") || path.ends_with(".tgz")) continue;
+      const std::uint64_t limit = std::max<std::uint64_t>(8192, 2 * fs::file_size(entry.path()));
+      ASSERT_GT(decompressed_bytes(path), limit);
+      CliResult head = run_memsim(fmt::format("--max-input-size {}B info '{}' --json", limit, path));
+      EXPECT_EQ(head.exit_code, 1);
+      EXPECT_EQ(head.err, r.err);
       continue;
     }
     ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -9,6 +9,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -44,6 +46,30 @@ std::vector<std::string> leftovers(const std::string& dir) {
       out.push_back(it->path().string());
   }
   return out;
+}
+
+// Waits until no process names `dir` on its command line (a stopped sweep's children, which
+// die with it): a condition, not a fixed sleep, so a loaded machine only waits longer. Gives up,
+// naming one, after 60,000 looks 10 ms apart (10 minutes at least).
+void wait_for_processes_naming(const std::string& dir) {
+  for (int round = 0; round < 60'000; ++round) {
+    std::vector<std::string> alive;
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator("/proc", ec)) {
+      const std::string pid = e.path().filename().string();
+      if (pid.find_first_not_of("0123456789") != std::string::npos || pid == std::to_string(::getpid())) continue;
+      std::string cmdline = slurp(e.path().string() + "/cmdline");
+      std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+      if (cmdline.find(dir) != std::string::npos && cmdline.find("memsim") != std::string::npos)
+        alive.push_back(pid + ": " + cmdline);
+    }
+    if (alive.empty()) return;
+    if (round == 60'000 - 1) {
+      ADD_FAILURE() << "still running 10 minutes after its sweep was stopped:\n" << alive.front();
+      return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 constexpr const char* kNotRegular = ", not a regular file; inputs are regular files (or '-' for standard input)\n";
@@ -221,7 +247,7 @@ TEST(HostileSweep, AStoppedSweepLeavesNoTemporaryFilesOrEmptyStderr) {
     CliResult r = run_memsim("sweep " + sweep + " -j 2 --out " + dir + "/out > /dev/null & pid=$!; sleep 1.5; kill -" +
                              signal + " $pid; wait $pid; true");
     if (std::string(signal) == "TERM") EXPECT_TRUE(leftovers(dir + "/out").empty()) << signal;
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // children die with the sweep
+    wait_for_processes_naming(dir + "/out");  // its children die with the sweep
   }
   CliResult r = run_memsim("sweep " + sweep + " -j 2 --out " + dir + "/out");
   EXPECT_EQ(r.exit_code, 0) << r.err;

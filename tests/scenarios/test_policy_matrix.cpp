@@ -1,12 +1,12 @@
 // Every registered policy on every shipped trace (workloads/traces) and on the published
 // training traces (../shared/validation/external, where present): each run ends, ok or oom,
 // within its bound. A policy that needs a shape the trace lacks (revolve and bptt-optimal: a
-// chain) may refuse it, saying so. Checkmate runs small here (1 s solves of at most 80 nodes;
-// its own tests time its solves).
+// chain) may refuse it, saying so. Checkmate runs small here (graphs of at most 80 nodes, each
+// solve stopped after 200 branch-and-bound nodes or 2,000 simplex iterations, without a time
+// limit: limits of work, so the verdict is the same on a loaded machine).
 // And the two shapes of imported trace that made zero-offload's copies chase each other.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -20,9 +20,12 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr int kBoundSeconds = 30;  // per run; the slowest here takes under 3 s
+// Per run, against hangs only: the slowest here takes under 3 s on an idle machine, and no
+// verdict depends on the time a run takes (checkmate's solves are bounded by work).
+constexpr int kBoundSeconds = 600;
 
-// run_memsim under coreutils' timeout: a run past the bound is killed (exit 124), not waited for.
+// run_memsim under coreutils' timeout: a run past the bound is killed (exit 124), not waited
+// for, and its err then says which run and why.
 CliResult run_bounded(const std::string& args) {
   static int counter = 0;
   const std::string err_file = std::string(::testing::TempDir()) + "memsim_matrix_stderr_" +
@@ -39,6 +42,10 @@ CliResult run_bounded(const std::string& args) {
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.err = slurp(err_file);
   std::remove(err_file.c_str());
+  if (r.exit_code == 124)
+    r.err += fmt::format("memsim {}: still running after {} s, killed by the test's bound on a run (a hang, or "
+                         "work that grows without bound)\n",
+                         args, kBoundSeconds);
   return r;
 }
 
@@ -65,7 +72,8 @@ std::vector<std::string> traces() {
 
 std::string settings(const std::string& policy) {
   if (policy == "swap-budget") return " --set policy.budget=0.5";
-  if (policy == "checkmate") return " --set policy.seconds=1 --set policy.max_nodes=80";
+  if (policy == "checkmate")
+    return " --set policy.seconds=none --set policy.nodes=200 --set policy.iterations=2000 --set policy.max_nodes=80";
   return "";
 }
 
@@ -76,12 +84,9 @@ TEST_P(PolicyMatrix, EveryPolicyEndsOkOrOomWithinItsBound) {
   const std::string out = std::string(::testing::TempDir()) + "memsim_matrix_" + std::to_string(::getpid());
   for (const auto& p : memsim::builtin_policies()) {
     SCOPED_TRACE(p.name);
-    const auto t0 = std::chrono::steady_clock::now();
     CliResult r = run_bounded(fmt::format("run a100-40gb-nvme '{}' --policy {}{} --out '{}' --json", trace, p.name,
                                          settings(p.name), out));
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    ASSERT_NE(r.exit_code, 124) << "still running after " << kBoundSeconds << " s";
-    EXPECT_LT(seconds, kBoundSeconds);
+    ASSERT_NE(r.exit_code, 124) << r.err;
     if (r.exit_code == 1 && (p.name == "revolve" || p.name == "bptt-optimal")) {
       EXPECT_NE(r.err.find("needs a chain-shaped trace"), std::string::npos) << r.err;
       continue;

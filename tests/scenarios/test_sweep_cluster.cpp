@@ -104,6 +104,7 @@ TEST(SweepSlurm, ThreeTaskArrayMergesToTheLocalRun) {
                                     dir, sweep, dir),
                   &out),
             0)
+      << "sbatch --array (exit 124: still waiting after 300 s, killed by timeout)\n"
       << out << slurp(dir + "/cluster/slurmctld.log");
   for (int task = 0; task < 3; ++task) {
     const std::string log = slurp(fmt::format("{}/task-{}.out", dir, task));
@@ -117,6 +118,7 @@ TEST(SweepSlurm, ThreeTaskArrayMergesToTheLocalRun) {
                                     dir, sweep, dir),
                   &out),
             0)
+      << "sbatch, the merge (exit 124: still waiting after 300 s, killed by timeout)\n"
       << out << slurp(dir + "/merge.out");
   EXPECT_NE(slurp(dir + "/merge.out").find("merged 12 of 12 points from 3 folders"), std::string::npos)
       << slurp(dir + "/merge.out");

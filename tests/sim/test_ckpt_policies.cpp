@@ -255,7 +255,8 @@ TEST(CkptEngine, CheckmateRunsItsOptimalScheduleOnTheSkipGraph) {
   ASSERT_TRUE(best.found);
   ASSERT_GT(best.cost, 0);
 
-  auto p = policy("checkmate", "{seconds: 20}");
+  // Limits of work, not of time, so that the verdict is the same on a loaded machine.
+  auto p = policy("checkmate", "{seconds: none, nodes: 10000}");
   Outcome r = run_policy(t, platform, *p);
   EXPECT_EQ(r.summary.status, "ok");
   EXPECT_LE(r.summary.tiers[0].usage.peak_allocated_bytes, 1900u);
@@ -268,7 +269,7 @@ TEST(CkptEngine, CheckmateFitsAResNetWhereSqrtDoes) {
   // optimizer reads at the end: counted as one value, the activation gradients of the whole
   // backward stayed until then and the program was infeasible at budgets checkpoint-sqrt
   // meets (0.6 of this ResNet-14: sqrt peaks at 18.3 of 20.8 MiB).
-  auto p = policy("checkmate", "{budget: 0.6, seconds: 1}");
+  auto p = policy("checkmate", "{budget: 0.6, seconds: none, nodes: 200, iterations: 2000}");
   const Trace t = generate("{model: resnet, depth: 14, variant: cifar, batch: 32}");
   Outcome r = run_policy(t, gpu(), *p);
   EXPECT_EQ(r.summary.status, "ok");

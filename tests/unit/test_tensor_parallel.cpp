@@ -132,8 +132,9 @@ TEST(TensorParallel, SplitsThatDoNotDivideAreLocatedErrors) {
   EXPECT_NE(e.find("a divisor of the 96 attention heads"), std::string::npos) << e;
   EXPECT_NE(workload_error(kGpt3 + "parallel:\n  sp: true\n").find("sequence parallelism needs tp > 1"),
             std::string::npos);
-  EXPECT_NE(workload_error("model: resnet\nparallel:\n  tp: 2\n").find("does not split over tensor-parallel ranks"),
-            std::string::npos);
+  EXPECT_EQ(workload_error("model: resnet\nparallel:\n  tp: 2\n"),
+            "w.yaml:3:7: parallel.tp: model resnet50 does not split over tensor-parallel ranks; the transformers "
+            "(bert, gpt2, gpt, llama) do");
 }
 
 TEST(TensorParallel, ALlamaLayerSavesMoreThanMegatronsFormulaByItsSwiGluAndLessByItsMissingDropout) {

@@ -1,8 +1,9 @@
 // checkmate: optimal rematerialization of the whole training graph as a mixed-integer
-// program (Jain et al. 2020), solved by COIN-OR CBC within a time limit
+// program (Jain et al. 2020), solved by COIN-OR CBC within a time limit, or within limits of
+// work (branch-and-bound nodes, simplex iterations) that give the same answer on any machine
 // (schedule/remat_milp.h). Any forward op may run again, any number of times, anywhere
 // before its reader; the answer is the least recomputation time that fits the budget, with
-// CBC's bound and whether it is proven optimal. Without an integer solution in time, the LP
+// CBC's bound and whether it is proven optimal. Without an integer solution in its limits, the LP
 // relaxation is rounded (the paper's fallback).
 //
 // The graph: one node per op of a device, or, past `max_nodes`, runs of consecutive ops of
@@ -18,8 +19,10 @@
 // pinned to the stage where the engine peaks and the program solved again.
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/policy/impl/ckpt_common.h"
 #include "sim/policy/policy.h"
@@ -154,10 +157,21 @@ class CheckmatePolicy final : public Policy {
 
   explicit CheckmatePolicy(const Params& params)
       : budget_(read_budget(params)),
-        seconds_(params.get("seconds").as_double()),
         max_nodes_(static_cast<std::size_t>(params.get("max_nodes").as_int_in(2, 100'000))),
         integer_(params.get("method").as_choice({"milp", "lp"}) == "milp") {
-    if (seconds_ <= 0) params.get("seconds").fail_expected("a time limit in seconds above zero");
+    const ConfigNode seconds = params.get("seconds");
+    if (!is_none(seconds)) {
+      limits_.seconds = seconds.as_double();
+      if (!(limits_.seconds > 0)) seconds.fail_expected("a time limit in seconds above zero, or none");
+    } else {
+      limits_.seconds = 0;
+    }
+    for (const char* key : {"nodes", "iterations"}) {
+      const ConfigNode v = params.get(key);
+      if (is_none(v)) continue;
+      const std::int64_t n = v.as_int_in(1, std::int64_t{1} << 40);
+      (std::string_view(key) == "nodes" ? limits_.nodes : limits_.iterations) = n;
+    }
   }
 
   std::optional<Budget> budget() const override { return budget_; }
@@ -174,8 +188,7 @@ class CheckmatePolicy final : public Policy {
       c.nodes = g.graph.size();
       c.ops = 0;
       for (const auto& v : g.ops) c.ops += v.size();
-      schedule::RematOptions opt;
-      opt.seconds = seconds_;
+      schedule::RematOptions opt = limits_;
       opt.integer = integer_;
       const double cap = static_cast<double>(d < caps.size() ? caps[d] : caps.back());
       // The engine can need more than the program counts: a coarse node's ops run again one
@@ -193,11 +206,11 @@ class CheckmatePolicy final : public Policy {
       std::optional<ckpt::Schedule> best;
       std::uint64_t best_peak = 0;
       schedule::RematAnswer best_answer;
-      bool timed_out = false;
+      bool stopped = false;
       for (int attempt = 0; attempt <= kRetries; ++attempt) {
         schedule::RematAnswer a = schedule::solve_remat(graph, target, opt);
         if (!a.found) {
-          timed_out = a.time_limit;
+          stopped = a.time_limit || a.work_limit;
           break;
         }
         ckpt::Schedule trial = schedule;
@@ -234,7 +247,7 @@ class CheckmatePolicy final : public Policy {
         out.explain("checkmate",
                     fmt::format("no schedule of {} nodes fits {} (the program is infeasible{})",
                                 c.nodes, format_bytes(cap),
-                                timed_out ? ", or no solution was found in the time limit" : ""));
+                                stopped ? ", or no solution was found " + limits_text() : ""));
         continue;  // plan as it is: the engine reports where memory runs out
       }
       c.answer = std::move(best_answer);
@@ -242,7 +255,7 @@ class CheckmatePolicy final : public Policy {
       if (!c.answer.proven_optimal)
         out.notes.push_back(
                    fmt::format("checkmate: not proven optimal{}: best found {} of recomputation ({}), bound {}",
-                               c.answer.time_limit ? fmt::format(" in the {} s time limit", seconds_) : "",
+                               c.answer.time_limit || c.answer.work_limit ? " " + limits_text() : "",
                                format_seconds(c.answer.cost), c.answer.method, format_seconds(c.answer.bound)));
     }
     ckpt::Lowered l = ckpt::lower(trace, schedule, durations);
@@ -263,8 +276,19 @@ class CheckmatePolicy final : public Policy {
   }
 
  private:
+  static bool is_none(const ConfigNode& v) { return v.is_scalar() && v.as_string() == "none"; }
+
+  // "within the limit of 60 s and 500 nodes": the solver's limits, for the notes.
+  std::string limits_text() const {
+    std::vector<std::string> parts;
+    if (limits_.seconds > 0) parts.push_back(fmt::format("{} s", limits_.seconds));
+    if (limits_.nodes > 0) parts.push_back(fmt::format("{} nodes", limits_.nodes));
+    if (limits_.iterations > 0) parts.push_back(fmt::format("{} simplex iterations", limits_.iterations));
+    return fmt::format("within the limit of {}", fmt::join(parts, " and "));
+  }
+
   Budget budget_;
-  double seconds_;
+  schedule::RematOptions limits_;
   std::size_t max_nodes_;
   bool integer_;
 };
@@ -274,12 +298,19 @@ class CheckmatePolicy final : public Policy {
 PolicyInfo checkmate_policy() {
   return {"checkmate",
           "optimal rematerialization as a mixed-integer program (Jain et al.), solved by CBC "
-          "within a time limit; LP rounding when no integer solution is found",
+          "within a time or work limit; LP rounding when no integer solution is found",
           {budget_param(),
            {"seconds",
             "CBC's time limit for the program (and again for its LP relaxation, and again for "
-            "each solve for a lower budget)",
+            "each solve for a lower budget), or none; the answer then depends on the machine's "
+            "speed",
             "60"},
+           {"nodes",
+            "CBC's limit on branch-and-bound nodes for each solve, or none: a limit of work, "
+            "which gives the same answer on any machine",
+            "none"},
+           {"iterations", "CBC's limit on simplex iterations for each solve, or none (work, as nodes)",
+            "none"},
            {"max_nodes", "largest graph solved op by op; beyond, runs of consecutive ops are nodes",
             "120"},
            {"method", "milp (branch and bound) or lp (the relaxation, rounded)", "milp"}},

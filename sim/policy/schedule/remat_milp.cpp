@@ -1,6 +1,7 @@
 #include "sim/policy/schedule/remat_milp.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <limits>
@@ -406,6 +407,19 @@ std::uint64_t remat_program_size(const RematGraph& g) {
   return static_cast<std::uint64_t>(2.5 * n * n + 1.5 * n * edges);
 }
 
+namespace {
+
+// The options' limits on one solve: time where asked, and work (nodes, simplex iterations),
+// which ends the search at the same point on any machine.
+void set_limits(Cbc_Model* m, const RematOptions& options) {
+  if (options.seconds > 0) Cbc_setMaximumSeconds(m, options.seconds);
+  if (options.nodes > 0) Cbc_setMaximumNodes(m, static_cast<int>(std::min<std::int64_t>(options.nodes, INT_MAX)));
+  if (options.iterations > 0)
+    Cbc_setParameter(m, "maxIterations", std::to_string(options.iterations).c_str());
+}
+
+}  // namespace
+
 RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& options) {
   const int n = static_cast<int>(g.size());
   RematAnswer best;
@@ -438,7 +452,7 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   {
     std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> lp(m.p.load(false), Cbc_deleteModel);
     Cbc_setLogLevel(lp.get(), 0);
-    Cbc_setMaximumSeconds(lp.get(), options.seconds);
+    set_limits(lp.get(), options);
     Cbc_solve(lp.get());
     if (Cbc_isProvenOptimal(lp.get())) {
       best.bound = Cbc_getObjValue(lp.get()) * m.scale;
@@ -462,7 +476,7 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
 
   std::unique_ptr<Cbc_Model, void (*)(Cbc_Model*)> mip(m.p.load(true), Cbc_deleteModel);
   Cbc_setLogLevel(mip.get(), 0);
-  Cbc_setMaximumSeconds(mip.get(), options.seconds);
+  set_limits(mip.get(), options);
   // CBC 2.10's preprocessing crashes in postProcess on some of these programs when stopped
   // by the time limit; the program is small enough without it.
   Cbc_setParameter(mip.get(), "preprocess", "off");
@@ -474,6 +488,8 @@ RematAnswer solve_remat(const RematGraph& g, double budget, const RematOptions& 
   }
   Cbc_solve(mip.get());
   best.time_limit = Cbc_isSecondsLimitReached(mip.get()) != 0;
+  // Stopped (status 1) short of the time limit: at the node or iteration limit.
+  best.work_limit = Cbc_status(mip.get()) == 1 && !best.time_limit;
   best.bound = std::max(best.bound, Cbc_getBestPossibleObjValue(mip.get()) * m.scale);
   if (const double* x = Cbc_bestSolution(mip.get())) {
     std::vector<std::vector<int>> rc(n);

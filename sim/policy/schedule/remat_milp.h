@@ -17,7 +17,7 @@
 //                  - sum_{k'<k} sum_{i in deps(k') + k'} mem[i] FREE[t][i][k']
 //        U[t][k] + workspace[k] R[t][k] <= budget
 //
-// Without an integer solution in the time limit, the LP relaxation is rounded (the paper's
+// Without an integer solution within the solver's limits, the LP relaxation is rounded (the paper's
 // two-phase rounding: keep i into stage t when S*[t][i] >= a threshold, then recompute
 // whatever the stage needs that is not kept), over a range of thresholds.
 #include <cstdint>
@@ -46,6 +46,7 @@ struct RematAnswer {
   bool found = false;           // a schedule within the budget
   bool proven_optimal = false;  // CBC proved it optimal
   bool time_limit = false;      // the solver stopped at the time limit
+  bool work_limit = false;      // the solver stopped at its node or iteration limit
   double cost = 0;              // recomputation time of the schedule
   double bound = 0;             // a lower bound on it (LP or branch and bound)
   std::string method;           // "milp", "lp-rounding", "keep-all"
@@ -60,7 +61,13 @@ double remat_peak(const RematGraph& g, const std::vector<std::vector<int>>& reco
 double remat_cost(const RematGraph& g, const std::vector<std::vector<int>>& recompute);
 
 struct RematOptions {
-  double seconds = 60;       // CBC's time limit
+  /// CBC's time limit for each solve (the relaxation, then the program); 0: none. The
+  /// answer then depends on the machine's speed.
+  double seconds = 60;
+  /// Limits that are work, not time, so that the answer is the same on any machine: branch
+  /// and bound's nodes, and the simplex iterations of each solve (0: none).
+  std::int64_t nodes = 0;
+  std::int64_t iterations = 0;
   bool integer = true;       // false: LP relaxation and rounding only
 };
 

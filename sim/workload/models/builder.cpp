@@ -157,6 +157,7 @@ TrainingSettings read_training_settings(const Params& params) {
     s.tp = p.tp;
     s.sp = p.sp;
     s.ep = p.ep;
+    s.parallel = *section;
   }
   return s;
 }
@@ -377,13 +378,19 @@ void ModelBuilder::end_recompute() {
 }
 
 Trace ModelBuilder::finish(std::string name, std::string description) {
+  // Located at the value (a file's line or the --set that gave it).
+  auto refuse = [&](const char* key, std::uint32_t value, const std::string& why) {
+    if (settings_.parallel)
+      if (auto node = settings_.parallel->find(key)) node->fail(why);
+    throw InputError(fmt::format("parallel.{} {}: {}", key, value, why));
+  };
   if (settings_.tp > 1 && !tp_used_)
-    throw InputError(fmt::format("model {} does not split over tensor-parallel ranks (parallel.tp {}); "
-                                 "the transformers (bert, gpt2, gpt, llama) do",
-                                 name, settings_.tp));
+    refuse("tp", settings_.tp,
+           fmt::format("model {} does not split over tensor-parallel ranks; the transformers (bert, gpt2, gpt, "
+                       "llama) do",
+                       name));
   if (settings_.ep > 1 && !ep_used_)
-    throw InputError(fmt::format("model {} has no experts to split over expert-parallel ranks (parallel.ep {})",
-                                 name, settings_.ep));
+    refuse("ep", settings_.ep, fmt::format("model {} has no experts to split over expert-parallel ranks", name));
   phase_ = Phase::backward;
   for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) (*it)();
   tape_.clear();

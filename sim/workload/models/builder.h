@@ -82,6 +82,9 @@ struct TrainingSettings {
   /// run again in the backward (ModelBuilder::begin_recompute).
   bool full_recompute = false;
   std::uint32_t ep = 1;  // expert-parallel ranks (parallel.ep)
+  /// The workload's `parallel:` section, where tp and ep were read (for the message of a
+  /// model that cannot split over them); none without one.
+  std::optional<ConfigNode> parallel;
   /// The element type of master weights and optimizer state: fp32 with mixed precision.
   DType state_dtype() const { return mixed_precision ? DType::fp32 : dtype; }
   /// Bytes of one optimizer state tensor of `elements`. int8 is bitsandbytes' 8-bit
