@@ -46,3 +46,17 @@ TEST(HostileParallel, RuntimePoliciesOnReplicasApplyEachHooksOwnActions) {
     EXPECT_EQ(summary.find("\"swap_out_bytes\": 0,"), std::string::npos);  // it did swap
   }
 }
+
+// keep-all on a pipeline: its frees came after the last op, so they ran on the last stage's
+// stream while the first stages still computed ("... reads ..., which was freed before its
+// last use", exit 3). Each device's frees now follow the last op it issues.
+TEST(HostileParallel, KeepAllOnAPipelineFreesEachStagesBuffersAfterItsOwnLastOp) {
+  for (const char* args : {"run dgx-a100 bert-base --policy keep-all --set parallel.pp=2",
+                           "run dgx-a100 bert-base --policy keep-all --set parallel.pp=4 --set parallel.dp=2 "
+                           "--set parallel.symmetric=false"}) {
+    SCOPED_TRACE(args);
+    const CliResult r = run_memsim(std::string(args) + " --no-advice --out " + temp_dir("keepall"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("status      ok"), std::string::npos) << r.out;
+  }
+}
