@@ -181,7 +181,13 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
       // The iteration line is one device's: with a pipeline the rank that communicated
       // longest is not the stream that speaks for the step, and its exposed communication
       // added to that stream's compute would make the line longer than the iteration.
-      if (speaker && d == speaker_device) speaker_exposed_comm = exposed;
+      // Nor may it count again the time that stream stalled (waiting on memory while a
+      // collective ran).
+      if (speaker && d == speaker_device) {
+        std::vector<std::pair<double, double>> hiding = computing_[d];
+        hiding.insert(hiding.end(), speaker->stalls.begin(), speaker->stalls.end());
+        speaker_exposed_comm = uncovered(comm, merged(hiding));
+      }
     }
   if (communicates_ && speaker) s.exposed_comm_time_s = speaker_exposed_comm;
   // The rest of the step on the stream that speaks: exposed communication, host compute it

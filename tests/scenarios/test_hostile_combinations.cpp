@@ -26,12 +26,14 @@ std::string temp_dir(const std::string& name) {
 // With a pipeline, the rank that communicates longest is not the stream that speaks for the
 // iteration: its exposed communication added to that stream's compute made the iteration
 // line longer than the iteration (gpt2-small over 4 stages: 111 ms = compute 91.6 ms +
-// exposed comm 57.4 ms).
-TEST(HostileCombinations, APipelinesIterationLineAddsUp) {
+// exposed comm 57.4 ms). And communication while the stream stalled counted twice (capuchin
+// under a budget on 4 ranks: parts 41 us longer than the iteration).
+TEST(HostileCombinations, TheIterationLineAddsUpWithPipelinesAndStalls) {
   const std::string out = temp_dir("pipeline");
   for (const char* parallel : {"--set parallel.pp=4 --set parallel.micro_batches=8",
                                "--set parallel.pp=2 --set parallel.dp=4 --set parallel.zero=3 --set parallel.symmetric=false",
-                               "--set parallel.tp=4 --set parallel.sp=true --set parallel.pp=2"}) {
+                               "--set parallel.tp=4 --set parallel.sp=true --set parallel.pp=2",
+                               "--set parallel.dp=4 --set parallel.micro_batches=2 --policy capuchin --set policy.budget=0.6"}) {
     SCOPED_TRACE(parallel);
     CliResult r = run_memsim(std::string("run dgx-h100 gpt2-small ") + parallel +
                              " --outputs summary --no-advice --out " + out);
