@@ -28,6 +28,7 @@
 #include "sim/calibrate/calibrate.h"
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/limits.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
 #include "sim/core/suggest.h"
@@ -713,6 +714,11 @@ int cli_main(int argc, char** argv) {
   std::string max_input_size;
   app.add_option("--max-input-size", max_input_size,
                  "the largest input file read, compressed or not (default 4GiB)");
+  std::string max_ops, max_points;
+  app.add_option("--max-ops", max_ops,
+                 "the most ops a run's step may hold, all simulated devices together (default 1e7); "
+                 "larger ones are refused before they are built");
+  app.add_option("--max-points", max_points, "the most points a sweep may list or run (default 10000)");
 
   std::vector<std::string> positional, sets;
   std::string policy = "none", out_dir = "out", out_file;
@@ -868,6 +874,15 @@ int cli_main(int argc, char** argv) {
         throw UsageError(fmt::format("--max-input-size expects a size like '8GiB', got '{}'", max_input_size));
       set_input_size_limit(*bytes);
     }
+    for (const auto& [flag, text, set] : {std::tuple{"--max-ops", &max_ops, &set_op_limit},
+                                          std::tuple{"--max-points", &max_points, &set_point_limit}}) {
+      if (text->empty()) continue;
+      std::uint64_t n = 0;
+      if (!parse_count(*text, n))
+        throw UsageError(fmt::format("{} expects a whole number from 1 to 2^53 like 50000000 or 5e7, got '{}'", flag,
+                                     *text));
+      set(n);
+    }
     const int code = dispatch();
     // What went to standard output is part of the result: losing it is a failure.
     finish_standard_output();
@@ -878,7 +893,7 @@ int cli_main(int argc, char** argv) {
   } catch (const InputError& e) {
     std::cerr << e.what() << "\n";
     return 1;
-  } catch (const PolicyError& e) {
+  } catch (const std::logic_error& e) {  // PolicyError, InternalError: memsim's own fault
     std::cerr << "memsim: internal error: " << e.what()
               << "\nThis is a bug in memsim, not in your input: please report it with the command "
                  "line and the input files.\n";

@@ -2,7 +2,8 @@
 // Errors that reach the user. Bad input (a file, a value, a trace) is an InputError and
 // exits with code 1; a malformed command line is a UsageError and exits with code 2; a
 // policy that breaks the engine's rules (a plan that reads a freed buffer) is a PolicyError,
-// memsim's own fault, and exits with code 3.
+// and a result no correct run produces (a NaN time) an InternalError: memsim's own fault,
+// exit code 3.
 // Messages are complete sentences of the form "file:line:col: key.path: expected X, got Y".
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,14 @@ class UsageError : public std::runtime_error {
 class PolicyError : public std::logic_error {
  public:
   explicit PolicyError(const std::string& message) : std::logic_error(message) {}
+};
+
+/// A run produced a figure no correct run can (a time that is not a finite number of seconds,
+/// a peak over its tier's capacity in a run that fit): a bug in memsim, not in the input.
+/// The message names the check and the value; the CLI asks for a report.
+class InternalError : public std::logic_error {
+ public:
+  explicit InternalError(const std::string& message) : std::logic_error(message) {}
 };
 
 }  // namespace memsim

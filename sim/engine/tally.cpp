@@ -162,6 +162,7 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   for (const auto& [tiers, moved] : traffic_)
     s.traffic.push_back({platform.tiers[tiers.first].name, platform.tiers[tiers.second].name,
                          moved.first, moved.second});
+  double speaker_exposed_comm = 0;
   if (communicates_)
     for (std::size_t d = 0; d < accelerators_; ++d) {
       s.device_compute_s.push_back(length(merged(passes_[d])));
@@ -177,7 +178,18 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
         s.comm_time_s = busy_s;
         s.exposed_comm_time_s = exposed;
       }
+      // The iteration line is one device's: with a pipeline the rank that communicated
+      // longest is not the stream that speaks for the step, and its exposed communication
+      // added to that stream's compute would make the line longer than the iteration.
+      // Nor may it count again the time that stream stalled (waiting on memory while a
+      // collective ran).
+      if (speaker && d == speaker_device) {
+        std::vector<std::pair<double, double>> hiding = computing_[d];
+        hiding.insert(hiding.end(), speaker->stalls.begin(), speaker->stalls.end());
+        speaker_exposed_comm = uncovered(comm, merged(hiding));
+      }
     }
+  if (communicates_ && speaker) s.exposed_comm_time_s = speaker_exposed_comm;
   // The rest of the step on the stream that speaks: exposed communication, host compute it
   // waited through (outside its own work, stalls and communication), then idle (waiting for
   // a copy or another device without a stall, or done before the end).

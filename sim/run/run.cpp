@@ -8,10 +8,12 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine/engine.h"
 #include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
+#include "sim/run/sanity.h"
 
 namespace memsim {
 
@@ -115,7 +117,17 @@ void run(RunInputs&& in, RunResult& out) {
                                  platform.name, slots.size(), slots.size(), in.workloads.size()));
   // One step on every device: a replica each (a single device takes it as it is).
   std::vector<Trace> replicas;
-  if (in.workloads.size() == 1 && slots.size() > 1 && !placed) replicas.assign(slots.size(), in.workloads[0]);
+  if (in.workloads.size() == 1 && slots.size() > 1 && !placed) {
+    // Refused before the copies are made.
+    const double ops = static_cast<double>(in.workloads[0].ops.size()) * static_cast<double>(slots.size());
+    if (over_op_limit(ops))
+      throw InputError(fmt::format(
+          "{}: {} copies of a step of {} ops, one per {} of platform {}, make {}{}", in.workloads[0].name,
+          slots.size(), in.workloads[0].ops.size(),
+          layout.ranks > 1 ? "simulated rank (parallel.symmetric false)" : "compute device", platform.name,
+          ops_over_limit(ops), layout.ranks > 1 ? "" : "; --devices runs it on fewer"));
+    replicas.assign(slots.size(), in.workloads[0]);
+  }
   const std::vector<Trace>& traces = replicas.empty() ? in.workloads : replicas;
   const std::optional<Budget> budget = policy.budget();
   std::vector<std::uint64_t> baselines(compute.size(), 0);
@@ -205,6 +217,7 @@ void run(RunInputs&& in, RunResult& out) {
       }
     }
   }
+  check_summary(out.summary);  // before anyone writes it
   if (in.explain_peaks) explain_peaks(out, platform);
 }
 

@@ -64,9 +64,10 @@ struct RunResult {
   std::vector<std::pair<std::size_t, std::size_t>> peak_copies;
 };
 
-/// Runs one step. Throws InputError for inputs that do not fit together, PolicyError for a
-/// policy that breaks the rules of memory. SimGrid's engine is a process singleton: once per
-/// process.
+/// Runs one step. Throws InputError for inputs that do not fit together or a step past the
+/// op limit, PolicyError for a policy that breaks the rules of memory, InternalError for a
+/// summary that fails check_summary (sim/run/sanity.h). SimGrid's engine is a process
+/// singleton: once per process.
 RunResult run(const RunInputs& inputs);
 /// The same, moving the step out of `inputs.workloads` where it runs as it is (one device, or
 /// a placed pipeline) instead of copying it; the rest of `inputs` is left as it was.

@@ -181,21 +181,6 @@ void print_list(const SweepSpec& spec, const std::vector<const SweepPoint*>& poi
   }
 }
 
-std::string shape_text(const SweepSpec& spec) {
-  auto n = [](std::size_t k, const char* one, const char* many) {
-    return fmt::format("{} {}", k, k == 1 ? one : many);
-  };
-  std::string s = n(spec.devices.size(), "device", "devices") + " x " +
-                  n(spec.workloads.size(), "workload", "workloads") + " x " +
-                  n(spec.policies.size(), "policy", "policies");
-  for (const auto& dim : spec.dimensions) {
-    std::string keys;
-    for (std::size_t a : dim) keys += (keys.empty() ? "" : "+") + spec.axes[a].key;
-    s += fmt::format(" x {} {}", spec.axes[dim.front()].values.size(), keys);
-  }
-  return s;
-}
-
 int merge(const SweepSpec& spec, const std::vector<SweepPoint>& points, Resolver& resolver,
           const SweepOptions& o, const std::string& out_dir) {
   for (const auto& d : o.merge)

@@ -11,6 +11,7 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/limits.h"
 #include "sim/core/files.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
@@ -367,6 +368,21 @@ SweepSpec load_sweep(const std::string& path) {
   return std::move(l.spec);
 }
 
+std::string shape_text(const SweepSpec& spec) {
+  auto n = [](std::size_t k, const char* one, const char* many) {
+    return fmt::format("{} {}", k, k == 1 ? one : many);
+  };
+  std::string s = n(spec.devices.size(), "device", "devices") + " x " +
+                  n(spec.workloads.size(), "workload", "workloads") + " x " +
+                  n(spec.policies.size(), "policy", "policies");
+  for (const auto& dim : spec.dimensions) {
+    std::string keys;
+    for (std::size_t a : dim) keys += (keys.empty() ? "" : "+") + spec.axes[a].key;
+    s += fmt::format(" x {} {}", spec.axes[dim.front()].values.size(), keys);
+  }
+  return s;
+}
+
 std::optional<std::uint64_t> sweep_point_count(const SweepSpec& spec) {
   std::optional<std::uint64_t> count =
       checked_mul(spec.devices.size(), checked_mul(spec.workloads.size(), spec.policies.size()).value_or(UINT64_MAX));
@@ -380,11 +396,11 @@ std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,
   // Counted before anything is made: a sweep of a million points is a mistake (an axis of
   // an axis), and listing it would take the machine's memory.
   const std::optional<std::uint64_t> count = sweep_point_count(spec);
-  if (!count || *count > kMostSweepPoints)
-    throw InputError(fmt::format("{}: {} points (devices x workloads x policies x axes), more than the {} a sweep "
-                                 "may list or run; split it into several sweeps",
+  if (!count || *count > point_limit())
+    throw InputError(fmt::format("{}: {} points ({}), more than the {} a sweep may list or run; split it into "
+                                 "several sweeps, or raise the limit with --max-points N (or MEMSIM_MAX_POINTS=N)",
                                  spec.file, count ? std::to_string(*count) : std::string("over 2^64"),
-                                 kMostSweepPoints));
+                                 shape_text(spec), format_limit(point_limit())));
   std::vector<SweepPoint> points;
   std::set<std::string> seen;
   std::size_t repeats = 0;

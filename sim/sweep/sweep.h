@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/core/limits.h"
 #include "sim/inputs/inputs.h"
 #include "sim/sweep/resolve.h"
 
@@ -73,15 +74,19 @@ struct SweepPoint {
   std::optional<RunRequest> fit_base;
 };
 
-/// The most points a sweep may list or run; expand_sweep refuses more, with the count.
-constexpr std::size_t kMostSweepPoints = 100'000;
+/// The most points a sweep may list or run by default (point_limit() is what applies).
+constexpr std::size_t kMostSweepPoints = kDefaultPointLimit;
+
+/// "2 devices x 1 workload x 3 policies x 4 workload.batch": what the points multiply.
+std::string shape_text(const SweepSpec& spec);
 
 /// Devices x workloads x policies x each dimension's values, before repeats are dropped;
 /// nullopt past 2^64.
 std::optional<std::uint64_t> sweep_point_count(const SweepSpec& spec);
 
-/// Every point of the sweep, in order, each resolved (its id; its error if its inputs do
-/// not load). `dropped` receives the number of repeats left out.
+/// Every point of the sweep, in order, each resolved (its id; its error if its inputs do not
+/// load). `dropped` receives the number of repeats left out. InputError for more points than
+/// point_limit() (sim/core/limits.h), counted before any is made: the count and its factors.
 std::vector<SweepPoint> expand_sweep(const SweepSpec& spec, Resolver& resolver,
                                      std::size_t* dropped = nullptr);
 

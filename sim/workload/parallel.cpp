@@ -76,6 +76,11 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.sp = sp.as_bool();
   if (s.sp && s.tp == 1) sp.fail("sequence parallelism needs tp > 1");
   s.pp = static_cast<std::uint32_t>(params.get("pp").as_int_in(1, 1024));
+  // Ranks are 32-bit device numbers; a million is past any platform.
+  constexpr std::uint64_t kMostRanks = std::uint64_t{1} << 20;
+  if (const std::uint64_t ranks = std::uint64_t{s.tp} * s.dp * s.pp; ranks > kMostRanks)
+    params.get(s.pp > 1 ? "pp" : "tp")
+        .fail(fmt::format("tp x dp x pp is {} ranks, more than the {} a step may run on", ranks, kMostRanks));
   const ConfigNode ep = params.get("ep");
   s.ep = static_cast<std::uint32_t>(ep.as_int_in(1, 1024));
   if (s.ep > 1 && s.dp % s.ep != 0)
@@ -594,6 +599,18 @@ class Sharder {
 
 Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::vector<std::uint32_t> mb) {
   return Sharder(step, settings, std::move(mb)).run();
+}
+
+double parallel_op_estimate(const Trace& step, const ParallelSettings& settings) {
+  double passes = 0, steps = 0;  // forward and backward ops; optimizer steps (one per parameter)
+  for (const Op& op : step.ops) ++(op.phase == Phase::optimizer ? steps : passes);
+  const double m = settings.micro_batches;
+  double rank = m * passes + (m - 1) * steps + 2 * steps;  // accumulations; the steps and their buckets
+  if (settings.zero == 3) rank += 2 * m * steps;         // at most a gather per parameter, twice
+  // A pipeline's stages split the step; without symmetric ranks each of a stage's tp x dp
+  // ranks is simulated.
+  const double simulated = settings.symmetric ? 1.0 : static_cast<double>(settings.dp) * settings.tp;
+  return rank * simulated;
 }
 
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {

@@ -94,6 +94,13 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
 /// step it cannot shard (no optimizer step to find the parameters by).
 Trace parallelize(const Trace& step, const ParallelSettings& settings);
 
+/// About how many ops parallelize(step, settings) makes, every simulated rank's together:
+/// each micro-batch's forward and backward, its gradients' accumulation, one optimizer step,
+/// and ZeRO-3's gathers in each micro-batch, on one rank per pipeline (symmetric ranks) or on
+/// all of them. Counted before anything is made, so that a product past the op limit is
+/// refused at once (generate_workload).
+double parallel_op_estimate(const Trace& step, const ParallelSettings& settings);
+
 // ---- building blocks of parallelize(), shared with the pipeline (pipeline.cpp) ----
 
 /// One block of a micro-batch schedule: the forward or the backward ops of model chunk

@@ -135,6 +135,14 @@ class ZeroPolicy final : public Policy {
 
   std::optional<Rewritten> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
     const std::uint32_t host = host_slot(platform, host_, name());
+    // ZeRO-1 and 2 all-gather the updated weights after the steps, on the accelerators: a
+    // step moved to the host would write a fresh copy of its weight while the gather still
+    // updates the old one, which then dies before the next forward reads it.
+    for (const Op& op : trace.ops)
+      if (op.phase == Phase::optimizer && !op.group.empty())
+        throw InputError(fmt::format("{}: {} with the weights all-gathered after the optimizer step ('{}', "
+                                     "parallel.zero 1 or 2) is not modelled; use parallel.zero 0 or 3",
+                                     trace.name, name(), op.name));
     Trace t = trace;
     const std::vector<std::uint8_t> to_host = host_steps(t);
     // The accelerators' copies: buffers that ops staying there touch.

@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "sim/core/checked.h"
+#include "sim/core/limits.h"
 #include "sim/workload/analysis.h"
 
 namespace memsim {
@@ -179,7 +180,15 @@ std::int64_t element_count(const Shape& shape) {
 // Bookkeeping
 
 ModelBuilder::ModelBuilder(const TrainingSettings& settings)
-    : settings_(settings), fp8_linears_(settings.fp8) {}
+    : settings_(settings), op_limit_(op_limit()), fp8_linears_(settings.fp8) {}
+
+OpId ModelBuilder::add_op(Op op) {
+  if (trace_.ops.size() >= op_limit_)
+    throw StepTooLarge(fmt::format("the step has more than {} ops, the limit (raise it with --max-ops N or "
+                                   "MEMSIM_MAX_OPS=N)",
+                                   format_limit(op_limit_)));
+  return trace_.add_op(std::move(op));
+}
 
 bool ModelBuilder::set_fp8_linears(bool on) {
   const bool was = fp8_linears_;
@@ -281,7 +290,7 @@ OpId ModelBuilder::emit(std::string name, std::string_view kind, Ids inputs, Ids
   op.flops = flops;
   op.dtype = settings_.dtype;
   op.bytes_moved = bytes_moved(trace_, op);
-  const OpId id = trace_.add_op(std::move(op));
+  const OpId id = add_op(std::move(op));
   if (!pending_main_grads_.empty()) {
     // Each gradient this op made is added into its parameter's main_grad at once.
     std::vector<std::pair<std::uint32_t, BufferId>> waiting;
@@ -372,7 +381,7 @@ void ModelBuilder::end_recompute() {
         remap_[b] = again;
         b = again;
       }
-      trace_.add_op(std::move(op));
+      add_op(std::move(op));
     }
   });
 }

@@ -116,6 +116,12 @@ class TensorTooLarge : public InputError {
  public:
   using InputError::InputError;
 };
+/// A generated step past the op limit (sim/core/limits.h), found while building it: the
+/// model's sizes multiply past what a run can hold. generate_workload names the spec file.
+class StepTooLarge : public InputError {
+ public:
+  using InputError::InputError;
+};
 /// The shape's element count; TensorTooLarge beyond 2^50 (never a product that wraps).
 std::int64_t element_count(const Shape& shape);
 
@@ -401,8 +407,12 @@ class ModelBuilder {
   void contribute(Value v, BufferId grad, const std::string& consumer);
   std::uint32_t& holders(BufferId b);
 
+  // Adds `op` to the step; StepTooLarge past the op limit, before the step grows further.
+  OpId add_op(Op op);
+
   TrainingSettings settings_;
   Trace trace_;
+  std::uint64_t op_limit_;  // sim/core/limits.h, read once
   Phase phase_ = Phase::forward;
   std::vector<ValueInfo> values_;
   std::vector<BufferId> grad_;          // per value: its gradient so far, or kNoBuffer

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/limits.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 
@@ -20,7 +21,11 @@ Trace generate(const char* model, Cell cell, const Params& params) {
   const std::int64_t layers = params.get("layers").as_int_in(1, 1000);
   const std::int64_t hidden = params.get("hidden").as_int_in(1, 1 << 20);
   const std::int64_t input_size = params.get("input_size").as_int_in(1, 1 << 20);
-  const std::int64_t seq_len = params.get("seq_len").as_int_in(1, 1'000'000);
+  const ConfigNode seq_node = params.get("seq_len");
+  const std::int64_t seq_len = seq_node.as_int_in(1, 1'000'000);
+  // Each layer's step is 11 to 14 ops (forward, backward and its gradients' accumulation).
+  if (const double ops = 14.0 * static_cast<double>(layers) * static_cast<double>(seq_len); over_op_limit(ops))
+    seq_node.fail(fmt::format("{} steps in each of {} layers make {}", seq_len, layers, ops_over_limit(ops)));
   const std::int64_t classes = params.get("num_classes").as_int_in(1, 1'000'000);
   const std::string output = params.get("output").as_choice({"sequence", "last"});
   const TrainingSettings settings = read_training_settings(params);

@@ -15,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/limits.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/models/transformer.h"
@@ -516,6 +517,18 @@ Trace generate_gpt(const Params& params) {
 
 }  // namespace
 
+void check_decoder_size(const DecoderShape& d, const ConfigNode& at) {
+  // Counted from the generator (ops per layer of the step, forward to optimizer): a dense
+  // layer 44, a mixture of experts 35 and 20 per routed expert, 15 for its shared experts.
+  const double moe_layers = d.experts > 0 ? static_cast<double>(d.layers - d.first_dense) : 0;
+  const double ops = 13 + 44 * (static_cast<double>(d.layers) - moe_layers) +
+                     moe_layers * (35 + 20 * static_cast<double>(d.experts) + (d.shared_experts > 0 ? 15 : 0));
+  if (!over_op_limit(ops)) return;
+  if (d.experts > 0)
+    at.fail(fmt::format("{} experts in each of {} layers make {}", d.experts, d.layers, ops_over_limit(ops)));
+  at.fail(fmt::format("{} layers make {}", d.layers, ops_over_limit(ops)));
+}
+
 Trace llama_decoder(const Params& params, const std::string& name, const DecoderShape& d,
                     std::int64_t seq, ModelBuilder::AttentionImpl impl, double dropout,
                     const TrainingSettings& settings) {
@@ -600,6 +613,7 @@ Trace generate_llama(const Params& params) {
   const TrainingSettings settings = read_training_settings(params);
   if (settings.ep > 1 && d.experts % settings.ep != 0)
     params.extra("parallel")->find("ep")->fail_expected(fmt::format("a divisor of the {} experts", d.experts));
+  check_decoder_size(d, params.get(d.experts > 0 ? "num_experts" : "layers"));
   return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 

@@ -23,6 +23,11 @@ struct DecoderShape {
 Trace llama_decoder(const Params& params, const std::string& name, const DecoderShape& shape, std::int64_t seq,
                     ModelBuilder::AttentionImpl impl, double dropout,
                     const TrainingSettings& settings);
+/// About how many ops llama_decoder makes of `shape` (forward, backward and optimizer), from
+/// its layers and each mixture of experts' experts, before anything is built. `at` is the
+/// key that multiplies them (num_experts with experts, else layers): an InputError located
+/// there when they are more than the op limit (sim/core/limits.h).
+void check_decoder_size(const DecoderShape& shape, const ConfigNode& at);
 
 /// GPT2LMHeadModel: learned positions, fused QKV, GELU MLP of `ffn`, tied LM head.
 struct Gpt2Shape {
