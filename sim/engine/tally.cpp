@@ -154,6 +154,9 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
       speaker = &b;
       speaker_device = i / streams_;
     }
+  // A stream's stalls may overlap (a step of a runtime policy's replicas waits for several
+  // copies at once, each recorded): the time it stalled is their union, not their sum.
+  if (speaker) s.stall_time_s = length(merged(speaker->stalls));
   std::vector<std::pair<double, double>> host;
   for (std::size_t i = accelerators_ * streams_; i < busy_.size(); ++i) {
     s.host_compute_time_s += busy_[i].compute_s;
