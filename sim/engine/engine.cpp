@@ -238,8 +238,11 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::optional<Tally> tally_;
   // Lists for the runtime hooks' actions, reused: applying an action can block its stream's
   // actor (a copy waits for room) while another stream runs a hook, so each hook call takes a
-  // list of its own and gives it back when its actions are applied.
-  std::vector<std::vector<Action>> spare_action_lists_;
+  // list of its own (by index) and gives it back when its actions are applied. The lists live
+  // here, not on the actors' stacks: a PolicyError thrown while applying one then leaves no
+  // scoped object on a SimGrid stack, which AddressSanitizer cannot unpoison as it unwinds.
+  std::deque<std::vector<Action>> action_lists_;
+  std::vector<std::size_t> spare_action_lists_;
   std::uint32_t max_streams_ = 1;
   Summary summary_;
 
@@ -745,15 +748,17 @@ void Simulation::evict(BufferId b, std::size_t to) {
 
 void Simulation::run_hook(void (RuntimeHooks::*hook)(const RuntimeView&, OpId, std::vector<Action>&),
                           OpId op) {
-  std::vector<Action> actions;
-  if (!spare_action_lists_.empty()) {
-    actions = std::move(spare_action_lists_.back());
+  std::size_t k = action_lists_.size();
+  if (spare_action_lists_.empty()) {
+    action_lists_.emplace_back();
+  } else {
+    k = spare_action_lists_.back();
     spare_action_lists_.pop_back();
   }
-  (runtime_.*hook)(*this, op, actions);
-  for (const Action& a : actions) apply(a);
-  actions.clear();
-  spare_action_lists_.push_back(std::move(actions));
+  (runtime_.*hook)(*this, op, action_lists_[k]);
+  for (std::size_t i = 0; i < action_lists_[k].size(); ++i) apply(action_lists_[k][i]);
+  action_lists_[k].clear();
+  spare_action_lists_.push_back(k);
 }
 
 void Simulation::apply(const Action& a) {
