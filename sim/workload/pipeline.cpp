@@ -139,6 +139,12 @@ class Pipeliner {
         for (BufferId b : op.inputs)
           if (in_.buffers[b].category == Category::gradient && writers[b].size() > 1 && !shared_grad_.count(b))
             shared_grad_.emplace(b, std::vector<std::uint32_t>(writers[b].begin(), writers[b].end()));
+    // Readers of each buffer, for shared_grad_start(): a part only the add reads can be stolen.
+    if (!shared_grad_.empty()) {
+      reads_.assign(in_.buffers.size(), 0);
+      for (const Op& op : in_.ops)
+        for (BufferId b : op.reads()) ++reads_[b];
+    }
   }
 
   // A buffer written on one stage and then used on another: sent after that last write,
@@ -167,7 +173,7 @@ class Pipeliner {
           // A group of its own (a stream of its own on each side): sends and receives of
           // different tensors between the same stages need not come in the same order.
           const std::string group = fmt::format("pp.{}>{}:{}", chunk_[last], chunk_[op.id], in_.buffers[b].name);
-          crossing_[{b, op.id}] = Crossing{from, d, last, op.id, group};
+          crossing_[{b, op.id}] = Crossing{from, d, group};
           sends_after_[last].push_back({b, op.id});
           recvs_before_[op.id].push_back({b, op.id});
         }
@@ -371,9 +377,6 @@ class Pipeliner {
   SharedGradStart shared_grad_start(std::uint32_t d) const {
     SharedGradStart start;
     if (shared_grad_.empty()) return start;
-    std::vector<std::uint32_t> reads(in_.buffers.size(), 0);
-    for (const Op& op : in_.ops)
-      for (BufferId b : op.reads()) ++reads[b];
     std::set<BufferId> written;
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer || stage_of(chunk_[op.id]) != d) continue;
@@ -382,7 +385,7 @@ class Pipeliner {
           if (!shared_grad_.count(g) || in_.buffers[g].persistent || !written.insert(g).second) continue;
           if (list == &op.outputs) continue;  // made here already
           const bool steal = op.kind == "accumulate_grad" && op.inputs.size() == 1 && op.updates.size() == 1 &&
-                             op.outputs.empty() && reads[op.inputs[0]] == 1 &&
+                             op.outputs.empty() && reads_[op.inputs[0]] == 1 &&
                              in_.buffers[op.inputs[0]].producer != kNoOp &&
                              stage_of(chunk_[in_.buffers[op.inputs[0]].producer]) == d;
           if (steal) {
@@ -402,8 +405,6 @@ class Pipeliner {
   struct Crossing {
     std::uint32_t from;  // the stage that makes it
     std::uint32_t to;    // the stage that reads it
-    OpId after;          // its last write there before the first use
-    OpId first_use;      // the first op on the other stage that uses it
     std::string group;   // its point-to-point group
   };
 
@@ -412,6 +413,7 @@ class Pipeliner {
   std::vector<std::uint32_t> chunk_;          // per op of in_: its model chunk
   std::vector<std::set<std::uint32_t>> users_;  // per buffer: the stages that use it
   std::map<BufferId, std::vector<std::uint32_t>> shared_grad_;  // gradient -> the stages adding to it
+  std::vector<std::uint32_t> reads_;  // per buffer: the ops reading it (with shared gradients only)
   std::map<std::pair<BufferId, OpId>, Crossing> crossing_;  // (buffer, its first use there)
   std::map<OpId, std::vector<std::pair<BufferId, OpId>>> sends_after_, recvs_before_;
 };

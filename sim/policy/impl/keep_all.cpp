@@ -19,11 +19,13 @@ class KeepAllPolicy final : public Policy {
       if (op.device >= last_of_device.size()) last_of_device.resize(op.device + 1, kNoOp);
       last_of_device[op.device] = op.id;
     }
-    std::vector<std::vector<BufferId>> frees(last_of_device.size());
+    // Per device its buffers' frees; the last list holds those of a device that runs no op.
+    std::vector<std::vector<BufferId>> frees(last_of_device.size() + 1);
     for (const Buffer& b : trace.buffers) {
       if (b.persistent) continue;
       const std::uint32_t device = b.producer != kNoOp ? trace.ops[b.producer].device : b.device;
-      frees[device < frees.size() ? device : frees.size() - 1].push_back(b.id);
+      const bool runs = device < last_of_device.size() && last_of_device[device] != kNoOp;
+      frees[runs ? device : last_of_device.size()].push_back(b.id);
     }
     Plan plan;
     plan.steps.reserve(trace.ops.size() + trace.buffers.size());
@@ -32,6 +34,7 @@ class KeepAllPolicy final : public Policy {
       if (last_of_device[op.device] == op.id)
         for (BufferId b : frees[op.device]) plan.steps.push_back({StepKind::free, b, 0});
     }
+    for (BufferId b : frees.back()) plan.steps.push_back({StepKind::free, b, 0});
     return {std::move(plan), "keep-all", {}, {}, {}};
   }
 };
