@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""How close memsim's predicted step times come to measured training steps.
+
+    time_fidelity.py                                  # the shared A100 single-node rows, dgx-a100
+    time_fidelity.py --rows 1-30 --format csv         # a subset, as CSV
+    time_fidelity.py --device my-cluster.yaml --csv my-measured.csv
+
+Each row of the CSV (the columns of ../shared/validation/measured-steps/
+a100-megatron-single-node.csv: GPUs, global batch, micro batch, hidden size, attention heads,
+# layers, sequence length, tensor, data and pipeline parallelism, iteration time in ms) is
+turned into the run Megatron-DeepSpeed made: GPT with a 50,257-token vocabulary and tied
+embeddings, fp16 mixed precision with Adam, full activation recomputation of every layer,
+1F1B, the gradient all-reduce after backward, and run with `memsim run DEVICE W.yaml`
+(policy none). The predicted iteration time is set against the measured one.
+"""
+import argparse
+import concurrent.futures
+import csv
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "validation" / "measured-steps" / "a100-megatron-single-node.csv"
+
+COLUMNS = {
+    "gpus": "# GPUs", "global_batch": "global batch", "micro_batch": "micro batch",
+    "hidden": "hidden size", "heads": "attention heads", "layers": "# layers",
+    "seq": "sequence length", "tp": "tensor parallelism", "dp": "data parallelism",
+    "pp": "pipeline parallelism", "ms": "iteration time (ms)",
+}
+
+
+def read_rows(path):
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        out = []
+        for line, raw in enumerate(reader, start=2):
+            try:
+                row = {k: (float(raw[c]) if k == "ms" else int(raw[c])) for k, c in COLUMNS.items()}
+            except (KeyError, ValueError) as e:
+                raise SystemExit(f"{path}:{line}: expected the columns {list(COLUMNS.values())} "
+                                 f"with numbers, found {dict(raw)} ({e})")
+            row["line"] = line
+            out.append(row)
+    return out
+
+
+def workload_yaml(r):
+    return (f"model: gpt\nlayers: {r['layers']}\nhidden: {r['hidden']}\nheads: {r['heads']}\n"
+            f"vocab: 50257\nmax_positions: {r['seq']}\nseq_len: {r['seq']}\nbatch: {r['micro_batch']}\n"
+            "attention_impl: materialized\ndtype: fp16\nmixed_precision: true\noptimizer: adam\n"
+            "recompute: full\n"
+            f"parallel: {{tp: {r['tp']}, dp: {r['dp']}, pp: {r['pp']}, "
+            f"global_batch: {r['global_batch']}, schedule: 1f1b}}\n")
+
+
+def run_row(binary, device, sets, r, tmp):
+    spec = Path(tmp) / f"row{r['line']}.yaml"
+    spec.write_text(workload_yaml(r))
+    cmd = [str(binary), "run", device, str(spec), "--json", "--no-advice", "--outputs", "summary",
+           "--out", str(Path(tmp) / f"out{r['line']}")]
+    for s in sets:
+        cmd += ["--set", s]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        return dict(r, predicted_ms=None, error_pct=None, status=f"exit {p.returncode}: {p.stderr.strip()[:200]}")
+    s = json.loads(p.stdout)
+    pred = 1e3 * s["iteration_time_s"]
+    return dict(r, predicted_ms=pred, error_pct=100.0 * (pred - r["ms"]) / r["ms"], status=s["status"])
+
+
+def select(rows, spec):
+    if not spec:
+        return rows
+    keep = set()
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        keep.update(range(int(a), int(b or a) + 1))
+    return [r for i, r in enumerate(rows, start=1) if i in keep]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--csv", default=str(SHARED), help="measured rows (default: the shared A100 set)")
+    ap.add_argument("--device", default="dgx-a100", help="platform preset or YAML (default dgx-a100)")
+    ap.add_argument("--binary", default=str(REPO / "build" / "memsim"))
+    ap.add_argument("--set", action="append", default=[], help="passed to memsim run")
+    ap.add_argument("--rows", help="1-based row numbers of the CSV, e.g. 1-30,40")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--format", choices=["markdown", "csv", "summary"], default="markdown")
+    args = ap.parse_args()
+
+    rows = select(read_rows(args.csv), args.rows)
+    with tempfile.TemporaryDirectory(prefix="memsim-time-") as tmp:
+        with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
+            results = list(ex.map(lambda r: run_row(args.binary, args.device, args.set, r, tmp), rows))
+
+    ok = [r for r in results if r["error_pct"] is not None]
+    failed = [r for r in results if r["error_pct"] is None]
+    mae = sum(abs(r["error_pct"]) for r in ok) / len(ok) if ok else float("nan")
+    signed = sum(r["error_pct"] for r in ok) / len(ok) if ok else float("nan")
+    worst = max(ok, key=lambda r: abs(r["error_pct"])) if ok else None
+
+    if args.format == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["line", "gpus", "global_batch", "micro_batch", "hidden", "heads", "layers", "seq",
+                    "tp", "dp", "pp", "measured_ms", "predicted_ms", "error_pct", "status"])
+        for r in results:
+            w.writerow([r["line"], r["gpus"], r["global_batch"], r["micro_batch"], r["hidden"], r["heads"],
+                        r["layers"], r["seq"], r["tp"], r["dp"], r["pp"], f"{r['ms']:.3f}",
+                        "" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}",
+                        "" if r["error_pct"] is None else f"{r['error_pct']:.2f}", r["status"]])
+    elif args.format == "markdown":
+        print("| line | GPUs | global batch | micro batch | hidden | heads | layers | seq | tp | dp | pp "
+              "| measured ms | memsim ms | error |")
+        print("|" + "---|" * 14)
+        for r in results:
+            pred = "—" if r["predicted_ms"] is None else f"{r['predicted_ms']:.1f}"
+            err = r["status"] if r["error_pct"] is None else f"{r['error_pct']:+.1f}%"
+            print(f"| {r['line']} | {r['gpus']} | {r['global_batch']} | {r['micro_batch']} | {r['hidden']} "
+                  f"| {r['heads']} | {r['layers']} | {r['seq']} | {r['tp']} | {r['dp']} | {r['pp']} "
+                  f"| {r['ms']:.1f} | {pred} | {err} |")
+        print()
+    print(f"{len(ok)} rows run, {len(failed)} failed; mean absolute error {mae:.1f}%, mean signed "
+          f"{signed:+.1f}%, worst {worst['error_pct']:+.1f}% (line {worst['line']})" if worst else
+          f"{len(failed)} rows failed", file=sys.stdout if args.format == "summary" else sys.stderr)
+    for r in failed:
+        print(f"line {r['line']}: {r['status']}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
