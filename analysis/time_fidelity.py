@@ -5,13 +5,16 @@
     time_fidelity.py --rows 1-30 --format csv         # a subset, as CSV
     time_fidelity.py --device my-cluster.yaml --csv my-measured.csv
 
+    time_fidelity.py --export-steps steps.csv       # the rows for `memsim calibrate --steps`
+
 Each row of the CSV (the columns of ../shared/validation/measured-steps/
 a100-megatron-single-node.csv: GPUs, global batch, micro batch, hidden size, attention heads,
 # layers, sequence length, tensor, data and pipeline parallelism, iteration time in ms) is
-turned into the run Megatron-DeepSpeed made: GPT with a 50,257-token vocabulary and tied
-embeddings, fp16 mixed precision with Adam, full activation recomputation of every layer,
-1F1B, the gradient all-reduce after backward, and run with `memsim run DEVICE W.yaml`
-(policy none). The predicted iteration time is set against the measured one.
+turned into the run Megatron-DeepSpeed made: the preset workloads/gpt-megatron.yaml (GPT with
+a 50,257-token vocabulary and tied embeddings, fp16 mixed precision with Adam, full activation
+recomputation of every layer, 1F1B) with the row's shape and layout as --set overrides, run
+with `memsim run DEVICE gpt-megatron --set ...` (policy none). The predicted iteration time is
+set against the measured one.
 """
 import argparse
 import concurrent.futures
@@ -49,21 +52,20 @@ def read_rows(path):
     return out
 
 
-def workload_yaml(r):
-    return (f"model: gpt\nlayers: {r['layers']}\nhidden: {r['hidden']}\nheads: {r['heads']}\n"
-            f"vocab: 50257\nmax_positions: {r['seq']}\nseq_len: {r['seq']}\nbatch: {r['micro_batch']}\n"
-            "attention_impl: materialized\ndtype: fp16\nmixed_precision: true\noptimizer: adam\n"
-            "recompute: full\n"
-            f"parallel: {{tp: {r['tp']}, dp: {r['dp']}, pp: {r['pp']}, "
-            f"global_batch: {r['global_batch']}, schedule: 1f1b}}\n")
+WORKLOAD = "gpt-megatron"  # workloads/gpt-megatron.yaml: GPT as Megatron-DeepSpeed trains it
+
+
+def row_sets(r):
+    """The --set overrides that make workloads/gpt-megatron.yaml the row's run."""
+    return [f"workload.layers={r['layers']}", f"workload.hidden={r['hidden']}", f"workload.heads={r['heads']}",
+            f"workload.seq_len={r['seq']}", f"workload.batch={r['micro_batch']}", f"parallel.tp={r['tp']}",
+            f"parallel.dp={r['dp']}", f"parallel.pp={r['pp']}", f"parallel.global_batch={r['global_batch']}"]
 
 
 def run_row(binary, device, sets, r, tmp):
-    spec = Path(tmp) / f"row{r['line']}.yaml"
-    spec.write_text(workload_yaml(r))
-    cmd = [str(binary), "run", device, str(spec), "--json", "--no-advice", "--outputs", "summary",
+    cmd = [str(binary), "run", device, WORKLOAD, "--json", "--no-advice", "--outputs", "summary",
            "--out", str(Path(tmp) / f"out{r['line']}")]
-    for s in sets:
+    for s in row_sets(r) + sets:
         cmd += ["--set", s]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -71,6 +73,15 @@ def run_row(binary, device, sets, r, tmp):
     s = json.loads(p.stdout)
     pred = 1e3 * s["iteration_time_s"]
     return dict(r, predicted_ms=pred, error_pct=100.0 * (pred - r["ms"]) / r["ms"], status=s["status"])
+
+
+def export_steps(rows, path):
+    """The rows as `memsim calibrate --steps` reads them: workload, set, iteration_ms."""
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["workload", "set", "iteration_ms", "source_line"])
+        for r in rows:
+            w.writerow([WORKLOAD, " ".join(row_sets(r)), f"{r['ms']:.6f}", r["line"]])
 
 
 def select(rows, spec):
@@ -92,9 +103,14 @@ def main():
     ap.add_argument("--rows", help="1-based row numbers of the CSV, e.g. 1-30,40")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--format", choices=["markdown", "csv", "summary"], default="markdown")
+    ap.add_argument("--export-steps", metavar="FILE",
+                    help="write the rows as `memsim calibrate --steps` reads them, and run nothing")
     args = ap.parse_args()
 
     rows = select(read_rows(args.csv), args.rows)
+    if args.export_steps:
+        export_steps(rows, args.export_steps)
+        return 0
     with tempfile.TemporaryDirectory(prefix="memsim-time-") as tmp:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
             results = list(ex.map(lambda r: run_row(args.binary, args.device, args.set, r, tmp), rows))

@@ -14,6 +14,7 @@
 #include <set>
 #include <algorithm>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include <unistd.h>
@@ -26,6 +27,7 @@
 #include "sim/app/advice.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
+#include "sim/calibrate/steps.h"
 #include "sim/core/error.h"
 #include "sim/core/files.h"
 #include "sim/core/limits.h"
@@ -624,6 +626,99 @@ int cmd_calibrate(const std::string& device_arg, const std::vector<std::string>&
   return 0;
 }
 
+struct StepCalibrationArgs {
+  std::string csv;
+  std::vector<std::string> fit;
+  std::string fit_rows;
+  std::size_t evaluations = 60;
+  std::size_t jobs = 0;
+  std::string table;
+};
+
+// "1-30,40" -> {0..29, 39}: 1-based data rows, checked against the count.
+std::vector<std::size_t> parse_row_spec(const std::string& spec, std::size_t rows) {
+  std::vector<std::size_t> out;
+  std::istringstream parts(spec);
+  for (std::string part; std::getline(parts, part, ',');) {
+    const auto dash = part.find('-');
+    std::size_t a = 0, b = 0;
+    try {
+      a = std::stoul(part.substr(0, dash));
+      b = dash == std::string::npos ? a : std::stoul(part.substr(dash + 1));
+    } catch (const std::exception&) {
+      throw UsageError(fmt::format("--fit-rows: expected row numbers like 1-30,40, found '{}'", part));
+    }
+    if (a < 1 || b < a || b > rows)
+      throw UsageError(fmt::format("--fit-rows: '{}' is not within rows 1-{}", part, rows));
+    for (std::size_t i = a; i <= b; ++i) out.push_back(i - 1);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int cmd_calibrate_steps(const std::string& device_arg, const StepCalibrationArgs& args, const std::string& out) {
+  if (args.fit.empty()) throw UsageError("calibrate --steps needs at least one --fit KEY=LO:HI");
+  const PlatformSpec platform = load_platform_arg(device_arg, {});
+  const std::vector<StepRow> rows = read_step_rows(args.csv);
+  std::vector<FitParam> params;
+  for (const auto& spec : args.fit) params.push_back(parse_fit_param(spec, platform));
+  StepFitOptions options;
+  options.memsim = std::filesystem::read_symlink("/proc/self/exe").string();
+  options.platform = device_arg;
+  options.jobs = args.jobs ? args.jobs : std::max(1u, std::thread::hardware_concurrency());
+  options.evaluations = std::max<std::size_t>(args.evaluations, params.size() + 1);
+  if (!args.fit_rows.empty()) options.fit_rows = parse_row_spec(args.fit_rows, rows.size());
+  const auto tmp = std::filesystem::temp_directory_path() / fmt::format("memsim-calibrate-{}", ::getpid());
+  options.work_dir = tmp.string();
+  const std::size_t fitted = options.fit_rows.empty() ? rows.size() : options.fit_rows.size();
+  std::cout << fmt::format("{} measured steps on {}: fitting {} parameter(s) to {} row(s), at most {} evaluations\n",
+                           args.csv, platform.name, params.size(), fitted, options.evaluations);
+  StepFit fit;
+  try {
+    fit = fit_step_times(rows, params, options, [](std::size_t k, double mae, const std::vector<FitParam>& ps) {
+      std::string values;
+      for (const auto& p : ps) values += fmt::format(" {}={}", p.key, p.text());
+      std::cerr << fmt::format("  evaluation {}: mean error {:.2f}% at{}\n", k, 100 * mae, values);
+    });
+  } catch (...) {
+    std::filesystem::remove_all(tmp);
+    throw;
+  }
+  std::filesystem::remove_all(tmp);
+  std::cout << fmt::format("  {} evaluations; chosen:\n", fit.evaluations);
+  for (const auto& p : fit.params)
+    std::cout << fmt::format("    {:<44} {:>10}   (range {}{} to {}{})\n", p.key, p.text(), p.lo, p.unit, p.hi, p.unit);
+  std::cout << fmt::format("  fitted rows ({}): mean absolute error {:.2f}%, worst {:.2f}%\n", fitted,
+                           100 * fit.fit_mean_abs_error, 100 * fit.fit_max_abs_error);
+  if (fit.held_out)
+    std::cout << fmt::format("  held-out rows ({}), predicted: mean absolute error {:.2f}%, worst {:.2f}%\n",
+                             fit.held_out, 100 * fit.held_out_mean_abs_error, 100 * fit.held_out_max_abs_error);
+  if (!args.table.empty()) {
+    std::string csv = "line,workload,set,measured_ms,predicted_ms,error_pct,fitted\n";
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const double p = *fit.predicted_s[i], m = rows[i].measured_s;
+      std::string sets;
+      for (const auto& s : rows[i].sets) sets += (sets.empty() ? "" : " ") + s;
+      csv += fmt::format("{},{},\"{}\",{:.3f},{:.3f},{:.2f},{}\n", rows[i].line, rows[i].workload, sets, 1e3 * m,
+                         1e3 * p, 100 * (p - m) / m, fit.fitted[i] ? "yes" : "no");
+    }
+    write_output_file(args.table, csv);
+    std::cout << fmt::format("  wrote {}\n", args.table);
+  }
+  if (!out.empty()) {
+    const std::string text = path_exists(device_arg) ? read_input_file(device_arg)
+                                                     : find_preset("configs/devices", device_arg)->text;
+    std::string header = fmt::format("# {} with parameters fitted by memsim calibrate --steps {} ({} rows, mean absolute "
+                                     "error {:.2f}%):\n",
+                                     platform.name, args.csv, fitted, 100 * fit.fit_mean_abs_error);
+    for (const auto& p : fit.params) header += fmt::format("#   {} = {}\n", p.key, p.text());
+    write_output_file(out, header + platform_yaml_with(text, fit.params));
+    std::cout << fmt::format("  wrote {}\n", out);
+  }
+  return 0;
+}
+
 void print_params(const std::vector<ParamSpec>& params) {
   for (const auto& p : params)
     std::cout << fmt::format("      {:<16} {}{}\n", p.name, p.description,
@@ -813,8 +908,20 @@ int cli_main(int argc, char** argv) {
       "calibrate", "fit a device's per-op-kind efficiencies to a trace's measured op durations");
   calib->add_option("device", calib_device, "DEVICE (file or built-in preset)")->required();
   calib->add_option("traces", calib_traces,
-                    "one or more traces whose ops carry measured durations (fitted together)")
-      ->required();
+                    "one or more traces whose ops carry measured durations (fitted together)");
+  StepCalibrationArgs steps_args;
+  calib->add_option("--steps", steps_args.csv,
+                    "fit platform parameters to measured step times instead: a CSV with columns workload, set "
+                    "(space-separated KEY=VALUE) and iteration_ms (docs/time-model.md)");
+  calib->add_option("--fit", steps_args.fit,
+                    "with --steps: a parameter and its range, KEY=LO:HI (gpu*.host_overhead.per_op.default=10us:200us); "
+                    "repeat for each");
+  calib->add_option("--fit-rows", steps_args.fit_rows,
+                    "with --steps: the rows to fit (1-based data rows: 1-30,40); the others are predicted and "
+                    "reported as held out (default: fit all)");
+  calib->add_option("--evaluations", steps_args.evaluations, "with --steps: most evaluations of the rows (default 60)");
+  calib->add_option("--jobs", steps_args.jobs, "with --steps: runs at a time (default: the machine's cores)");
+  calib->add_option("--table", steps_args.table, "with --steps: write every row's measured and predicted time here (CSV)");
   calib->add_option("--device-name", calib_name, "which device of the platform (default: the first compute device)");
   calib->add_option("-o,--out,--output", out_file, "write the platform with the fitted efficiencies here");
   std::string calib_residuals = "absolute";
@@ -862,7 +969,16 @@ int cli_main(int argc, char** argv) {
     }
     if (validate_cmd->parsed()) return cmd_validate(files);
     if (trace->parsed()) return cmd_trace(target, sets, out_file, import);
-    if (calib->parsed()) return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
+    if (calib->parsed()) {
+      if (!steps_args.csv.empty()) {
+        if (!calib_traces.empty())
+          throw UsageError("calibrate --steps fits to measured step times; give no traces with it");
+        return cmd_calibrate_steps(calib_device, steps_args, out_file);
+      }
+      if (calib_traces.empty())
+        throw UsageError("calibrate needs traces with measured op durations, or --steps MEASURED.csv");
+      return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
+    }
     if (auto code = sweep_commands->dispatch()) return *code;
     if (list->parsed()) return cmd_list(list_what, json);
     return 2;

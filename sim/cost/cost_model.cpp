@@ -1,6 +1,7 @@
 #include "sim/cost/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -9,15 +10,32 @@
 namespace memsim {
 
 double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& tier,
-                  double input_bytes) {
+                  double input_bytes, double wave) {
   const double peak = device.peak_flops[static_cast<int>(op.dtype)];
-  const double compute = op.flops > 0 ? op.flops / (peak * device.efficiency_for(op.kind)) : 0.0;
+  const double compute = op.flops > 0 ? op.flops / (peak * device.efficiency_for(op.kind) * wave) : 0.0;
   const double memory = op.bytes_moved > 0
                             ? op.bytes_moved / (tier.bandwidth_Bps * device.memory_efficiency_for(op.kind))
                             : 0.0;
   double t = std::max(compute, memory) + device.launch_overhead_s;
   if (device.exchange_Bps > 0) t += device.sync_s + input_bytes / device.exchange_Bps;
   return t;
+}
+
+double gemm_wave_factor(const Trace& trace, const Op& op, const GemmModel& gemm) {
+  if (gemm.sms == 0) return 1.0;
+  const std::string_view kind = op.kind;
+  const bool forward = kind == "linear" || kind == "matmul";
+  if (!forward && kind != "linear_backward") return 1.0;
+  // The shape from the operands' sizes (one element size for all three): forward reads
+  // x (M x K) and the weight (N x K) and makes y (M x N); the backward of a linear that also
+  // makes the input's gradient reads grad_out (M x N), x and the weight.
+  if (op.inputs.size() < (forward ? 2u : 3u) || (forward && op.outputs.empty())) return 1.0;
+  const double x = static_cast<double>(trace.buffers[op.inputs[forward ? 0 : 1]].bytes);
+  const double w = static_cast<double>(trace.buffers[op.inputs[forward ? 1 : 2]].bytes);
+  const double y = static_cast<double>(trace.buffers[forward ? op.outputs[0] : op.inputs[0]].bytes);
+  if (x <= 0 || w <= 0 || y <= 0) return 1.0;
+  const double m = std::sqrt(x * y / w), n = std::sqrt(y * w / x);
+  return gemm.wave_factor(std::round(m), std::round(n), 1.0);
 }
 
 std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platform) {
@@ -47,7 +65,8 @@ std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platfor
     double input_bytes = 0;
     if (d.exchange_Bps > 0)
       for (BufferId b : op.inputs) input_bytes += static_cast<double>(trace.buffers[b].bytes);
-    out.push_back(roofline_s(op, d, platform.tiers[*d.operand_tier()], input_bytes));
+    out.push_back(roofline_s(op, d, platform.tiers[*d.operand_tier()], input_bytes,
+                             gemm_wave_factor(trace, op, d.gemm)));
   }
   return out;
 }

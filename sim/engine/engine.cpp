@@ -1,6 +1,7 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 #include <deque>
 #include <exception>
@@ -126,6 +127,15 @@ class Simulation final : public RuntimeView, private exec::Memory {
   void find_collectives();
   std::vector<std::vector<std::size_t>> wanted_routes() const;
   void run_collective(const Op& op, const exec::Site& site);
+  /// NCCL's protocol for a collective's flows on a platform with `collectives:` (the plain
+  /// model otherwise: efficiency 1, no latency or floor of its own).
+  struct NcclCost {
+    double efficiency = 1.0;  // of the route's bandwidth
+    double latency_s = 0;     // the protocol's own latency, after the flows land
+    double floor_s = 0;       // the least time from the flows' start
+  };
+  NcclCost nccl_cost(const std::map<std::pair<std::size_t, std::size_t>, std::uint64_t>& flows,
+                     std::uint32_t n, std::uint32_t steps) const;
   void count_route(std::size_t from, std::size_t to, std::uint64_t bytes);
   /// A collective's stream: after its device's compute streams, one per process group the
   /// device takes part in (PyTorch gives each NCCL communicator its own stream), in the
@@ -216,6 +226,22 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::size_t streams_done_ = 0;
   std::vector<OpId> stream_at_;  // per stream: the op it runs or last ran
 
+  // The host that issues each device's work (DeviceSpec::host): per op, the host time
+  // issued so far on its device, up to and including it (op-id order is program order);
+  // per device, the time the host last caught up with the device and the sum at that op.
+  // Op i is issued at host_at_ + (issued_s_[i] - host_sum_at_): the host runs ahead of the
+  // device freely, except after an op it waits for.
+  std::vector<double> issued_s_;
+  std::vector<std::uint32_t> comm_running_;  // per device slot: its collectives under way
+  std::vector<double> host_at_, host_sum_at_;
+  bool host_clock_ = false;
+  void wait_for_host(const Op& op);
+  void setup_host_clock();
+  /// Counts a collective as running (+1) or done (-1) on the devices of its group that this
+  /// run simulates.
+  void mark_running(const Op& op, int delta);
+  void host_after(const Op& op);
+
   SgPlatform sg_;  // hosts, routes and copy engines in SimGrid
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr changed_;
@@ -258,6 +284,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::vector<Group> groups_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> channel_;  // (device, group): comm stream after the compute ones
   std::vector<std::uint32_t> collective_;  // per op: its group in groups_, or kNotCollective
+  std::vector<std::vector<std::uint32_t>> members_;  // per group: the device slots simulated
   struct Rendezvous {
     std::uint32_t arrived = 0, left = 0;
     bool done = false;
@@ -557,21 +584,75 @@ void Simulation::release_workspace(const Op&, const exec::Workspace& at) {
   memory_.release_anonymous(at.tier, Allocation{at.address, at.bytes}, Category::workspace, now_s());
 }
 
+void Simulation::mark_running(const Op& op, int delta) {
+  if (comm_running_.empty()) comm_running_.assign(compute_devices_.size(), 0);
+  // The members simulated here are the devices whose ops name this group; rank 0's view in a
+  // symmetric run stands for its peers.
+  for (std::uint32_t d : members_[collective_[op.id]])
+    comm_running_[d] = static_cast<std::uint32_t>(static_cast<int>(comm_running_[d]) + delta);
+}
+
+void Simulation::setup_host_clock() {
+  for (std::size_t d : compute_devices_) host_clock_ |= platform_.devices[d].host.any();
+  if (!host_clock_) return;
+  host_at_.assign(compute_devices_.size(), 0.0);
+  host_sum_at_.assign(compute_devices_.size(), 0.0);
+  for (std::size_t slot = 0; slot < compute_devices_.size(); ++slot)
+    host_at_[slot] = platform_.devices[compute_devices_[slot]].host.per_step_s;
+  std::vector<double> sum(compute_devices_.size(), 0.0);
+  issued_s_.assign(trace_.ops.size(), 0.0);
+  for (const Op& op : trace_.ops) {
+    if (op.device >= compute_devices_.size()) continue;
+    sum[op.device] += platform_.devices[compute_devices_[op.device]].host.per_op_for(op.kind);
+    issued_s_[op.id] = sum[op.device];
+  }
+}
+
+void Simulation::wait_for_host(const Op& op) {
+  if (!host_clock_ || op.device >= host_at_.size()) return;
+  const double issued = host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]);
+  const double now = now_s();
+  if (!(issued > now)) return;
+  if (!(issued <= kHorizonS)) past_horizon(issued, op.id);
+  if (can_defer()) {
+    deferred_s_ += issued - now;
+  } else {
+    flush();
+    sg4::this_actor::sleep_until(issued);
+  }
+}
+
+void Simulation::host_after(const Op& op) {
+  if (!host_clock_ || op.device >= host_at_.size()) return;
+  const DeviceSpec& d = platform_.devices[compute_devices_[op.device]];
+  if (!d.host.syncs_after(op.kind)) return;
+  // The host waited for the device to finish this op (torch.cuda.synchronize()).
+  host_at_[op.device] = std::max(host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]), now_s());
+  host_sum_at_[op.device] = issued_s_[op.id];
+}
+
 void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
+  if (!recompute) wait_for_host(op);
   if (collective_[op.id] != kNotCollective) {
     run_collective(op, site);
+    if (!recompute) host_after(op);
     return;
   }
   const double t0 = now_s();
   // Checked before SimGrid sees it: its solver does not come back from a time near 1e300.
   if (!(t0 + durations_[op.id] <= kHorizonS)) past_horizon(t0 + durations_[op.id], op.id);
+  // A collective running on this device holds part of its SMs (CollectiveModel::sm_share).
+  const double slowdown = op.device < comm_running_.size() && comm_running_[op.device] > 0
+                              ? 1.0 / (1.0 - platform_.collectives.sm_share)
+                              : 1.0;
   if (can_defer())
-    deferred_s_ += durations_[op.id];
+    deferred_s_ += durations_[op.id] * slowdown;
   else
-    sg4::this_actor::execute(durations_[op.id] * kHostSpeed);
+    sg4::this_actor::execute(durations_[op.id] * slowdown * kHostSpeed);
   const double t1 = now_s();
   emit({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device, site.stream,
         op.id, kNoId, 0, kNoId, kNoId});
+  if (!recompute) host_after(op);
 }
 
 void Simulation::find_collectives() {
@@ -619,6 +700,7 @@ void Simulation::find_collectives() {
     groups_.push_back(std::move(group));
   }
   std::vector<std::vector<bool>> member(groups_.size(), std::vector<bool>(accelerators_, false));
+  members_.assign(groups_.size(), {});
   std::map<std::uint32_t, std::uint32_t> channels_per_device;
   for (const Op& op : trace_.ops) {
     if (op.group.empty() || !is_communication_kind(op.kind)) continue;
@@ -630,6 +712,7 @@ void Simulation::find_collectives() {
     if (op.device < accelerators_ && !member[it->second][op.device]) {
       member[it->second][op.device] = true;
       ++groups_[it->second].simulated;
+      members_[it->second].push_back(op.device);
     }
   }
 }
@@ -721,18 +804,58 @@ void Simulation::run_collective(const Op& op, const exec::Site& site) {
                                      platform_.name, platform_.tiers[from].name,
                                      platform_.tiers[to].name, op.kind, op.name, op.group));
       latency = std::max(latency, sg_.routes[from][to]->latency_s);
+    }
+    const NcclCost nccl = nccl_cost(flows, n, pattern.steps);
+    const double flows_start = now_s();
+    if (platform_.collectives.sm_share > 0) mark_running(op, +1);
+    for (const auto& [pair, bytes] : flows) {
+      const auto [from, to] = pair;
       count_route(from, to, bytes);
-      comms.push_back(sg4::Comm::sendto_async(sg_.tier_hosts[from], sg_.tier_hosts[to], bytes));
+      // On the wire at the protocol's efficiency: its bytes take 1 / efficiency of the time.
+      const double wire = std::ceil(static_cast<double>(bytes) / nccl.efficiency);
+      comms.push_back(sg4::Comm::sendto_async(sg_.tier_hosts[from], sg_.tier_hosts[to],
+                                              static_cast<std::uint64_t>(wire)));
     }
     if (!comms.empty()) sg4::Comm::wait_all(comms);
     // The algorithm's other latency-bound steps (see collectives.h).
     if (pattern.steps > 1) sg4::this_actor::sleep_for((pattern.steps - 1) * latency);
+    if (nccl.latency_s > 0) sg4::this_actor::sleep_for(nccl.latency_s);
+    if (now_s() - flows_start < nccl.floor_s) sg4::this_actor::sleep_until(flows_start + nccl.floor_s);
+    if (platform_.collectives.sm_share > 0) mark_running(op, -1);
     rv.done = true;
     notify();
   }
   emit({EventKind::comm, t0, now_s(), site.device, site.stream, op.id, kNoId, op.message_bytes,
         kNoId, kNoId});
   if (++rv.left == group.simulated) rendezvous_.erase({g, k});
+}
+
+Simulation::NcclCost Simulation::nccl_cost(
+    const std::map<std::pair<std::size_t, std::size_t>, std::uint64_t>& flows, std::uint32_t n,
+    std::uint32_t steps) const {
+  const CollectiveModel& model = platform_.collectives;
+  NcclCost cost;
+  if (!model.on() || flows.empty()) return cost;
+  // The protocol NCCL would pick: the fastest for this message on an idle route.
+  double narrowest = std::numeric_limits<double>::infinity();
+  std::uint64_t most = 0;
+  for (const auto& [pair, bytes] : flows) {
+    narrowest = std::min(narrowest, sg_.routes[pair.first][pair.second]->bottleneck_Bps);
+    most = std::max(most, bytes);
+  }
+  const double fill = 1.0 - model.ring_fill / std::max<std::uint32_t>(n, 2);
+  double best = std::numeric_limits<double>::infinity();
+  for (const auto& p : model.protocols) {
+    const double latency = p.latency_s + steps * p.per_step_s;
+    const double t = latency + static_cast<double>(most) / (narrowest * p.efficiency * fill);
+    if (t < best) {
+      best = t;
+      cost.latency_s = latency;
+      cost.efficiency = p.efficiency * fill;
+    }
+  }
+  cost.floor_s = model.floor_per_step_s * steps;
+  return cost;
 }
 
 void Simulation::evict(BufferId b, std::size_t to) {
@@ -832,6 +955,7 @@ Summary Simulation::run() {
   for (const Op& op : trace_.ops)
     max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream) + 1);
   tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
+  setup_host_clock();
   split_plan();
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();

@@ -1,6 +1,7 @@
 #include "sim/platform/platform.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <map>
 
@@ -78,9 +79,69 @@ void load_efficiency_table(const ConfigNode& table, std::optional<double>& defau
   }
 }
 
+HostOverhead load_host_overhead(const ConfigNode& n) {
+  n.allow_only({"per_op", "per_step", "sync_after"});
+  HostOverhead h;
+  if (auto o = n.find("per_op")) {
+    if (o->is_map()) {
+      for (const auto& [kind, value] : o->entries()) {
+        const double v = value.as_unit(UnitKind::time);
+        if (v < 0) value.fail_expected("a time of at least 0");
+        if (kind == "default")
+          h.per_op_s = v;
+        else
+          h.per_kind_s[kind] = v;
+      }
+    } else {
+      h.per_op_s = o->as_unit(UnitKind::time);
+      if (h.per_op_s < 0) o->fail_expected("a time of at least 0");
+    }
+  }
+  if (auto s = n.find("per_step")) {
+    h.per_step_s = s->as_unit(UnitKind::time);
+    if (h.per_step_s < 0) s->fail_expected("a time of at least 0");
+  }
+  if (auto s = n.find("sync_after"))
+    for (const auto& k : s->items()) h.sync_after.push_back(k.as_string());
+  return h;
+}
+
+CollectiveModel load_collectives(const ConfigNode& n) {
+  n.allow_only({"protocols", "floor_per_step", "ring_fill", "sm_share"});
+  CollectiveModel c;
+  auto time_at_least_0 = [](const ConfigNode& v) {
+    const double t = v.as_unit(UnitKind::time);
+    if (t < 0) v.fail_expected("a time of at least 0");
+    return t;
+  };
+  const auto protocols = n.at("protocols");
+  if (protocols.entries().empty()) protocols.fail_expected("at least one protocol (e.g. simple: {latency: 20us, efficiency: 0.8})");
+  for (const auto& [name, pn] : protocols.entries()) {
+    pn.allow_only({"latency", "per_step", "efficiency"});
+    CollectiveModel::Protocol p;
+    p.name = name;
+    if (auto l = pn.find("latency")) p.latency_s = time_at_least_0(*l);
+    if (auto l = pn.find("per_step")) p.per_step_s = time_at_least_0(*l);
+    const auto e = pn.at("efficiency");
+    p.efficiency = e.as_fraction();
+    if (!(p.efficiency > 0 && p.efficiency <= 1)) e.fail_expected("a number above 0 and at most 1");
+    c.protocols.push_back(std::move(p));
+  }
+  if (auto f = n.find("floor_per_step")) c.floor_per_step_s = time_at_least_0(*f);
+  if (auto f = n.find("sm_share")) {
+    c.sm_share = f->as_double();
+    if (!(c.sm_share >= 0 && c.sm_share < 1)) f->fail_expected("a fraction from 0 to below 1");
+  }
+  if (auto r = n.find("ring_fill")) {
+    c.ring_fill = r->as_double();
+    if (!(c.ring_fill >= 0 && c.ring_fill < 2)) r->fail_expected("a number from 0 to below 2 (the bandwidth lost to a ring of n ranks is ring_fill / n)");
+  }
+  return c;
+}
+
 void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, std::uint32_t node) {
   n.allow_only({"kind", "compute", "launch_overhead", "streams", "copy_engines", "efficiency",
-                "memory_efficiency", "exchange", "tiers", "reserved"});
+                "memory_efficiency", "exchange", "tiers", "reserved", "host_overhead", "gemm"});
   if (name.find('.') != std::string::npos) n.fail("a device name may not contain '.'");
   DeviceSpec d;
   d.name = name;
@@ -106,6 +167,17 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, 
     x->allow_only({"bandwidth", "sync"});
     d.exchange_Bps = positive(x->at("bandwidth"), UnitKind::bandwidth);
     if (auto s = x->find("sync")) d.sync_s = s->as_unit(UnitKind::time);
+  }
+  if (auto h = n.find("host_overhead")) d.host = load_host_overhead(*h);
+  if (auto g = n.find("gemm")) {
+    g->allow_only({"sms", "tile"});
+    d.gemm.sms = static_cast<std::uint32_t>(g->at("sms").as_int_in(1, 1 << 20));
+    if (auto t = g->find("tile")) {
+      const auto dims = t->items();
+      if (dims.size() != 2) t->fail_expected("[tile_m, tile_n], two sizes of the output tile");
+      d.gemm.tile_m = static_cast<std::uint32_t>(dims[0].as_int_in(1, 1 << 16));
+      d.gemm.tile_n = static_cast<std::uint32_t>(dims[1].as_int_in(1, 1 << 16));
+    }
   }
   d.node = node;
   if (auto r = n.find("reserved"))
@@ -214,6 +286,13 @@ std::uint64_t DeviceSpec::reserved_bytes(bool communicates) const {
 std::string_view to_string(DeviceKind k) { return kDeviceKinds[static_cast<int>(k)]; }
 std::string_view to_string(TierRole r) { return kTierRoles[static_cast<int>(r)]; }
 
+double GemmModel::wave_factor(double m, double n, double batch) const {
+  if (sms == 0 || m <= 0 || n <= 0 || batch <= 0) return 1.0;
+  const double tiles = std::ceil(m / tile_m) * std::ceil(n / tile_n) * batch;
+  const double waves = std::ceil(tiles / sms);
+  return tiles / (waves * sms);
+}
+
 double DeviceSpec::efficiency_for(const std::string& op_kind) const {
   auto it = efficiency.find(op_kind);
   return it == efficiency.end() ? default_efficiency : it->second;
@@ -260,10 +339,11 @@ std::vector<std::size_t> PlatformSpec::compute_devices() const {
 }
 
 PlatformSpec load_platform(const ConfigNode& root) {
-  root.allow_only({"name", "description", "devices", "switches", "links", "nodes", "fabric"});
+  root.allow_only({"name", "description", "devices", "switches", "links", "nodes", "fabric", "collectives"});
   PlatformSpec p;
   p.source = root.file();
   p.name = root.at("name").as_string();
+  if (auto c = root.find("collectives")) p.collectives = load_collectives(*c);
   if (auto n = root.find("nodes")) p.nodes = static_cast<std::uint32_t>(n->as_int_in(1, 65536));
   std::optional<ConfigNode> fabric = root.find("fabric");
   if (fabric) {
@@ -387,7 +467,8 @@ std::optional<std::string> platform_override_problem(const ConfigNode& root, con
   if (!devices || !devices->is_map() || !devices->has(device)) return std::nullopt;
   const auto dev = devices->at(device);
   static const std::vector<std::string> kDeviceKeys{"kind", "compute", "launch_overhead", "streams", "copy_engines",
-                                                    "efficiency", "memory_efficiency", "exchange", "tiers"};
+                                                    "efficiency", "memory_efficiency", "exchange", "tiers",
+                                                    "host_overhead", "gemm", "reserved"};
   if (!dev.is_map() || std::find(kDeviceKeys.begin(), kDeviceKeys.end(), tier) != kDeviceKeys.end()) return std::nullopt;
   auto tiers = dev.find("tiers");
   if (!tiers || !tiers->is_map() || tiers->has(tier)) return std::nullopt;
@@ -407,7 +488,7 @@ std::optional<std::vector<std::string>> platform_override_path(const ConfigNode&
     start = dot + 1;
   }
   if (!root.is_map()) return std::nullopt;
-  if (parts[0] == "name" || (parts[0] == "nodes" && parts.size() == 1)) return parts;
+  if (parts[0] == "name" || (parts[0] == "nodes" && parts.size() == 1) || parts[0] == "collectives") return parts;
   auto devices = root.find("devices");
   if (devices && devices->is_map() && devices->has(parts[0]) && parts.size() >= 2) {
     auto dev = devices->at(parts[0]);

@@ -73,6 +73,41 @@ struct TierSpec {
   std::optional<Params> allocator_params;
 };
 
+/// The host's cost of issuing work to a device, for an eager framework (PyTorch, Megatron-LM):
+/// op i cannot start on the device before the host has issued it, and the host issues ops in
+/// program order, each taking `per_op` (per kind, else its default) of host time; it runs ahead
+/// of the device freely, except after an op whose kind is in `sync_after` (Megatron's
+/// torch.cuda.synchronize() after each pipeline send and receive), where it waits for the
+/// device to finish it. `per_step` is host time before the step's first op (the iteration's
+/// fixed work: the loss scaler's and gradient clipping's checks, the optimizer's launch).
+struct HostOverhead {
+  double per_op_s = 0;
+  std::map<std::string, double> per_kind_s;
+  double per_step_s = 0;
+  std::vector<std::string> sync_after;
+  double per_op_for(const std::string& kind) const {
+    auto it = per_kind_s.find(kind);
+    return it == per_kind_s.end() ? per_op_s : it->second;
+  }
+  bool syncs_after(std::string_view kind) const {
+    for (const auto& k : sync_after)
+      if (k == kind) return true;
+    return false;
+  }
+  bool any() const { return per_op_s > 0 || per_step_s > 0 || !per_kind_s.empty(); }
+};
+
+/// Wave quantization of a GEMM (a `linear`, `bmm` or `matmul` with its shape, Op::gemm): the
+/// M x N output (per batch) is cut into tile_m x tile_n tiles, one per streaming
+/// multiprocessor at a time; the compute term is the FLOPs over peak x efficiency x
+/// tiles / (waves x sms), with waves = ceil(tiles / sms). sms 0: off.
+struct GemmModel {
+  std::uint32_t sms = 0;
+  std::uint32_t tile_m = 128, tile_n = 128;
+  /// The fraction of an op's ideal wave efficiency that applies (1: all of it).
+  double wave_factor(double m, double n, double batch) const;
+};
+
 struct DeviceSpec {
   std::string name;  // "gpu0"
   DeviceKind kind = DeviceKind::gpu;
@@ -98,6 +133,13 @@ struct DeviceSpec {
   std::vector<std::pair<std::string, std::uint64_t>> reserved;
   /// The node it belongs to on a multi-node platform (`nodes: N`), else 0.
   std::uint32_t node = 0;
+  /// What the host that drives the device spends issuing its work (`host_overhead:`): an
+  /// eager framework launches each op from Python, and a device whose ops are shorter than
+  /// that waits for its host (docs/time-model.md).
+  HostOverhead host;
+  /// Shape-aware GEMMs (`gemm:`): the output is cut into tiles, run in waves over the
+  /// streaming multiprocessors; a last wave that fills only part of them wastes the rest.
+  GemmModel gemm;
 
   /// The reserved bytes of a step that communicates (`communicates`) or not.
   std::uint64_t reserved_bytes(bool communicates) const;
@@ -121,8 +163,29 @@ struct LinkSpec {
   bool full_duplex = true;  // each direction has the full bandwidth
 };
 
+/// NCCL's collectives as nccl-tests measures them (`collectives:` of a platform; absent: the
+/// plain model of sim/engine/collectives.h). Each protocol p (NCCL's LL128 and Simple) takes
+/// latency_p + steps x per_step_p + its bandwidth term, the flows' bytes over the route at
+/// efficiency_p x (1 - ring_fill / n) of its narrowest link; NCCL picks the faster protocol
+/// for the message, and no collective of `steps` latency-bound steps is shorter than
+/// floor_per_step x steps. Fitted to measured curves (docs/time-model.md).
+struct CollectiveModel {
+  struct Protocol {
+    std::string name;
+    double latency_s = 0, per_step_s = 0, efficiency = 1;
+  };
+  std::vector<Protocol> protocols;  // empty: the plain model
+  double floor_per_step_s = 0;
+  double ring_fill = 0;
+  /// The share of a GPU's SMs a running collective's kernels hold: a compute op that starts
+  /// on a device while one of its collectives runs takes 1 / (1 - sm_share) of its time.
+  double sm_share = 0;
+  bool on() const { return !protocols.empty(); }
+};
+
 struct PlatformSpec {
   std::string name;
+  CollectiveModel collectives;
   std::string source;  // the file it came from
   std::uint32_t nodes = 1;  // copies of the node description (multi-node platforms)
   std::vector<DeviceSpec> devices;
