@@ -45,6 +45,7 @@
 #include "sim/core/text_out.h"
 #include "sim/report/perfetto_trace.h"
 #include "sim/report/events_csv.h"
+#include "sim/report/kind_table.h"
 #include "sim/report/peak.h"
 #include "sim/report/trace_layout.h"
 #include "sim/report/writers.h"
@@ -194,6 +195,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const Recorder& recorder = result.recorder;
   Summary& summary = result.summary;
   summary.import_notes = import_notes;
+  // Table keys that timed no op: a platform written for another model's kinds reads as
+  // tuned when it is not (`matmul` for a GPT whose layers are `linear`).
+  summary.unused_efficiency_keys = unused_efficiency_keys(trace, platform_run);
   summary.platform_source = platform_run.source;
   summary.workload_source = trace_file_exists(workload) ? workload : "(built in) " + workload;
 
@@ -309,6 +313,15 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                              trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s))
                                                : std::string());
   if (outputs.summary) write_output_file(out_dir + "/summary.json", json_text);
+  // After summary.json, so that a sweep's point whose files failed reports that first.
+  if (!summary.unused_efficiency_keys.empty()) {
+    std::string kinds_command = fmt::format("memsim info {} {}", device, workloads.size() == 1 ? workload : "WORKLOAD");
+    for (const Override& o : overrides)
+      if (o.target != "policy") kinds_command += " " + o.origin;
+    kinds_command += " --op-kinds";
+    for (const std::string& line : unused_efficiency_lines(summary.unused_efficiency_keys, kinds_command))
+      std::cerr << "memsim: " << line << "\n";
+  }
   if (json)
     std::cout << json_text;
   else
@@ -408,6 +421,27 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
     std::cout << fmt::format("  pipeline: stage s sends to s + 1 from each rank to the rank {} above it ({})\n",
                              tp * dp,
                              nodes({rank(0, 0, 0), rank(1, 0, 0)}).size() > 1 ? "across nodes" : "within a node");
+  return 0;
+}
+
+// `memsim info [DEVICE] WORKLOAD --op-kinds`: the op kinds the workload emits, with their
+// ops, FLOPs and bytes; with a device, the entry of its efficiency tables that times each
+// (the platform's first compute device, as `calibrate` takes it).
+int cmd_op_kinds(const std::string& platform_arg, const std::string& workload_arg,
+                 const std::vector<std::string>& sets, bool json, const ImportOptions& import) {
+  const auto overrides = parse_overrides(sets);
+  std::optional<PlatformSpec> platform;
+  const DeviceSpec* device = nullptr;
+  if (!platform_arg.empty()) {
+    platform = load_platform_arg(platform_arg, overrides);
+    const auto compute = platform->compute_devices();
+    if (compute.empty()) throw InputError(fmt::format("{}: no compute device", platform->source));
+    device = &platform->devices[compute.front()];
+  }
+  const Trace t = load_workload_arg(workload_arg, overrides, import);
+  if (!json) print_import_notes(t, std::cerr);
+  const PlatformSpec* p = platform ? &*platform : nullptr;
+  std::cout << (json ? op_kinds_json(t, p, device) : op_kinds_text(t, p, device));
   return 0;
 }
 
@@ -879,11 +913,17 @@ int cli_main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "describe a workload (parameters, ops, bytes, FLOPs) or a device");
   info->add_option("target", target, "WORKLOAD or DEVICE.yaml (file or built-in preset)")->required();
   std::string info_workload;
-  info->add_option("workload", info_workload, "with --placement: the WORKLOAD to lay out on the platform TARGET");
+  info->add_option("workload", info_workload,
+                   "with --placement: the WORKLOAD to lay out on the platform TARGET; with --op-kinds: the "
+                   "WORKLOAD whose kinds the device TARGET's efficiency tables time");
   bool placement = false;
   info->add_flag("--placement", placement,
                  "memsim info PLATFORM WORKLOAD --placement: which devices each rank and each tensor-, data- "
                  "and pipeline-parallel group runs on");
+  bool op_kinds = false;
+  info->add_flag("--op-kinds", op_kinds,
+                 "memsim info [DEVICE] WORKLOAD --op-kinds: the op kinds the workload emits (ops, FLOPs, bytes, "
+                 "phases); with a DEVICE, which entry of its efficiency and memory_efficiency tables times each");
   info->add_option("--set", sets, "override a value, as for run");
   info->add_flag("--json", json, "print JSON");
   import_options(info);
@@ -960,9 +1000,21 @@ int cli_main(int argc, char** argv) {
                      only_devices, import, durations, explain, !no_advice && (advice || !json));
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) {
+      if (op_kinds) {
+        if (placement) throw UsageError("info: --placement and --op-kinds are two views; give one");
+        if (info_workload.empty() && names_a_platform(target))
+          throw UsageError(fmt::format("info {} --op-kinds: the kinds are a workload's: memsim info {} WORKLOAD "
+                                       "--op-kinds",
+                                       target, target));
+        if (!info_workload.empty() && !names_a_platform(target) && names_a_platform(info_workload))
+          throw UsageError(fmt::format("info {} {} --op-kinds: the device comes first: memsim info {} {} --op-kinds",
+                                       target, info_workload, info_workload, target));
+        return info_workload.empty() ? cmd_op_kinds("", target, sets, json, import)
+                                     : cmd_op_kinds(target, info_workload, sets, json, import);
+      }
       if (placement || !info_workload.empty()) {
         if (!placement || info_workload.empty())
-          throw UsageError("info PLATFORM WORKLOAD needs --placement (and --placement needs both)");
+          throw UsageError("info PLATFORM WORKLOAD needs --placement or --op-kinds (and --placement needs both)");
         return cmd_placement(target, info_workload, sets, import);
       }
       return cmd_info(target, sets, json, import);

@@ -124,6 +124,13 @@ struct PipelineStageSummary {
   double bubble_fraction = 0;
 };
 
+/// The keys of a device's `efficiency` and `memory_efficiency` tables that no op it ran
+/// has as its kind (`default` aside): they timed nothing in the run.
+struct UnusedEfficiencyKeys {
+  std::string device;  // "gpu0"
+  std::vector<std::string> efficiency, memory_efficiency;  // in key order
+};
+
 struct Summary {
   std::string status = "ok";  // ok | oom
   std::string workload;       // trace name
@@ -178,6 +185,9 @@ struct Summary {
   std::vector<std::string> import_notes;
   std::uint64_t measured_ops = 0;  // timed by their measured duration
   std::uint64_t modelled_ops = 0;  // timed by the cost model
+  /// Per device that ran ops, in op-device order, those with any: table keys that matched
+  /// no op kind of the run (a `matmul` entry for a model whose layers are `linear`).
+  std::vector<UnusedEfficiencyKeys> unused_efficiency_keys;
 
   /// What tier `index` held at its peak (empty before explain_peaks).
   const PeakReport& peak(std::size_t index) const {

@@ -14,6 +14,7 @@
 #include "sim/core/files.h"
 #include "sim/core/text_out.h"
 #include "sim/core/units.h"
+#include "sim/report/kind_table.h"
 
 namespace memsim {
 namespace {
@@ -221,6 +222,10 @@ std::string summary_json(const Summary& s) {
   j["ops_total"] = s.ops_total;
   j["durations"] = {{"measured_ops", s.measured_ops}, {"modelled_ops", s.modelled_ops}};
   j["import_notes"] = s.import_notes;
+  ordered_json unused = ordered_json::array();  // "gpu0.efficiency.matmul"
+  for (const UnusedEfficiencyKeys& u : s.unused_efficiency_keys)
+    for (const std::string& k : qualified_keys(u)) unused.push_back(k);
+  j["unused_efficiency_keys"] = unused;
   ordered_json tiers = ordered_json::object();
   for (const auto& t : s.tiers) {
     ordered_json tj = {{"role", t.role},

@@ -92,4 +92,5 @@ def test_progress_only_on_a_terminal(tmp_path):
                              capture_output=True, text=True)
         assert line in tty.stdout.replace("\r", "\n"), tty.stdout
         piped = memsim(*args.split(), "--force") if args.startswith("fit") else memsim(*args.split())
-        assert piped.stderr == ""
+        # Nothing but the run's note of its device's unused efficiency keys.
+        assert [line for line in piped.stderr.splitlines() if "no op of this run" not in line] == []

@@ -194,7 +194,8 @@ TEST(HostileOutput, AWriteErrorIsExitOneNamingThePath) {
   const std::string dir = temp_dir("stdout");
   r = run_memsim("run mlp --json --out " + dir + " > /dev/full");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "(standard output): cannot write: No space left on device\n");
+  // After any notes of the run (a100-40gb's matmul efficiency keys time none of mlp's ops).
+  EXPECT_TRUE(r.err.ends_with("(standard output): cannot write: No space left on device\n")) << r.err;
   r = run_memsim("trace mlp -o - > /dev/full");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "(standard output): cannot write: No space left on device\n");
