@@ -26,6 +26,8 @@ const std::vector<std::string>& known_op_kinds() {
       "silu_backward", "tanh_backward", "mul_backward", "softmax_backward",
       "rotary_embedding_backward", "bmm_backward", "flash_attention_backward",
       "select_backward", "lstm_cell_backward", "gru_cell_backward",
+      // Megatron's fused SwiGLU (issue 27): forward, backward
+      "swiglu", "swiglu_backward",
       // Gist-style stashing (policy compress, issue 7)
       "encode", "decode",
       // imported traces (issue 5): aten ops with no kind of their own above

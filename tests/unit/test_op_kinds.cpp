@@ -21,7 +21,12 @@ TEST(OpKinds, GeneratorsEmitOnlyKnownKinds) {
            {"model: gpt2\nseq_len: 8\nbatch: 2\n", "gpt2"},
            {"model: gpt\nlayers: 2\nhidden: 64\nheads: 4\nseq_len: 8\nbatch: 2\nblocks_only: true\n", "gpt"},
            {"model: llama\nlayers: 2\nhidden: 64\nheads: 4\nintermediate: 96\nvocab: 100\nseq_len: 8\nbatch: 2\n", "llama"},
-           {"model: llama\nlayers: 2\nhidden: 64\nheads: 4\nintermediate: 96\nvocab: 100\nseq_len: 8\nbatch: 2\nattention_impl: fused\n", "llama"}}) {
+           {"model: llama\nlayers: 2\nhidden: 64\nheads: 4\nintermediate: 96\nvocab: 100\nseq_len: 8\nbatch: 2\nattention_impl: fused\n", "llama"},
+           // Megatron's fused kernels switched from their defaults (issue 27)
+           {"model: llama\nlayers: 2\nhidden: 64\nheads: 4\nintermediate: 96\nvocab: 100\nseq_len: 8\nbatch: 2\ndtype: bf16\n"
+            "fused_layer_norm: false\nfused_softmax: false\nfused_swiglu: true\n", "llama"},
+           {"model: gpt\nlayers: 2\nhidden: 64\nheads: 4\nseq_len: 8\nbatch: 2\ndtype: fp16\nattention_impl: selective\n"
+            "fused_layer_norm: false\nfused_softmax: false\nfused_bias_gelu: false\n", "gpt"}}) {
     auto node = ConfigNode::parse_text(spec, "t.yaml");
     const ModelInfo* info = find_model(name);
     Trace t = info->generate(Params(node, info->params, "model " + name, {"model", "name"}));

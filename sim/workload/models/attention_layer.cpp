@@ -52,7 +52,8 @@ Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v
         "layer '{}': k and v of width {} are no whole number of {}-wide heads dividing {}", name,
         kv_width, head_dim, heads));
   // The causal mask costs nothing in either form: materialised, it is applied inside the
-  // softmax (Megatron's fused scale-mask-softmax); fused, it skips the masked blocks.
+  // softmax (Megatron's fused scale-mask-softmax; unfused, a mask fill of its own); fused,
+  // it skips the masked blocks.
   if (impl == AttentionImpl::fused) return fused_attention(name, q, k, v, batch, heads, causal);
   const std::int64_t groups = heads / (kv_width / head_dim);
   if (groups > 1) {
@@ -64,8 +65,8 @@ Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v
   // saved, which overstates a GQA layer's selective saves by the copies (2 x tokens x
   // (hidden - kv_width) elements).
   return impl == AttentionImpl::selective
-             ? recomputed_attention(name, q, k, v, batch, heads, dropout_p)
-             : materialized_attention(name, q, k, v, batch, heads, dropout_p);
+             ? recomputed_attention(name, q, k, v, batch, heads, causal, dropout_p)
+             : materialized_attention(name, q, k, v, batch, heads, causal, dropout_p);
 }
 
 // Hugging Face's eager attention repeats each k/v head to its query heads with repeat_kv
@@ -92,7 +93,7 @@ Value ModelBuilder::repeat_kv(const std::string& name, Value x, std::int64_t gro
 // are treated as views: eager code makes contiguous copies of q, k, v and the context for
 // its batched matmuls, which adds transient copies but saves the same bytes.
 Value ModelBuilder::materialized_attention(const std::string& name, Value q, Value k, Value v,
-                                           std::int64_t batch, std::int64_t heads,
+                                           std::int64_t batch, std::int64_t heads, bool causal,
                                            double dropout_p) {
   const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
   const std::int64_t seq = tokens / batch, head_dim = hidden / heads;
@@ -123,7 +124,8 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
     contribute(k, gk, name);
   });
 
-  const Value probs = softmax(name + ".softmax", scores);
+  const Value probs = settings_.fused.softmax ? softmax(name + ".softmax", scores)
+                                              : unfused_softmax(name, scores, causal, batch);
   // Dropout on the probabilities keeps its own output (read by probs v) and a bool mask,
   // besides the softmax output: 5 as^2 b bytes in fp16, as Korthikanti et al. count.
   const Value dropped = dropout_p > 0 ? dropout(name + ".dropout", probs) : probs;
@@ -152,7 +154,8 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
 // same RNG state gives the same mask), then the backward ops read what it remade. Saved:
 // q, k, v only, so the 5 as^2 b term is gone at the price of one more forward of the core.
 Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value k, Value v,
-                                         std::int64_t batch, std::int64_t heads, double dropout_p) {
+                                         std::int64_t batch, std::int64_t heads, bool causal,
+                                         double dropout_p) {
   const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
   const std::int64_t seq = tokens / batch, head_dim = hidden / heads;
   const double esize = dtype_bytes(settings_.dtype);
@@ -167,21 +170,27 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
 
   // The core attention's ops; `tag` is "" forward and ".recompute" in the backward.
   struct Core {
-    BufferId probs, dropped, mask;
+    SoftmaxChain softmax;  // its probs saved for the softmax's backward, its out read next
+    BufferId dropped, mask;
   };
   auto core = [=, this](const std::string& tag) {
     Core c{};
     const BufferId scores = activation_buffer(name + tag + ".scores", scores_elements, settings_.dtype);
     OpId id = emit(name + tag + ".qk", "bmm", distinct({buffer(q), buffer(k)}), {scores}, {}, mm_flops);
     trace_.ops[id].bytes_moved = 2 * qkv_bytes + scores_bytes;
-    c.probs = activation_buffer(name + tag + ".softmax.out", scores_elements, settings_.dtype);
-    emit(name + tag + ".softmax", "softmax", {scores}, {c.probs}, {}, 4 * elements);
-    c.dropped = c.probs;
+    if (settings_.fused.softmax) {
+      const BufferId probs = activation_buffer(name + tag + ".softmax.out", scores_elements, settings_.dtype);
+      emit(name + tag + ".softmax", "softmax", {scores}, {probs}, {}, 4 * elements);
+      c.softmax = {kNoBuffer, probs, probs};
+    } else {
+      c.softmax = unfused_softmax_forward(name + tag, scores, scores_elements, causal, batch, seq);
+    }
+    c.dropped = c.softmax.out;
     c.mask = kNoBuffer;
     if (drops) {
       c.dropped = activation_buffer(name + tag + ".dropout.out", scores_elements, settings_.dtype);
       c.mask = activation_buffer(name + tag + ".dropout.mask", scores_elements, DType::boolean);
-      emit(name + tag + ".dropout", "dropout", {c.probs}, {c.dropped, c.mask}, {}, 2 * elements);
+      emit(name + tag + ".dropout", "dropout", {c.softmax.out}, {c.dropped, c.mask}, {}, 2 * elements);
     }
     return c;
   };
@@ -209,8 +218,13 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
       emit(name + ".dropout.backward", "dropout_backward", {gp, c.mask}, {gd}, {}, elements);
       gp = gd;
     }
-    const BufferId gs = scores_grad(name + ".softmax.grad_input");
-    emit(name + ".softmax.backward", "softmax_backward", {gp, c.probs}, {gs}, {}, 3 * elements);
+    BufferId gs;
+    if (settings_.fused.softmax) {
+      gs = scores_grad(name + ".softmax.grad_input");
+      emit(name + ".softmax.backward", "softmax_backward", {gp, c.softmax.probs}, {gs}, {}, 3 * elements);
+    } else {
+      gs = unfused_softmax_backward(name, c.softmax, gp, scores_elements);
+    }
     const BufferId gq = qkv_grad(name + ".qk.grad_q"), gk = qkv_grad(name + ".qk.grad_k");
     bw = emit(name + ".qk.backward", "bmm_backward", distinct({gs, buffer(q), buffer(k)}), {gq, gk}, {}, 2 * mm_flops);
     trace_.ops[bw].bytes_moved = scores_bytes + 4 * qkv_bytes;

@@ -79,6 +79,11 @@ std::string TrainingSettings::summary() const {
   if (fp8) s += ", fp8";
   if (!inplace) s += ", relu out of place";
   if (conv_algo != ConvAlgo::direct) s += fmt::format(", {}", to_string(conv_algo));
+  const FusedKernels usual;
+  if (fused.layer_norm != usual.layer_norm) s += ", unfused norms";
+  if (fused.softmax != usual.softmax) s += ", unfused softmax";
+  if (fused.bias_gelu != usual.bias_gelu) s += ", unfused bias-gelu";
+  if (fused.swiglu != usual.swiglu) s += ", fused swiglu";
   return s;
 }
 
@@ -150,8 +155,14 @@ TrainingSettings read_training_settings(const Params& params) {
   s.conv_algo = params.get("conv_algo").as_choice({"direct", "im2col"}) == "direct"
                     ? ConvAlgo::direct
                     : ConvAlgo::im2col;
-  for (const ParamSpec& spec : params.specs())
+  // Read where the model declares them (the transformers).
+  for (const ParamSpec& spec : params.specs()) {
     if (spec.name == "recompute") s.full_recompute = params.get("recompute").as_choice({"none", "full"}) == "full";
+    if (spec.name == "fused_layer_norm") s.fused.layer_norm = params.get(spec.name).as_bool();
+    if (spec.name == "fused_softmax") s.fused.softmax = params.get(spec.name).as_bool();
+    if (spec.name == "fused_bias_gelu") s.fused.bias_gelu = params.get(spec.name).as_bool();
+    if (spec.name == "fused_swiglu") s.fused.swiglu = params.get(spec.name).as_bool();
+  }
   if (auto section = params.extra("parallel"); section && section->is_map()) {
     // The workload's parallel section, read again in full by generate_workload.
     const ParallelSettings p = read_parallel_settings(Params(*section, parallel_param_specs(), "parallel"), s.batch);
@@ -221,6 +232,12 @@ Value ModelBuilder::new_value(std::string name, Shape shape, bool requires_grad)
 
 Value ModelBuilder::alias(Value of, Shape shape, bool requires_grad) {
   values_.push_back({buffer(of), std::move(shape), requires_grad});
+  grad_.push_back(kNoBuffer);
+  return Value{static_cast<std::uint32_t>(values_.size() - 1)};
+}
+
+Value ModelBuilder::value_on(BufferId b, Shape shape, bool requires_grad) {
+  values_.push_back({b, std::move(shape), requires_grad});
   grad_.push_back(kNoBuffer);
   return Value{static_cast<std::uint32_t>(values_.size() - 1)};
 }

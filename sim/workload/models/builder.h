@@ -51,6 +51,25 @@ int optimizer_state_count(Optimizer o);
 enum class ConvAlgo : std::uint8_t { direct, im2col };
 std::string_view to_string(ConvAlgo a);
 
+/// Which of Megatron-LM's fused kernels the transformer layers run (the transformer
+/// generators' fused_* parameters; no other model has these layers). Each one changes what
+/// is saved for the backward and how many kernels run: see docs/workloads.md.
+struct FusedKernels {
+  /// LayerNorm and RMSNorm as one kernel forward and one backward (apex FusedLayerNorm,
+  /// Megatron's and TransformerEngine's norms, torch's nn.LayerNorm); false: the norm
+  /// written out in elementwise ops (layer_norm, rms_norm).
+  bool layer_norm = true;
+  /// The attention's scale, mask and softmax in one kernel saving only its output
+  /// (Megatron's FusedScaleMaskSoftmax); false: Megatron's unfused path (attention).
+  bool softmax = true;
+  /// The MLP's bias add and GeLU as one kernel after the GEMM (Megatron's bias_gelu_fusion);
+  /// false: a separate bias add (bias_add) before the GeLU.
+  bool bias_gelu = true;
+  /// SwiGLU as one kernel over a 2 x ffn projection (Megatron's bias_swiglu_impl, swiglu);
+  /// false: gate and up projections, silu and a product, as Hugging Face runs it.
+  bool swiglu = false;
+};
+
 struct TrainingSettings {
   std::int64_t batch = 32;
   /// Element type of activations, weights and gradients; of the optimizer state too, unless
@@ -82,6 +101,8 @@ struct TrainingSettings {
   /// run again in the backward (ModelBuilder::begin_recompute).
   bool full_recompute = false;
   std::uint32_t ep = 1;  // expert-parallel ranks (parallel.ep)
+  /// The fused_* parameters of the models that declare them; else the defaults.
+  FusedKernels fused;
   /// The workload's `parallel:` section, where tp and ep were read (for the message of a
   /// model that cannot split over them); none without one.
   std::optional<ConfigNode> parallel;
@@ -91,8 +112,8 @@ struct TrainingSettings {
   /// optimizer: one byte per element and one fp32 absmax per block of 2048 elements, for
   /// tensors of at least 4096 elements (min_8bit_size); smaller ones keep fp32 state.
   std::uint64_t optimizer_state_bytes(std::uint64_t elements) const;
-  /// "batch 64, fp32, momentum" (then ", mixed", ", relu out of place", ", im2col" where not
-  /// the default), for Trace::description.
+  /// "batch 64, fp32, momentum" (then ", mixed", ", relu out of place", ", im2col",
+  /// ", unfused softmax", ... where not the default), for Trace::description.
   std::string summary() const;
 };
 
@@ -213,12 +234,14 @@ class ModelBuilder {
   // (attention() is in attention_layer.cpp, recurrent() in recurrent_layer.cpp.) Their op
   // kinds, besides the ones above:
   //   forward   embedding layer_norm rms_norm gelu silu tanh mul sum softmax
-  //             rotary_embedding bmm flash_attention fill lstm_cell gru_cell stack
+  //             rotary_embedding bmm flash_attention fill lstm_cell gru_cell stack swiglu
   //   backward  embedding_backward layer_norm_backward rms_norm_backward gelu_backward
   //             silu_backward tanh_backward mul_backward softmax_backward
   //             rotary_embedding_backward bmm_backward flash_attention_backward
-  //             select_backward lstm_cell_backward gru_cell_backward stack
-  // and copy (repeat_kv, a mixture of experts' dispatch, the fp8 casts of linear).
+  //             select_backward lstm_cell_backward gru_cell_backward stack swiglu_backward
+  // and copy (repeat_kv, a mixture of experts' dispatch, the fp8 casts of linear, the
+  // dtype casts of the unfused norms and softmax), elementwise (their sqrt, rsqrt, mask
+  // fill and broadcasts).
   // Sequence values are token-major matrices, `tokens x features` with tokens = batch x
   // seq_len (each sample's positions contiguous), so linear() applies to them as is.
   // Attention splits and merges heads as views. Recurrent layers take `seq x batch x
@@ -231,8 +254,12 @@ class ModelBuilder {
   /// gradient is added to the one the other user of W produces.
   Value tied_linear(const std::string& name, Value x, const std::string& weight_name, bool bias);
   /// LayerNorm over the last dimension (weight, bias): saves input, mean and rstd (fp32).
+  /// Without settings().fused.layer_norm, pytorch-pretrained-BERT's BertLayerNorm in ten
+  /// elementwise ops, which saves x - mean twice, the normalised input and the row std.
   Value layer_norm(const std::string& name, Value x);
   /// RMSNorm over the last dimension (weight only), as a fused kernel: saves input and rstd.
+  /// Without settings().fused.layer_norm, Hugging Face's eager LlamaRMSNorm, which saves
+  /// an fp32 copy of the input, the fp32 rstd and the normalised input.
   Value rms_norm(const std::string& name, Value x);
   /// Activations, out of place. gelu and silu save their input, tanh its output.
   Value gelu(const std::string& name, Value x);
@@ -240,6 +267,14 @@ class ModelBuilder {
   Value tanh(const std::string& name, Value x);
   /// Elementwise a * b (same shape); saves both operands.
   Value mul(const std::string& name, Value a, Value b);
+  /// Megatron's fused SwiGLU (bias_swiglu_impl without bias): x is `tokens x 2f`, gate and
+  /// up side by side (one fc1 projection); returns silu(gate) * up, `tokens x f`, in one
+  /// kernel that saves x alone (kinds swiglu, swiglu_backward).
+  Value swiglu(const std::string& name, Value x);
+  /// x + b with b a new parameter `bias_name` of x's width added to every row (a linear's
+  /// bias outside its GEMM: Megatron's skip_bias_add without bias_gelu_fusion). Saves
+  /// nothing; the backward passes the gradient on and sums it over the rows into b's.
+  Value bias_add(const std::string& name, Value x, const std::string& bias_name);
   /// a + b into a new buffer where b has fewer rows than a and is repeated down it (learned
   /// position embeddings added to every sample); b's gradient is a sum over the repeats
   /// (kind sum). Same shapes go to add().
@@ -289,7 +324,9 @@ class ModelBuilder {
   /// and k, v (`tokens x kv_width`: grouped-query attention when kv_width is a divisor of
   /// hidden in whole heads; the materialized and selective forms repeat them to q's width
   /// first). materialized: scores = q k^T (batch x heads x seq x seq), softmax (its
-  /// output saved), optional dropout on the probabilities, then probs v. fused
+  /// output saved; scale and mask fused into it, or without settings().fused.softmax
+  /// Megatron's unfused scale, mask fill and softmax, in fp32 for half types, on a bool
+  /// mask input "attention_mask"), optional dropout on the probabilities, then probs v. fused
   /// (FlashAttention): one op that saves q, k, v, its output and the fp32 logsumexp, and no
   /// seq x seq tensor. `dropout_p` applies to the probabilities.
   Value attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
@@ -340,7 +377,7 @@ class ModelBuilder {
   Value unary(const std::string& name, Value x, std::string_view kind, double forward_flops,
               double backward_flops, bool saves_output);
   Value materialized_attention(const std::string& name, Value q, Value k, Value v,
-                               std::int64_t batch, std::int64_t heads, double dropout_p);
+                               std::int64_t batch, std::int64_t heads, bool causal, double dropout_p);
   Value fused_attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
                         std::int64_t heads, bool causal);
   Value repeat_kv(const std::string& name, Value x, std::int64_t groups);
@@ -371,6 +408,8 @@ class ModelBuilder {
 
   Value new_value(std::string name, Shape shape, bool requires_grad);
   Value alias(Value of, Shape shape, bool requires_grad);
+  /// A value on an existing activation buffer in dtype (the last of an unfused chain).
+  Value value_on(BufferId b, Shape shape, bool requires_grad);
   std::uint32_t parameter(std::string name, std::uint64_t elements);
   BufferId parameter_grad(std::uint32_t p);
   BufferId activation_buffer(std::string name, std::uint64_t elements, DType dtype);
@@ -400,7 +439,28 @@ class ModelBuilder {
   std::pair<BufferId, BufferId> weighted_backward(const std::string& name, BufferId g, Value y, Value weights,
                                                   BufferId indices, double flops);
   Value recomputed_attention(const std::string& name, Value q, Value k, Value v,
-                             std::int64_t batch, std::int64_t heads, double dropout_p);
+                             std::int64_t batch, std::int64_t heads, bool causal, double dropout_p);
+
+  // The unfused forms of the fused kernels (fused_kernels.cpp).
+  Value unfused_layer_norm(const std::string& name, Value x);
+  Value unfused_rms_norm(const std::string& name, Value x);
+  /// What the backward of the unfused scale-mask-softmax reads.
+  struct SoftmaxChain {
+    BufferId mask;   // the bool mask, saved by the masked fill
+    BufferId probs;  // the softmax output (fp32 for half types), saved by its backward
+    BufferId out;    // the probabilities in dtype: probs, or their cast
+  };
+  /// Its forward ops on `scores` (batch x heads x seq x seq, `elements`), named under `name`.
+  SoftmaxChain unfused_softmax_forward(const std::string& name, BufferId scores, std::uint64_t elements,
+                                       bool causal, std::int64_t batch, std::int64_t seq);
+  /// Its backward ops from the gradient g of chain.out; returns the scores' gradient.
+  BufferId unfused_softmax_backward(const std::string& name, const SoftmaxChain& chain, BufferId g,
+                                    std::uint64_t elements);
+  /// The unfused chain on the materialised scores, as a layer: returns the probabilities.
+  Value unfused_softmax(const std::string& name, Value scores, bool causal, std::int64_t batch);
+  /// The bool mask every layer's unfused softmax reads, made once: causal, seq x seq
+  /// (Megatron's [1, 1, s, s]); else the padding mask batch x seq x seq ([b, 1, s, s]).
+  BufferId attention_mask(bool causal, std::int64_t batch, std::int64_t seq);
 
   bool has_grad(Value v) const;
   BufferId take_grad(Value v);
@@ -433,6 +493,7 @@ class ModelBuilder {
   OpId recompute_from_ = kNoOp;  // the first op of the open recomputed region
   std::unordered_map<BufferId, BufferId> remap_;  // during a region's backward: its forward buffers' remakes
   bool ep_used_ = false;  // an expert-parallel exchange ran
+  BufferId attention_mask_ = kNoBuffer;  // the unfused softmax's mask input, once made
 };
 
 }  // namespace memsim

@@ -153,9 +153,10 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
     if (!(d.capacity_factor > 0 && d.capacity_factor <= 1e6))
       factor.fail_expected("a number above 0 (1: perfectly balanced experts)");
   }
-  check_decoder_size(d, cfg.at(arch == "MixtralForCausalLM"    ? "num_local_experts"
-                               : arch == "DeepseekForCausalLM" ? "n_routed_experts"
-                                                               : "num_hidden_layers"));
+  check_decoder_size(d, settings.fused,
+                     cfg.at(arch == "MixtralForCausalLM"    ? "num_local_experts"
+                            : arch == "DeepseekForCausalLM" ? "n_routed_experts"
+                                                            : "num_hidden_layers"));
   const double p = params.given("dropout") ? params.get("dropout").as_fraction()
                                            : probability(cfg, "attention_dropout", 0);
   return llama_decoder(params, model_type(cfg, "llama"), d, seq, impl, p, settings);
@@ -219,8 +220,14 @@ Trace generate_hf(const Params& params) {
   const Impl impl = form == "fused"       ? Impl::fused
                     : form == "selective" ? Impl::selective
                                           : Impl::materialized;
+  check_fused_softmax(params, impl);
   const TrainingSettings settings = read_training_settings(params);
   // Keys of one family are errors with another, never ignored.
+  const bool llama_family = arch != "GPT2LMHeadModel" && arch.rfind("Bert", 0) != 0;
+  if (!llama_family && params.given("fused_swiglu"))
+    params.get("fused_swiglu").fail(fmt::format("applies only to the Llama family's SwiGLU, not {}", arch));
+  if (llama_family && params.given("fused_bias_gelu"))
+    params.get("fused_bias_gelu").fail(fmt::format("applies only to the GeLU MLP of GPT-2 and BERT, not {}", arch));
   if (arch != "MixtralForCausalLM" && arch != "DeepseekForCausalLM" &&
       params.given("capacity_factor"))
     params.get("capacity_factor").fail(fmt::format("applies only to a mixture of experts, not {}", arch));
@@ -231,29 +238,34 @@ Trace generate_hf(const Params& params) {
   return llama_like(arch, cfg, params, seq, impl, settings);
 }
 
+// Its own parameters, the fused-kernel options of either family, the training settings.
+std::vector<ParamSpec> hf_specs() {
+  std::vector<ParamSpec> specs{
+      {"config", "path of the config.json, relative to the workload file", std::nullopt},
+      {"seq_len", "tokens per sample", "2048"},
+      {"attention_impl",
+       "fused (FlashAttention; what Hugging Face's default sdpa runs in training), "
+       "materialized (eager) or selective (materialized, the seq x seq tensors "
+       "recomputed in backward)",
+       "fused"},
+      {"dropout", "overrides the config's dropout (attention_dropout, resid_pdrop, "
+                  "hidden_dropout_prob)",
+       "the config's"},
+      {"capacity_factor", "Mixtral, DeepSeekMoE: tokens per expert = ceil(capacity_factor x tokens "
+                          "x top_k / experts); 1: perfectly balanced",
+       "1.0"},
+      {"num_labels", "BERT without an LM head: outputs of the classifier on the pooler", "2"}};
+  for (ParamSpec& spec : fused_kernel_specs(FusedFor::either)) specs.push_back(std::move(spec));
+  return with_training_params(std::move(specs));
+}
+
 }  // namespace
 
 ModelInfo hf_model() {
   return {"hf",
           "a Hugging Face config.json (Llama, Mistral, Mixtral, Qwen2, DeepSeekMoE, GPT-2, "
           "BERT), built as the native family builds it",
-          with_training_params(
-              {{"config", "path of the config.json, relative to the workload file", std::nullopt},
-               {"seq_len", "tokens per sample", "2048"},
-               {"attention_impl",
-                "fused (FlashAttention; what Hugging Face's default sdpa runs in training), "
-                "materialized (eager) or selective (materialized, the seq x seq tensors "
-                "recomputed in backward)",
-                "fused"},
-               {"dropout", "overrides the config's dropout (attention_dropout, resid_pdrop, "
-                           "hidden_dropout_prob)",
-                "the config's"},
-               {"capacity_factor", "Mixtral, DeepSeekMoE: tokens per expert = ceil(capacity_factor x tokens "
-                                   "x top_k / experts); 1: perfectly balanced",
-                "1.0"},
-               {"num_labels", "BERT without an LM head: outputs of the classifier on the pooler",
-                "2"}}),
-          generate_hf};
+          hf_specs(), generate_hf};
 }
 
 }  // namespace memsim

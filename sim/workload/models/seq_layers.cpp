@@ -1,7 +1,8 @@
 // The sequence-model layers of ModelBuilder (embeddings, norms, activations, views);
-// attention() is in attention_layer.cpp, recurrent() in recurrent_layer.cpp. As in
-// layers.cpp, each layer emits its forward op and records a backward that reads exactly what
-// PyTorch saves for it, so the saved tensors stay alive until then.
+// attention() is in attention_layer.cpp, recurrent() in recurrent_layer.cpp, the fused
+// SwiGLU and the unfused norms and softmax in fused_kernels.cpp. As in layers.cpp, each
+// layer emits its forward op and records a backward that reads exactly what PyTorch saves
+// for it, so the saved tensors stay alive until then.
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
@@ -135,6 +136,7 @@ Value ModelBuilder::tied_linear(const std::string& name, Value x, const std::str
 // Normalisation
 
 Value ModelBuilder::layer_norm(const std::string& name, Value x) {
+  if (!settings_.fused.layer_norm) return unfused_layer_norm(name, x);
   const Shape s = shape(x);
   const std::int64_t features = s.back();
   const std::int64_t rows = element_count(s) / features;
@@ -168,6 +170,7 @@ Value ModelBuilder::layer_norm(const std::string& name, Value x) {
 }
 
 Value ModelBuilder::rms_norm(const std::string& name, Value x) {
+  if (!settings_.fused.layer_norm) return unfused_rms_norm(name, x);
   const Shape s = shape(x);
   const std::int64_t features = s.back();
   const double elements = static_cast<double>(element_count(s));
@@ -179,8 +182,7 @@ Value ModelBuilder::rms_norm(const std::string& name, Value x) {
        kRmsNormForwardFlops * elements);
 
   // A fused kernel (torch's fused rms_norm, apex FusedRMSNorm) saves input, weight and
-  // rstd. Hugging Face's eager LlamaRMSNorm is half a dozen ops that also keep an fp32
-  // copy of the input and the normalised product; this models the fused kernel.
+  // rstd. Hugging Face's eager LlamaRMSNorm is unfused_rms_norm.
   tape_.push_back([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);

@@ -4,10 +4,12 @@
 // untied head). One block builder serves all four; the families differ in an Arch and in
 // module names.
 //
-// Left out, as the layer comments in seq_layers.cpp say: eager PyTorch's contiguous copies
-// at the head split and merge (views here), the separate scale and mask ops around the
-// softmax (fused here), HF's eager RMSNorm and tanh-GELU (fused kernels here), the attention
-// mask tensor, and autocast's fp32 copies (softmax, loss) under mixed precision.
+// Megatron-LM's fused kernels are options (FusedKernels, the fused_* parameters): the norms,
+// the scale-mask-softmax and the bias-GeLU fused by default, the SwiGLU as Hugging Face runs
+// it. Left out, as the layer comments in seq_layers.cpp say: eager PyTorch's contiguous
+// copies at the head split and merge (views here), HF's eager tanh-GELU (one kernel here),
+// the attention mask tensor of the fused softmax, and autocast's fp32 copies (softmax, loss)
+// under mixed precision.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -111,6 +113,31 @@ Value tp_leave(ModelBuilder& m, const std::string& name, Value x) {
 
 Value moe_mlp(const Stack& s, const std::string& p, Value h);
 
+// Module names of a SwiGLU MLP under its prefix.
+struct GluNames {
+  const char* gate;
+  const char* up;
+  const char* gate_up;  // the one projection of gate and up, with fused.swiglu
+  const char* act;
+  const char* mul;
+  const char* down;
+};
+
+// SwiGLU down(silu(gate(x)) * up(x)) of width `ffn` over x: Hugging Face's gate and up
+// projections, silu and product, or with fused.swiglu one projection of both (Megatron's
+// linear_fc1, named gate_up as vLLM names it) and Megatron's fused kernel.
+Value swiglu_mlp(ModelBuilder& m, const std::string& p, const GluNames& n, Value x, std::int64_t hidden,
+                 std::int64_t ffn, bool bias) {
+  Value y;
+  if (m.settings().fused.swiglu) {
+    y = m.swiglu(p + n.act, m.linear(p + n.gate_up, x, 2 * ffn, bias));
+  } else {
+    const Value gate = m.silu(p + n.act, m.linear(p + n.gate, x, ffn, bias));
+    y = m.mul(p + n.mul, gate, m.linear(p + n.up, x, ffn, bias));
+  }
+  return m.linear(p + n.down, y, hidden, bias);
+}
+
 // One block: attention and MLP sublayers with residuals, norms pre or post; `moe` puts the
 // arch's mixture of experts in place of the MLP. Under tensor
 // parallelism (tp ranks) this rank holds heads/tp of the attention (q, k, v split by
@@ -153,13 +180,17 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
   h = tp_enter(m, p + "mlp", h);
   if (moe) {
     h = moe_mlp(s, p, h);
+  } else if (a.swiglu) {
+    h = swiglu_mlp(m, p, {n.gate, n.up, "mlp.gate_up_proj", n.act, "mlp.mul", n.down}, h, a.hidden, a.ffn / t,
+                   a.bias);
   } else {
-    if (a.swiglu) {
-      const Value gate = m.silu(p + n.act, m.linear(p + n.gate, h, a.ffn / t, a.bias));
-      h = m.mul(p + "mlp.mul", gate, m.linear(p + n.up, h, a.ffn / t, a.bias));
-    } else {
-      h = m.gelu(p + n.act, m.linear(p + n.up, h, a.ffn / t, a.bias));
-    }
+    // Fused: the bias in the GEMM, then one GeLU kernel (the kernels, bytes and saved input
+    // of Megatron's bias_gelu_fusion); unfused: the GEMM, a bias add, the GeLU.
+    if (a.bias && !m.settings().fused.bias_gelu)
+      h = m.bias_add(p + n.up + ".bias_add", m.linear(p + n.up, h, a.ffn / t, false), p + n.up + ".bias");
+    else
+      h = m.linear(p + n.up, h, a.ffn / t, a.bias);
+    h = m.gelu(p + n.act, h);
     h = m.linear(p + n.down, h, a.hidden, a.bias);
   }
   h = tp_leave(m, p + (moe ? "moe" : n.down), h);
@@ -180,15 +211,6 @@ Value blocks(const Stack& s, const std::string& prefix, Value x) {
   return x;
 }
 
-// SwiGLU down(silu(gate(x)) * up(x)) of width `ffn` over x, its modules named `names`
-// (gate, up, act, down) under p.
-Value swiglu(ModelBuilder& m, const std::string& p, const char* const names[4], Value x,
-             std::int64_t hidden, std::int64_t ffn) {
-  const Value gate = m.silu(p + names[2], m.linear(p + names[0], x, ffn, false));
-  const Value y = m.mul(p + "mul", gate, m.linear(p + names[1], x, ffn, false));
-  return m.linear(p + names[3], y, hidden, false);
-}
-
 // A mixture of experts over the normed hidden states h (tokens x hidden), as Hugging Face's
 // MixtralSparseMoeBlock and DeepseekMoE run it: router logits (a linear without bias),
 // softmax and top-k, then per expert the gather of its tokens, its SwiGLU and the weighted
@@ -204,9 +226,9 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
   const Moe& moe = *s.arch.moe;
   const bool mixtral = moe.shared_experts == 0;
   const std::string q = p + (mixtral ? "block_sparse_moe." : "mlp.");
-  static constexpr const char* kMixtral[4] = {"w1", "w3", "act_fn", "w2"};
-  static constexpr const char* kDeepseek[4] = {"gate_proj", "up_proj", "act_fn", "down_proj"};
-  const char* const* names = mixtral ? kMixtral : kDeepseek;
+  static constexpr GluNames kMixtral{"w1", "w3", "w13", "act_fn", "mul", "w2"};
+  static constexpr GluNames kDeepseek{"gate_proj", "up_proj", "gate_up_proj", "act_fn", "mul", "down_proj"};
+  const GluNames& names = mixtral ? kMixtral : kDeepseek;
   const std::int64_t tokens = m.shape(h)[0], hidden = m.shape(h)[1], t = m.settings().tp;
   const double wanted = std::ceil(moe.capacity_factor * static_cast<double>(tokens * moe.top_k) /
                                   static_cast<double>(moe.experts));
@@ -232,7 +254,7 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
     for (std::int64_t e = 0; e < moe.experts / ranks; ++e) {
       const std::string ep = fmt::format("{}experts.{}.", q, e);
       const Value xe = m.dispatch(ep + "dispatch", received, capacity * ranks, indices);
-      outputs.push_back(swiglu(m, ep, names, xe, hidden, moe.ffn / t));
+      outputs.push_back(swiglu_mlp(m, ep, names, xe, hidden, moe.ffn / t, false));
     }
     const Value gathered = m.cat(q + "experts.cat", outputs);
     const Value back = m.ep_all_to_all(q + "combine_all_to_all", gathered);
@@ -242,13 +264,13 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
     for (std::int64_t e = 0; e < moe.experts; ++e) {
       const std::string ep = fmt::format("{}experts.{}.", q, e);
       const Value xe = m.dispatch(ep + "dispatch", h, capacity, indices);
-      const Value ye = swiglu(m, ep, names, xe, hidden, moe.ffn / t);
+      const Value ye = swiglu_mlp(m, ep, names, xe, hidden, moe.ffn / t, false);
       out = m.combine(ep + "combine", out, ye, weights, indices);
     }
   }
   if (moe.shared_experts > 0) {
     const Value shared =
-        swiglu(m, q + "shared_experts.", kDeepseek, h, hidden, moe.shared_experts * moe.ffn / t);
+        swiglu_mlp(m, q + "shared_experts.", kDeepseek, h, hidden, moe.shared_experts * moe.ffn / t, false);
     out = m.add(q + "add_shared", out, shared);
   }
   return out;
@@ -257,7 +279,61 @@ Value moe_mlp(const Stack& s, const std::string& p, Value h) {
 // ---------------------------------------------------------------------------------------
 // Parameters the families share
 
-std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq_default,
+}  // namespace
+
+std::vector<ParamSpec> fused_kernel_specs(FusedFor family) {
+  const bool gelu = family != FusedFor::swiglu_rms_norm, swiglu = family != FusedFor::gelu_layer_norm;
+  const char* norm =
+      family == FusedFor::gelu_layer_norm
+          ? "true (default, as Hugging Face and Megatron-LM run it): each LayerNorm one kernel forward and one "
+            "backward (torch's nn.LayerNorm, apex FusedLayerNorm), which keep its input and an fp32 mean and "
+            "rstd per token; false: pytorch-pretrained-BERT's BertLayerNorm, ten elementwise ops that keep "
+            "x - mean twice, the normalised input and the std per token, in dtype"
+      : family == FusedFor::swiglu_rms_norm
+          ? "true (default, as Megatron-LM runs it): each RMSNorm one kernel forward and one backward "
+            "(TransformerEngine, apex FusedRMSNorm), which keep its input and an fp32 rstd per token; false: "
+            "Hugging Face's eager LlamaRMSNorm, eight ops (six in fp32) that keep an fp32 copy of the input, "
+            "the rstd and the normalised input"
+          : "true (default, as Megatron-LM runs it): each norm one kernel forward and one backward (LayerNorm "
+            "keeps its input and an fp32 mean and rstd per token, RMSNorm its input and rstd); false: the "
+            "eager ops of pytorch-pretrained-BERT's BertLayerNorm or of Hugging Face's LlamaRMSNorm";
+  std::vector<ParamSpec> specs{
+      {"fused_layer_norm", norm, "true"},
+      {"fused_softmax",
+       "materialized and selective attention: true (default, as Megatron-LM runs it): the scale, the mask and "
+       "the softmax in one kernel (FusedScaleMaskSoftmax) that keeps its output; false: Megatron's unfused "
+       "path, a scale, an in-place fill of a bool attention_mask and the softmax as kernels of their own, in "
+       "fp32 for fp16 and bf16 (a cast in and one out), which keeps the fp32 probabilities",
+       "true"}};
+  if (gelu)
+    specs.push_back({"fused_bias_gelu",
+                     std::string(swiglu ? "GPT-2, BERT: " : "") +
+                         "true (default, as Megatron-LM's bias_gelu_fusion and Hugging Face's nn.Linear then "
+                         "GELU run it): the MLP's bias added in the GEMM or with the GeLU, one kernel after the "
+                         "GEMM, which keeps the GeLU input; false: Megatron-LM without the fusion, the GEMM "
+                         "without bias, then a bias add and the GeLU as two kernels",
+                     "true"});
+  if (swiglu)
+    specs.push_back({"fused_swiglu",
+                     std::string(gelu ? "the Llama family: " : "") +
+                         "true: gate and up as one projection of 2 x intermediate (gate_up_proj) and one SwiGLU "
+                         "kernel (Megatron-LM's bias_swiglu_impl) that keeps it, 3 x intermediate values per "
+                         "token; false (default, as Hugging Face runs it): gate_proj, up_proj, silu and their "
+                         "product, which keep 4",
+                     "false"});
+  return specs;
+}
+
+void check_fused_softmax(const Params& params, Impl impl) {
+  if (impl == Impl::fused && params.given("fused_softmax"))
+    params.get("fused_softmax")
+        .fail("applies only with attention_impl materialized or selective (FlashAttention's kernel holds the "
+              "softmax)");
+}
+
+namespace {
+
+std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, FusedFor family, const char* seq_default,
                                    const char* impl_default, const char* dropout_default) {
   specs.push_back({"seq_len", "tokens per sample", seq_default});
   specs.push_back({"attention_impl",
@@ -274,13 +350,16 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, const char* seq
                    "none, or full: each layer keeps only its input and runs again in the backward "
                    "(Megatron's --recompute-granularity full, torch.utils.checkpoint per layer)",
                    "none"});
+  for (ParamSpec& spec : fused_kernel_specs(family)) specs.push_back(std::move(spec));
   specs = with_training_params(std::move(specs));
   return specs;
 }
 
 Impl read_impl(const Params& params) {
-  const std::string impl = params.get("attention_impl").as_choice({"materialized", "fused", "selective"});
-  return impl == "fused" ? Impl::fused : impl == "selective" ? Impl::selective : Impl::materialized;
+  const std::string form = params.get("attention_impl").as_choice({"materialized", "fused", "selective"});
+  const Impl impl = form == "fused" ? Impl::fused : form == "selective" ? Impl::selective : Impl::materialized;
+  check_fused_softmax(params, impl);
+  return impl;
 }
 
 // Tensor parallelism's divisibility, checked where the user set it (parallel.tp).
@@ -517,12 +596,17 @@ Trace generate_gpt(const Params& params) {
 
 }  // namespace
 
-void check_decoder_size(const DecoderShape& d, const ConfigNode& at) {
+void check_decoder_size(const DecoderShape& d, const FusedKernels& fused, const ConfigNode& at) {
   // Counted from the generator (ops per layer of the step, forward to optimizer): a dense
-  // layer 44, a mixture of experts 35 and 20 per routed expert, 15 for its shared experts.
+  // layer 44, a mixture of experts 35 and 20 per routed expert, 15 for its shared experts;
+  // a fused SwiGLU 6 fewer in each, an unfused norm 14 more (two per layer and the final
+  // one), an unfused softmax 8 more per layer.
+  const double swiglu = fused.swiglu ? -6 : 0, norm = fused.layer_norm ? 0 : 14, softmax = fused.softmax ? 0 : 8;
+  const auto layers = static_cast<double>(d.layers);
   const double moe_layers = d.experts > 0 ? static_cast<double>(d.layers - d.first_dense) : 0;
-  const double ops = 13 + 44 * (static_cast<double>(d.layers) - moe_layers) +
-                     moe_layers * (35 + 20 * static_cast<double>(d.experts) + (d.shared_experts > 0 ? 15 : 0));
+  const double ops = 13 + norm + layers * (2 * norm + softmax) + (44 + swiglu) * (layers - moe_layers) +
+                     moe_layers * (35 + (20 + swiglu) * static_cast<double>(d.experts) +
+                                   (d.shared_experts > 0 ? 15 + swiglu : 0));
   if (!over_op_limit(ops)) return;
   if (d.experts > 0)
     at.fail(fmt::format("{} experts in each of {} layers make {}", d.experts, d.layers, ops_over_limit(ops)));
@@ -613,7 +697,7 @@ Trace generate_llama(const Params& params) {
   const TrainingSettings settings = read_training_settings(params);
   if (settings.ep > 1 && d.experts % settings.ep != 0)
     params.extra("parallel")->find("ep")->fail_expected(fmt::format("a divisor of the {} experts", d.experts));
-  check_decoder_size(d, params.get(d.experts > 0 ? "num_experts" : "layers"));
+  check_decoder_size(d, settings.fused, params.get(d.experts > 0 ? "num_experts" : "layers"));
   return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 
@@ -628,7 +712,7 @@ ModelInfo bert_model() {
                                 "LM over every token, decoder tied to the word embeddings)",
                         "classifier"},
                        {"num_labels", "outputs of the classifier head", "2"}},
-                      "128", "materialized", "0.1"),
+                      FusedFor::gelu_layer_norm, "128", "materialized", "0.1"),
           generate_bert};
 }
 
@@ -637,7 +721,7 @@ ModelInfo gpt2_model() {
           with_common({{"variant", "small (12 x 768), medium (24 x 1024), large (36 x 1280) or "
                                    "xl (48 x 1600)",
                         "small"}},
-                      "1024", "materialized", "0.1"),
+                      FusedFor::gelu_layer_norm, "1024", "materialized", "0.1"),
           generate_gpt2};
 }
 
@@ -653,7 +737,7 @@ ModelInfo gpt_model() {
                        {"blocks_only", "true: the blocks alone, hidden states in and an MSE "
                                        "loss out (no embeddings, final norm or LM head)",
                         "false"}},
-                      "2048", "materialized", "0.1"),
+                      FusedFor::gelu_layer_norm, "2048", "materialized", "0.1"),
           generate_gpt};
 }
 
@@ -687,7 +771,7 @@ ModelInfo llama_model() {
                                             "dense width",
                         "intermediate"},
                        {"first_dense_layers", "leading layers that keep the dense MLP", "0"}},
-                      "2048", "materialized", "0"),
+                      FusedFor::swiglu_rms_norm, "2048", "materialized", "0"),
           generate_llama};
 }
 

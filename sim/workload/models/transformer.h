@@ -5,10 +5,22 @@
 // divisibility).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sim/workload/models/builder.h"
 
 namespace memsim {
+
+/// Which layers a family's fused-kernel options (FusedKernels) act on: LayerNorm and a GeLU
+/// MLP (bert, gpt2, gpt), RMSNorm and SwiGLU (llama), or either (hf).
+enum class FusedFor : std::uint8_t { gelu_layer_norm, swiglu_rms_norm, either };
+/// The declarations of fused_layer_norm, fused_softmax and fused_bias_gelu or fused_swiglu,
+/// each saying which framework its default and its alternative follow (read by
+/// read_training_settings).
+std::vector<ParamSpec> fused_kernel_specs(FusedFor family);
+/// fused_softmax given with attention_impl fused: an InputError at the key (FlashAttention
+/// has no softmax kernel of its own).
+void check_fused_softmax(const Params& params, ModelBuilder::AttentionImpl impl);
 
 /// A Llama-style decoder (LlamaForCausalLM and the models built like it).
 struct DecoderShape {
@@ -23,11 +35,11 @@ struct DecoderShape {
 Trace llama_decoder(const Params& params, const std::string& name, const DecoderShape& shape, std::int64_t seq,
                     ModelBuilder::AttentionImpl impl, double dropout,
                     const TrainingSettings& settings);
-/// About how many ops llama_decoder makes of `shape` (forward, backward and optimizer), from
-/// its layers and each mixture of experts' experts, before anything is built. `at` is the
-/// key that multiplies them (num_experts with experts, else layers): an InputError located
-/// there when they are more than the op limit (sim/core/limits.h).
-void check_decoder_size(const DecoderShape& shape, const ConfigNode& at);
+/// About how many ops llama_decoder makes of `shape` (forward, backward and optimizer) with
+/// `fused` kernels, from its layers and each mixture of experts' experts, before anything is
+/// built. `at` is the key that multiplies them (num_experts with experts, else layers): an
+/// InputError located there when they are more than the op limit (sim/core/limits.h).
+void check_decoder_size(const DecoderShape& shape, const FusedKernels& fused, const ConfigNode& at);
 
 /// GPT2LMHeadModel: learned positions, fused QKV, GELU MLP of `ffn`, tied LM head.
 struct Gpt2Shape {
