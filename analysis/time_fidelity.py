@@ -102,7 +102,9 @@ def main():
     ap.add_argument("--set", action="append", default=[], help="passed to memsim run")
     ap.add_argument("--rows", help="1-based row numbers of the CSV, e.g. 1-30,40")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--format", choices=["markdown", "csv", "summary"], default="markdown")
+    ap.add_argument("--format", choices=["markdown", "csv", "summary", "groups"], default="markdown",
+                    help="markdown: every row; groups: mean and worst error by tensor parallelism and "
+                         "micro-batch, then by pipeline stages; csv; summary: one line")
     ap.add_argument("--export-steps", metavar="FILE",
                     help="write the rows as `memsim calibrate --steps` reads them, and run nothing")
     args = ap.parse_args()
@@ -130,6 +132,19 @@ def main():
                         r["layers"], r["seq"], r["tp"], r["dp"], r["pp"], f"{r['ms']:.3f}",
                         "" if r["predicted_ms"] is None else f"{r['predicted_ms']:.3f}",
                         "" if r["error_pct"] is None else f"{r['error_pct']:.2f}", r["status"]])
+    elif args.format == "groups":
+        for title, key in (("tp, micro batch", lambda r: (r["tp"], r["micro_batch"])),
+                           ("pp", lambda r: (r["pp"],)), ("hidden", lambda r: (r["hidden"],))):
+            groups = {}
+            for r in ok:
+                groups.setdefault(key(r), []).append(r["error_pct"])
+            print(f"| {title} | rows | mean error | mean absolute error | worst |")
+            print("|---|---|---|---|---|")
+            for k in sorted(groups):
+                e = groups[k]
+                print(f"| {', '.join(map(str, k))} | {len(e)} | {sum(e) / len(e):+.1f}% "
+                      f"| {sum(map(abs, e)) / len(e):.1f}% | {max(e, key=abs):+.1f}% |")
+            print()
     elif args.format == "markdown":
         print("| line | GPUs | global batch | micro batch | hidden | heads | layers | seq | tp | dp | pp "
               "| measured ms | memsim ms | error |")
@@ -141,8 +156,10 @@ def main():
                   f"| {r['heads']} | {r['layers']} | {r['seq']} | {r['tp']} | {r['dp']} | {r['pp']} "
                   f"| {r['ms']:.1f} | {pred} | {err} |")
         print()
+    over = sum(1 for r in ok if abs(r["error_pct"]) > 25)
     print(f"{len(ok)} rows run, {len(failed)} failed; mean absolute error {mae:.1f}%, mean signed "
-          f"{signed:+.1f}%, worst {worst['error_pct']:+.1f}% (line {worst['line']})" if worst else
+          f"{signed:+.1f}%, worst {worst['error_pct']:+.1f}% (line {worst['line']}); {over} rows off by more "
+          f"than 25%" if worst else
           f"{len(failed)} rows failed", file=sys.stdout if args.format == "summary" else sys.stderr)
     for r in failed:
         print(f"line {r['line']}: {r['status']}", file=sys.stderr)

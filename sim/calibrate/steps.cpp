@@ -172,16 +172,30 @@ FitParam parse_fit_param(const std::string& spec, const PlatformSpec& platform) 
   p.hi = hi->first;
   p.unit = lo->second;
   p.value = (p.lo + p.hi) / 2;
-  const auto dot = p.key.find('.');
-  const std::string head = p.key.substr(0, dot);
-  if (!head.empty() && head.back() == '*' && dot != std::string::npos) {
-    const std::string prefix = head.substr(0, head.size() - 1);
-    for (std::size_t d : platform.compute_devices())
-      if (platform.devices[d].name.rfind(prefix, 0) == 0) p.keys.push_back(platform.devices[d].name + p.key.substr(dot));
-    if (p.keys.empty())
-      throw UsageError(fmt::format("--fit {}: no compute device of platform '{}' is named {}...", p.key, platform.name, prefix));
-  } else {
-    p.keys.push_back(p.key);
+  // A last part "{a,b}" sets the parameter at each of those keys (several op kinds at once).
+  std::vector<std::string> keys{p.key};
+  if (const auto brace = p.key.find('{'); brace != std::string::npos) {
+    const auto close = p.key.find('}', brace);
+    if (close == std::string::npos || close + 1 != p.key.size())
+      throw UsageError(fmt::format("--fit {}: a '{{a,b}}' list must close the key", p.key));
+    keys.clear();
+    std::istringstream names(p.key.substr(brace + 1, close - brace - 1));
+    for (std::string name; std::getline(names, name, ',');)
+      if (!name.empty()) keys.push_back(p.key.substr(0, brace) + name);
+  }
+  for (const auto& key : keys) {
+    const auto dot = key.find('.');
+    const std::string head = key.substr(0, dot);
+    if (!head.empty() && head.back() == '*' && dot != std::string::npos) {
+      const std::string prefix = head.substr(0, head.size() - 1);
+      const std::size_t before = p.keys.size();
+      for (std::size_t d : platform.compute_devices())
+        if (platform.devices[d].name.rfind(prefix, 0) == 0) p.keys.push_back(platform.devices[d].name + key.substr(dot));
+      if (p.keys.size() == before)
+        throw UsageError(fmt::format("--fit {}: no compute device of platform '{}' is named {}...", p.key, platform.name, prefix));
+    } else {
+      p.keys.push_back(key);
+    }
   }
   return p;
 }

@@ -592,6 +592,23 @@ void Simulation::mark_running(const Op& op, int delta) {
     comm_running_[d] = static_cast<std::uint32_t>(static_cast<int>(comm_running_[d]) + delta);
 }
 
+// An op's host time: its kind's entry, else the longest entry "*SUFFIX" its kind ends with
+// ("*_backward": the kernels the autograd engine launches from C++), else the default.
+double host_time(const HostOverhead& host, const std::string& kind) {
+  if (auto it = host.per_kind_s.find(kind); it != host.per_kind_s.end()) return it->second;
+  std::size_t longest = 0;
+  double t = host.per_op_s;
+  for (const auto& [pattern, s] : host.per_kind_s) {
+    if (pattern.empty() || pattern.front() != '*' || pattern.size() - 1 <= longest) continue;
+    const std::string_view suffix = std::string_view(pattern).substr(1);
+    if (kind.size() >= suffix.size() && kind.compare(kind.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      longest = suffix.size();
+      t = s;
+    }
+  }
+  return t;
+}
+
 void Simulation::setup_host_clock() {
   for (std::size_t d : compute_devices_) host_clock_ |= platform_.devices[d].host.any();
   if (!host_clock_) return;
@@ -603,7 +620,7 @@ void Simulation::setup_host_clock() {
   issued_s_.assign(trace_.ops.size(), 0.0);
   for (const Op& op : trace_.ops) {
     if (op.device >= compute_devices_.size()) continue;
-    sum[op.device] += platform_.devices[compute_devices_[op.device]].host.per_op_for(op.kind);
+    sum[op.device] += host_time(platform_.devices[compute_devices_[op.device]].host, op.kind);
     issued_s_[op.id] = sum[op.device];
   }
 }

