@@ -70,6 +70,8 @@ def test_calibrate_steps_names_the_line_of_a_bad_row(tmp_path):
                         "gpu*.host_overhead.per_op.default=30us:90us"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 1
     assert "bad.csv:3" in r.stderr and "iteration_ms" in r.stderr and "'fast'" in r.stderr
-    r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(bad), "--fit",
+    good = tmp_path / "good.csv"
+    good.write_text("workload,set,iteration_ms\ngpt-megatron,parallel.tp=2,12.5\n")
+    r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(good), "--fit",
                         "gpu*.host_overhead.per_op.default=90us:30us"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 2 and "LO below HI" in r.stderr
