@@ -71,6 +71,12 @@ parallel-bench: build
 pipeline-bench: memsim
 	/usr/bin/python3 bench/pipeline_scale.py $(BUILD)
 
+# Megatron-LM's published step times (Narayanan et al. 2021, Korthikanti et al. 2022) against
+# memsim's (docs/time-model-megatron.md). The rows past 2,000 GPUs take the longest.
+.PHONY: megatron-published
+megatron-published: memsim
+	/usr/bin/python3 analysis/megatron_published.py --binary $(BUILD)/memsim
+
 # The Pareto table of docs/policies.md: every policy on resnet50 and bert-base (a few
 # minutes: checkmate takes up to its time limit per point).
 .PHONY: pareto
