@@ -824,6 +824,12 @@ void Simulation::run_collective(const Op& op, const exec::Site& site) {
     }
     const NcclCost nccl = nccl_cost(flows, n, pattern.steps);
     const double flows_start = now_s();
+    // Checked before SimGrid sees them: a protocol's time past the horizon (a latency of
+    // years, an efficiency of a millionth) is an input error, not a flow of 1e20 bytes.
+    double most = 0;
+    for (const auto& [pair, bytes] : flows) most = std::max(most, static_cast<double>(bytes));
+    const double longest = flows_start + nccl.latency_s + nccl.floor_s;
+    if (!(longest <= kHorizonS) || !(most / nccl.efficiency < 1e18)) past_horizon(2 * kHorizonS, op.id);
     if (platform_.collectives.sm_share > 0) mark_running(op, +1);
     for (const auto& [pair, bytes] : flows) {
       const auto [from, to] = pair;
