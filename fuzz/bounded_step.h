@@ -18,10 +18,10 @@
 #include "sim/workload/models/models.h"
 #include "sim/workload/parallel.h"
 #include "sim/workload/workload.h"
+#include "fuzz/fuzz.h"
 
 namespace memsim::fuzz {
 
-inline constexpr std::uint64_t kMostOps = 200'000;
 inline constexpr std::uint64_t kMostRanks = 1u << 12;
 
 inline void generate_and_replay(const ConfigNode& root) {
