@@ -39,6 +39,9 @@ struct OomSite {
   std::size_t to = 0;                    // and where it goes
 
   static OomSite of(const Op& op) { return {Kind::op, op.id, op.device, op.stream, 0, 0}; }
+  /// The op as the stream running it waits: a collective's stream is its device's
+  /// communication stream, not the op's own.
+  static OomSite of(const Op& op, const exec::Site& site) { return {Kind::op, op.id, site.device, site.stream, 0, 0}; }
   /// What the OOM report calls it: the op's name, or what the engine was doing.
   std::string describe(const Trace& trace, const PlatformSpec& platform) const {
     switch (kind) {
@@ -82,7 +85,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
         plan_(planned.plan),
         residency_(ctx.trace, *this, planned.label),
         leaving_(ctx.platform.tiers.size(), 0),
-        arriving_(ctx.platform.tiers.size(), 0) {
+        arriving_(ctx.platform.tiers.size(), 0),
+        short_(ctx.platform.tiers.size(), 0) {
     memory_.set_listener(&recorder_);
     recorder_.reserve(ctx.trace.ops.size() + 16, 2 * ctx.trace.ops.size() + ctx.trace.buffers.size(),
                       ctx.trace.buffers.size());
@@ -101,9 +105,10 @@ class Simulation final : public RuntimeView, private exec::Memory {
   const Liveness& liveness() const override { return liveness_; }
   const PlatformSpec& platform() const override { return platform_; }
   const MemoryState& memory() const override { return memory_; }
-  OpId current_op() const override { return current_op_; }
+  OpId current_op() const override { return current_slot(); }
   bool in_flight(BufferId b) const override { return residency_.in_flight(b); }
   bool dropped(BufferId b) const override { return residency_.dropped(b); }
+  bool in_use(BufferId b) const override { return pins_[b] > 0; }
 
  private:
   struct Stream {
@@ -117,6 +122,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   void place_initial_buffers();
   void run_stream(const Stream& s);
   void evict(BufferId b, std::size_t to);
+  void pin(const Op& op, int by);  // counts op's buffers in (1) or out (-1) of use
   void apply(const Action& a);
   void run_hook(void (RuntimeHooks::*hook)(const RuntimeView&, OpId, std::vector<Action>&), OpId op);
   void run_steps(const Stream& s);
@@ -156,11 +162,11 @@ class Simulation final : public RuntimeView, private exec::Memory {
   double clock() const override { return now_s(); }
   void copy_in(BufferId b, std::size_t tier) override { start_copy(b, tier, CopyCause::demand); }
   void stalled(double since_s, const Op& reader, BufferId b, std::size_t tier) override {
-    record_stall(since_s, OomSite::of(reader), b, trace_.buffers[b].bytes, tier);
+    record_stall(since_s, here(OomSite::Kind::op, reader.id), b, trace_.buffers[b].bytes, tier);
   }
   bool allocate(BufferId b, const exec::Site& site, const Op& op) override {
     // The clock is read inside: allocate() may wait for memory and retry later.
-    return allocate(site.tier, trace_.buffers[b].bytes, OomSite::of(op),
+    return allocate(site.tier, trace_.buffers[b].bytes, OomSite::of(op, site),
                     [&] { return memory_.allocate(b, site.tier, now_s()); });
   }
   bool allocate_workspace(const Op& op, const exec::Site& site, exec::Workspace& at) override;
@@ -186,8 +192,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
     if (++events_ > kMostEvents)
       throw InputError(fmt::format("{}: op '{}': the run passed {} events, the engine's horizon; a step "
                                    "that long is not one training iteration",
-                                   op_where(trace_, current_op_), op_name(current_op_), kMostEvents));
-    past_horizon(e.end_s, e.op != kNoOp ? e.op : current_op_);
+                                   op_where(trace_, current_slot()), op_name(current_slot()), kMostEvents));
+    past_horizon(e.end_s, e.op != kNoOp ? e.op : current_slot());
     recorder_.record(e);
     tally_->on_event(e);
   }
@@ -248,7 +254,29 @@ class Simulation final : public RuntimeView, private exec::Memory {
   int waiters_ = 0;
   std::uint64_t changes_ = 0;  // notify() calls so far
 
-  OpId current_op_ = 0;
+  // Each stream's actor: the op it runs or last ran, and whose time its waits are (its actor's
+  // data points at its lane). Streams run at once: one current op shared by all of them made a
+  // demand copy on one stream name another stream's op, and a runtime policy then evict the
+  // very buffer the copy was for (capuchin on Mixtral with expert parallelism went round
+  // swapping one gradient out and in for ever); a copy's stall was charged to stream 0.
+  struct Lane {
+    OpId op = 0;
+    std::uint32_t device = 0, stream = 0;
+  };
+  std::vector<Lane> lanes_;
+  std::vector<std::int32_t> pins_;  // per buffer: ops begun and not finished that touch it
+  mutable Lane outside_;  // outside the streams' actors
+  Lane& lane() const {
+    if (const sg4::Actor* self = sg4::Actor::self())
+      if (Lane* l = self->get_data<Lane>()) return *l;
+    return outside_;
+  }
+  OpId& current_slot() const { return lane().op; }
+  /// A wait of the calling stream's actor, for `op`.
+  OomSite here(OomSite::Kind kind, OpId op, BufferId b = 0, std::size_t to = 0) const {
+    const Lane& l = lane();
+    return {kind, op, l.device, l.stream, b, to};
+  }
   // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
   // observe the clock between its ops, so their durations are summed and executed as one
   // SimGrid activity when something could (a copy, a wait, the end). now_s() includes the
@@ -258,6 +286,12 @@ class Simulation final : public RuntimeView, private exec::Memory {
   int copies_in_flight_ = 0;
   std::vector<int> leaving_;   // per tier: copies out of it under way
   std::vector<int> arriving_;  // per tier: copies into it under way
+  // Per tier: allocations that failed and wait for room (an op's outputs, a demand copy, a
+  // plan's copy). A runtime prefetch into such a tier is not started: it would take the room
+  // the eviction made for them, and the failed allocation would evict again (a swap-lru or
+  // capuchin fallback evicting a gradient that another stream prefetches back at once went
+  // round for 20 s of simulated time on Mixtral with expert parallelism).
+  std::vector<int> short_;
   bool stopped_ = false;
   std::exception_ptr error_;
   std::size_t events_ = 0;
@@ -293,6 +327,21 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> issued_;   // (group, device)
 };
 
+// The actors' stacks (see run()); AddressSanitizer's redzones make frames several times larger.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr unsigned kStackScale = 4;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr unsigned kStackScale = 4;
+#else
+constexpr unsigned kStackScale = 1;
+#endif
+#else
+constexpr unsigned kStackScale = 1;
+#endif
+constexpr unsigned kStreamStackBytes = kStackScale * 1024 * 1024;
+constexpr unsigned kCopyStackBytes = kStackScale * 128 * 1024;
+
 void Simulation::guarded(const std::function<void()>& body) {
   try {
     body();
@@ -305,9 +354,15 @@ void Simulation::guarded(const std::function<void()>& body) {
 
 void Simulation::split_plan() {
   // Each step goes to the stream of the compute step before it (the first steps to device
-  // 0's stream 0). Two passes: the first counts, so that a plan of one stream runs from the
-  // plan itself and the others' steps are copied once, into vectors of their exact size (a
-  // million-op plan is a hundred megabytes).
+  // 0's stream 0), except that a step preparing an op (a swap-in, a recomputation) after a
+  // collective goes to the compute stream the collective was issued from: NCCL's stream runs
+  // ahead of the compute stream, and a prefetch placed there before a backward op moved its
+  // buffer before the forward had made it ("moves buffer '...router.weights', which is in no
+  // tier": capuchin on Mixtral with expert parallelism). A free or a swap-out after a
+  // collective stays on its stream: it must wait for the collective to end.
+  // Two passes: the first counts, so that a plan of one stream runs from the plan itself and
+  // the others' steps are copied once, into vectors of their exact size (a million-op plan is
+  // a hundred megabytes).
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::size_t> index;
   auto stream_of = [&](std::uint32_t device, std::uint32_t stream) {
     auto [it, fresh] = index.try_emplace({device, stream}, streams_.size());
@@ -316,15 +371,17 @@ void Simulation::split_plan() {
   };
   auto each_step = [&](auto&& take) {
     std::size_t current = stream_of(0, 0);
+    std::size_t issuer = current;  // the compute stream that issued the last compute step
     for (const Step& step : plan_.steps) {
       if (step.kind == StepKind::compute) {
         const Op& op = trace_.ops.at(step.id);
         // A collective runs on its device's communication stream (NCCL's own), after the
         // compute streams.
-        const std::uint32_t stream = collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream;
-        current = stream_of(op.device, stream);
+        const bool collective = collective_[op.id] != kNotCollective;
+        current = stream_of(op.device, collective ? comm_stream(op) : op.stream);
+        issuer = collective ? stream_of(op.device, op.stream) : current;
       }
-      take(current, step);
+      take(step.kind == StepKind::swap_in || step.kind == StepKind::recompute ? issuer : current, step);
     }
   };
   std::vector<std::size_t> count;
@@ -441,8 +498,18 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const OomSite& 
     if (cause != CopyCause::demand && now_s() > t0) record_stall(t0, site, kNoId, bytes, tier);
   };
   std::vector<Action> actions;
+  struct Short {  // counted in short_ while this allocation has failed and not yet succeeded
+    int* waiting = nullptr;
+    ~Short() {
+      if (waiting) --*waiting;
+    }
+  } waiting;
   while (!stopped_) {
     if (attempt()) return true;
+    if (cause != CopyCause::prefetch && !waiting.waiting) {
+      waiting.waiting = &short_[tier];
+      ++short_[tier];
+    }
     actions.clear();
     runtime_.on_alloc_failure(*this, AllocationFailure{tier, bytes, site.op}, actions);
     if (actions.empty()) {
@@ -485,6 +552,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   const Buffer& buf = trace_.buffers[b];
   const std::size_t from = memory_.placement(b).tier;
   if (residency_.in_flight(b) || from == to) return;
+  if (cause == CopyCause::prefetch && short_[to] > 0) return;  // its reader fetches it on demand
   flush();
   if (from == Placement::kNowhere)
     throw PolicyError(fmt::format("policy {} moves buffer '{}', which is in no tier",
@@ -494,7 +562,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
                                  platform_.name, platform_.tiers[from].name,
                                  platform_.tiers[to].name, buf.name));
   Allocation address;
-  if (!allocate(to, buf.bytes, OomSite{OomSite::Kind::copy, current_op_, 0, 0, b, to}, [&] {
+  if (!allocate(to, buf.bytes, here(OomSite::Kind::copy, current_slot(), b, to), [&] {
         auto a = memory_.reserve_move(b, to, now_s());
         if (a) address = *a;
         return a.has_value();
@@ -513,8 +581,9 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   const bool to_compute =
       dst.role == TierRole::compute ||
       (src.role != TierRole::compute && dst.bandwidth_Bps > src.bandwidth_Bps);
-  sg4::Actor::create("copy", sg_.device_hosts[owner], [this, b, from, to, address, owner, direction,
-                                                    to_compute] {
+  auto copy = sg4::Actor::init("copy", sg_.device_hosts[owner]);
+  copy->set_stacksize(kCopyStackBytes / 1024);  // in KiB
+  copy->start([this, b, from, to, address, owner, direction, to_compute] {
     guarded([&] {
       auto slot = sg_.copy_slots[2 * owner + direction];
       slot->acquire();
@@ -544,18 +613,26 @@ void Simulation::run_op(const Op& op, std::uint32_t device_slot, std::uint32_t s
 }
 
 OpId Simulation::enter(const Op& op, bool recompute) {
-  const OpId caller = current_op_;
-  current_op_ = op.id;
+  OpId& current = current_slot();
+  const OpId caller = current;
+  current = op.id;
+  pin(op, 1);
   if (op_hooks_ && !recompute) run_hook(&RuntimeHooks::before_op, op.id);
   if (op_hooks_ && recompute) runtime_.before_recompute(*this, op.id);
   return caller;
 }
 
+void Simulation::pin(const Op& op, int by) {
+  for (const auto* list : {&op.inputs, &op.updates, &op.outputs})
+    for (BufferId b : *list) pins_[b] += by;
+}
+
 void Simulation::leave(const Op& op, bool recompute, OpId caller) {
+  pin(op, -1);
   notify();
   if (op_hooks_ && !recompute) run_hook(&RuntimeHooks::after_op, op.id);
   if (op_hooks_ && recompute) runtime_.after_recompute(*this, op.id);
-  current_op_ = recompute ? caller : op.id;
+  current_slot() = recompute ? caller : op.id;
 }
 
 bool Simulation::allocate_workspace(const Op& op, const exec::Site& site, exec::Workspace& at) {
@@ -570,7 +647,7 @@ bool Simulation::allocate_workspace(const Op& op, const exec::Site& site, exec::
     return true;
   }
   at.tier = site.tier;
-  return allocate(site.tier, op.workspace_bytes, OomSite::of(op), [&] {
+  return allocate(site.tier, op.workspace_bytes, OomSite::of(op, site), [&] {
     auto a = memory_.allocate_anonymous(site.tier, op.workspace_bytes, Category::workspace, now_s());
     if (a) {
       at.address = a->address;
@@ -887,7 +964,7 @@ void Simulation::evict(BufferId b, std::size_t to) {
   const std::size_t from = memory_.placement(b).tier;
   if (residency_.in_flight(b) || from == to || from == Placement::kNowhere) return;
   memory_.release(b, now_s());
-  allocate(to, trace_.buffers[b].bytes, OomSite{OomSite::Kind::eviction, current_op_, 0, 0, b, to},
+  allocate(to, trace_.buffers[b].bytes, here(OomSite::Kind::eviction, current_slot(), b, to),
            [&] { return memory_.allocate(b, to, now_s()); });
   notify();
 }
@@ -968,6 +1045,11 @@ Summary Simulation::run() {
   // share (two GPUs copying in through different PCIe switches: one ran at host-memory
   // speed). Recomputing the sharing in full keeps every flow within its links.
   engine.set_config("network/optim:Full");
+  // Each actor's stack is reserved whole (SimGrid's default is 8 MiB): a run of many ranks'
+  // streams, or with a thousand copies in flight, reserved gigabytes of address space for a
+  // few megabytes of use, and under a limit on it (ulimit -v) SimGrid aborted. The streams'
+  // code is shallow (remaking is iterative, the policies' hooks loop) and a copy's more so.
+  engine.set_config(fmt::format("contexts/stack-size:{}", kStreamStackBytes / 1024));
   find_collectives();
   const auto wanted = wanted_routes();
   sg_ = build_sg_platform(platform_, &wanted);
@@ -982,10 +1064,17 @@ Summary Simulation::run() {
   split_plan();
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
+  lanes_.clear();
+  for (const Stream& s : streams_) lanes_.push_back({0, s.device, s.stream});
+  pins_.assign(trace_.buffers.size(), 0);
   for (const Stream& s : streams_) {
     const std::size_t device = compute_devices_[s.device];
+    Lane* current = &lanes_[static_cast<std::size_t>(&s - streams_.data())];
     sg4::Actor::create(fmt::format("{}.stream{}", platform_.devices[device].name, s.stream),
-                       sg_.device_hosts[device], [this, &s] { guarded([&] { run_stream(s); }); });
+                       sg_.device_hosts[device], [this, &s, current] {
+                         sg4::Actor::self()->set_data(current);
+                         guarded([&] { run_stream(s); });
+                       });
   }
   stream_at_.assign(streams_.size(), kNoOp);
   engine.run();

@@ -53,6 +53,11 @@ class RuntimeView {
   virtual bool in_flight(BufferId b) const = 0;
   /// Whether the buffer was dropped and not yet remade.
   virtual bool dropped(BufferId b) const = 0;
+  /// Whether an op that some stream has begun and not finished reads or writes the buffer
+  /// (while it waits for its inputs, too). Evicting or dropping it would make that op fetch
+  /// or remake it at once: with several streams, two ops that evict each other's inputs go
+  /// round for ever.
+  virtual bool in_use(BufferId b) const = 0;
 };
 
 /// What a runtime hook asks for: a memory operation in the plan's own words, a Step of kind

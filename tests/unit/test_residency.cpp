@@ -147,6 +147,7 @@ class FakeView final : public RuntimeView {
   OpId current_op() const override { return op_; }
   bool in_flight(BufferId) const override { return false; }
   bool dropped(BufferId) const override { return false; }
+  bool in_use(BufferId) const override { return false; }
   MemoryState& mutable_memory() { return memory_; }
   double now_ = 0;
   OpId op_ = 0;

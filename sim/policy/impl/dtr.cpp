@@ -79,7 +79,9 @@ class DtrPolicy final : public Policy {
                               recomputes_);
         return;
       }
-      const auto victim = core_.choose(view.now_s(), resident);
+      // Not what an op begun on another stream reads or writes: it would remake it at once.
+      const auto victim =
+          core_.choose(view.now_s(), [&](BufferId b) { return resident(b) && !view.in_use(b); });
       if (!victim) {
         reason_ = fmt::format(
             "dtr: nothing left to evict: the buffers the running op (and the recomputations "

@@ -119,6 +119,7 @@ void evict_furthest_next_use(const RuntimeView& view, const AllocationFailure& f
   for (BufferId b = 0; b < trace.buffers.size(); ++b) {
     if (!m.resident(b, failure.tier)) continue;
     if (view.in_flight(b)) return;
+    if (view.in_use(b)) continue;  // another stream's op waits for it
     if (auto next = next_use(b)) candidates.emplace_back(*next, b);
   }
   std::sort(candidates.begin(), candidates.end(), [&](const auto& x, const auto& y) {

@@ -86,7 +86,7 @@ class SwapLruPolicy final : public Policy {
     // Least recently used first (never used before: -1), then the larger, then by id.
     std::vector<BufferId> candidates;
     for (BufferId b = 0; b < trace.buffers.size(); ++b)
-      if (m.resident(b, f.tier) && !view.in_flight(b) && !in_use(b)) candidates.push_back(b);
+      if (m.resident(b, f.tier) && !view.in_flight(b) && !in_use(b) && !view.in_use(b)) candidates.push_back(b);
     std::sort(candidates.begin(), candidates.end(), [&](BufferId x, BufferId y) {
       if (last_use_[x] != last_use_[y]) return last_use_[x] < last_use_[y];
       if (trace.buffers[x].bytes != trace.buffers[y].bytes)
