@@ -11,6 +11,7 @@
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
 #include "sim/core/units.h"
+#include "sim/workload/durations.h"
 
 namespace memsim {
 // A list type's element types: "GenericList[Tensor(float),GenericList[Int,Int]]" -> {"Tensor(float)", "GenericList[Int,Int]"}.
@@ -471,7 +472,8 @@ void Reader::read_node(const element& n) {
   if (dur) {
     double d = -1;
     if (dur->is_number()) d = dur->get_double().value_unsafe();
-    if (!dur->is_number() || d < 0) fail_node(fmt::format("inclusive_dur: expected microseconds >= 0, got {}", describe(*dur)));
+    if (!dur->is_number() || !is_op_duration(d, kMicroseconds))
+      fail_node(fmt::format("inclusive_dur: expected {}, got {}", op_duration_range(kMicroseconds), describe(*dur)));
     node.duration_us = d;
   }
   const char* parent_key = old ? "parent" : "ctrl_deps";
