@@ -9,9 +9,11 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/json_syntax.h"
 #include "sim/core/suggest.h"
 
 namespace memsim {
@@ -90,13 +92,44 @@ void check_unique_keys(const YAML::Node& root, const std::string& source) {
   }
 }
 
+// Where the second document of a text starts: its '---', or the first text after the end of
+// the first document. Walked only when there is one, to name it.
+YAML::Mark second_document(const std::string& text) {
+  struct Starts : YAML::EventHandler {
+    std::vector<YAML::Mark> marks;
+    void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } starts;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (starts.marks.size() < 2 && parser.HandleNextDocument(starts)) {
+  }
+  return starts.marks.size() < 2 ? YAML::Mark::null_mark() : starts.marks[1];
+}
+
 }  // namespace
 
 ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& source) {
   auto src = std::make_shared<Source>();
   src->file = source;
+  // A .json file is JSON: what YAML would also take there is an error, not a guess.
+  if (names_json_file(source))
+    if (auto why = json_syntax_error(text, source)) throw InputError(*why);
   try {
-    YAML::Node root = YAML::Load(text);
+    // Every document, so that one after the first is an error rather than ignored.
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1)
+      throw InputError(fmt::format("{}: a second document starts here; a file holds one (YAML's '---' starts "
+                                   "another)",
+                                   mark_text(source, second_document(text))));
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     check_unique_keys(root, source);
     return ConfigNode(root, src, "");
   } catch (const YAML::DeepRecursion& e) {
@@ -250,8 +283,17 @@ std::string ConfigNode::as_string() const {
   return node_.Scalar();
 }
 
+// In a JSON file a number or a boolean is not a string: "64" there is text, as a JSON reader
+// takes it, whatever YAML would make of it. (yaml-cpp tags a quoted scalar "!".)
+static void refuse_json_string(const YAML::Node& node, const std::string& file, const ConfigNode& at,
+                        std::string_view expected) {
+  if (node.IsScalar() && node.Tag() == "!" && names_json_file(file))
+    at.fail(fmt::format("expected {}, got the string \"{}\"", expected, node.Scalar()));
+}
+
 std::int64_t ConfigNode::as_int() const {
   if (!node_.IsScalar()) fail_expected("an integer");
+  refuse_json_string(node_, source_->file, *this, "an integer");
   const std::string& s = node_.Scalar();
   std::int64_t v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -271,6 +313,7 @@ std::int64_t ConfigNode::as_int_in(std::int64_t lo, std::int64_t hi) const {
 
 double ConfigNode::as_double() const {
   if (!node_.IsScalar()) fail_expected("a number");
+  refuse_json_string(node_, source_->file, *this, "a number");
   const std::string& s = node_.Scalar();
   double v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -286,6 +329,7 @@ double ConfigNode::as_fraction() const {
 }
 
 bool ConfigNode::as_bool() const {
+  refuse_json_string(node_, source_->file, *this, "true or false");
   if (node_.IsScalar()) {
     const std::string& s = node_.Scalar();
     if (s == "true") return true;
