@@ -341,12 +341,19 @@ PlatformSpec load_platform(const ConfigNode& root) {
   p.source = root.file();
   p.name = root.at("name").as_string();
   if (auto c = root.find("collectives")) p.collectives = load_collectives(*c);
-  if (auto n = root.find("nodes")) p.nodes = static_cast<std::uint32_t>(n->as_int_in(1, 65536));
+  const std::optional<ConfigNode> nodes = root.find("nodes");
+  if (nodes) p.nodes = static_cast<std::uint32_t>(nodes->as_int_in(1, 65536));
   std::optional<ConfigNode> fabric = root.find("fabric");
   if (fabric) {
     fabric->allow_only({"switches", "links"});
-    if (p.nodes == 1 && !root.find("nodes")) fabric->fail("a fabric joins nodes: give 'nodes: N' too");
+    if (p.nodes == 1 && !nodes) fabric->fail("a fabric joins nodes: give 'nodes: N' too");
   }
+  // Copies of a node with nothing between them would be separate machines, not a cluster.
+  if (p.nodes > 1 && !fabric)
+    nodes->fail(fmt::format("{} nodes need a fabric to join them, and platform '{}' has no 'fabric' section: "
+                            "nodes applies to a cluster (a node description and the fabric of switches and "
+                            "links between its copies)",
+                            p.nodes, p.name));
   auto devices = root.at("devices");
   const std::optional<ConfigNode> switches = root.find("switches");
   const std::optional<ConfigNode> links = root.find("links");
