@@ -284,7 +284,8 @@ std::string ConfigNode::as_string() const {
 }
 
 // In a JSON file a number or a boolean is not a string: "64" there is text, as a JSON reader
-// takes it, whatever YAML would make of it. (yaml-cpp tags a quoted scalar "!".)
+// takes it, whatever YAML would make of it. Called once the text reads as the value, so
+// that other text keeps the usual message. (yaml-cpp tags a quoted scalar "!".)
 static void refuse_json_string(const YAML::Node& node, const std::string& file, const ConfigNode& at,
                         std::string_view expected) {
   if (node.IsScalar() && node.Tag() == "!" && names_json_file(file))
@@ -293,11 +294,11 @@ static void refuse_json_string(const YAML::Node& node, const std::string& file, 
 
 std::int64_t ConfigNode::as_int() const {
   if (!node_.IsScalar()) fail_expected("an integer");
-  refuse_json_string(node_, source_->file, *this, "an integer");
   const std::string& s = node_.Scalar();
   std::int64_t v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size()) fail_expected("an integer");
+  refuse_json_string(node_, source_->file, *this, "an integer");
   return v;
 }
 
@@ -313,12 +314,12 @@ std::int64_t ConfigNode::as_int_in(std::int64_t lo, std::int64_t hi) const {
 
 double ConfigNode::as_double() const {
   if (!node_.IsScalar()) fail_expected("a number");
-  refuse_json_string(node_, source_->file, *this, "a number");
   const std::string& s = node_.Scalar();
   double v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || !std::isfinite(v))
     fail_expected("a number");
+  refuse_json_string(node_, source_->file, *this, "a number");
   return v;
 }
 
@@ -329,11 +330,12 @@ double ConfigNode::as_fraction() const {
 }
 
 bool ConfigNode::as_bool() const {
-  refuse_json_string(node_, source_->file, *this, "true or false");
   if (node_.IsScalar()) {
     const std::string& s = node_.Scalar();
-    if (s == "true") return true;
-    if (s == "false") return false;
+    if (s == "true" || s == "false") {
+      refuse_json_string(node_, source_->file, *this, "true or false");
+      return s == "true";
+    }
   }
   fail_expected("true or false");
 }
