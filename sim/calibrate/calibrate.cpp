@@ -10,6 +10,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "sim/core/error.h"
+#include "sim/platform/bounds.h"
 #include "sim/workload/op_kinds.h"
 
 namespace memsim {
@@ -203,6 +204,26 @@ void check_efficiencies(const Context& cx, const std::string& device, const Cali
   }
 }
 
+// What the fit would write must be a device the platform loader reads back (bounds.h):
+// checked as written, to the four digits calibrated_platform_yaml keeps.
+void check_device_bounds(const Context& cx, const std::string& device, const Calibration& fit) {
+  auto as_written = [](double v) { return std::stod(fmt::format("{:.4g}", v)); };
+  if (const double us = as_written(fit.launch_overhead_s * 1e6); !is_launch_overhead(us * 1e-6))
+    throw InputError(fmt::format("{}: the fit gives device '{}' a launch overhead of {:.4g}us; a device file's "
+                                 "launch_overhead is {}: the measured times are not of ops a roofline with one "
+                                 "overhead can time",
+                                 cx.trace.name, device, us, launch_overhead_range()));
+  for (int r = 0; r < 2; ++r) {
+    const bool compute = r == 0;
+    for (const auto& [kind, f] : compute ? fit.compute : fit.memory)
+      if (const double e = as_written(f.efficiency); !is_device_efficiency(e))
+        throw InputError(fmt::format("{}: the fit gives the {}-bound ops of kind '{}' an efficiency of {:.4g}; a "
+                                     "device file's {} is {}",
+                                     cx.trace.name, compute ? "compute" : "memory", kind, e,
+                                     compute ? "efficiency" : "memory_efficiency", kEfficiencyRange));
+  }
+}
+
 }  // namespace
 
 Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const std::string& device,
@@ -273,6 +294,7 @@ Calibration calibrate(const Trace& trace, const PlatformSpec& platform, const st
   }
   out.iterations = tried;
   check_efficiencies(cx, device, out);
+  check_device_bounds(cx, device, out);
 
   const DeviceSpec at = calibrated_device(dev, out);
   double fit_err = 0, held_err = 0, held_pred = 0, held_real = 0;

@@ -9,9 +9,11 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/json_syntax.h"
 #include "sim/core/suggest.h"
 
 namespace memsim {
@@ -90,13 +92,44 @@ void check_unique_keys(const YAML::Node& root, const std::string& source) {
   }
 }
 
+// Where the second document of a text starts: its '---', or the first text after the end of
+// the first document. Walked only when there is one, to name it.
+YAML::Mark second_document(const std::string& text) {
+  struct Starts : YAML::EventHandler {
+    std::vector<YAML::Mark> marks;
+    void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnSequenceEnd() override {}
+    void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+    void OnMapEnd() override {}
+  } starts;
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  while (starts.marks.size() < 2 && parser.HandleNextDocument(starts)) {
+  }
+  return starts.marks.size() < 2 ? YAML::Mark::null_mark() : starts.marks[1];
+}
+
 }  // namespace
 
 ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& source) {
   auto src = std::make_shared<Source>();
   src->file = source;
+  // A .json file is JSON: what YAML would also take there is an error, not a guess.
+  if (names_json_file(source))
+    if (auto why = json_syntax_error(text, source)) throw InputError(*why);
   try {
-    YAML::Node root = YAML::Load(text);
+    // Every document, so that one after the first is an error rather than ignored.
+    std::vector<YAML::Node> documents = YAML::LoadAll(text);
+    if (documents.size() > 1)
+      throw InputError(fmt::format("{}: a second document starts here; a file holds one (YAML's '---' starts "
+                                   "another)",
+                                   mark_text(source, second_document(text))));
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
     check_unique_keys(root, source);
     return ConfigNode(root, src, "");
   } catch (const YAML::DeepRecursion& e) {
@@ -250,12 +283,22 @@ std::string ConfigNode::as_string() const {
   return node_.Scalar();
 }
 
+// In a JSON file a number or a boolean is not a string: "64" there is text, as a JSON reader
+// takes it, whatever YAML would make of it. Called once the text reads as the value, so
+// that other text keeps the usual message. (yaml-cpp tags a quoted scalar "!".)
+static void refuse_json_string(const YAML::Node& node, const std::string& file, const ConfigNode& at,
+                        std::string_view expected) {
+  if (node.IsScalar() && node.Tag() == "!" && names_json_file(file))
+    at.fail(fmt::format("expected {}, got the string \"{}\"", expected, node.Scalar()));
+}
+
 std::int64_t ConfigNode::as_int() const {
   if (!node_.IsScalar()) fail_expected("an integer");
   const std::string& s = node_.Scalar();
   std::int64_t v = 0;
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size()) fail_expected("an integer");
+  refuse_json_string(node_, source_->file, *this, "an integer");
   return v;
 }
 
@@ -276,6 +319,7 @@ double ConfigNode::as_double() const {
   auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc{} || ptr != s.data() + s.size() || !std::isfinite(v))
     fail_expected("a number");
+  refuse_json_string(node_, source_->file, *this, "a number");
   return v;
 }
 
@@ -288,8 +332,10 @@ double ConfigNode::as_fraction() const {
 bool ConfigNode::as_bool() const {
   if (node_.IsScalar()) {
     const std::string& s = node_.Scalar();
-    if (s == "true") return true;
-    if (s == "false") return false;
+    if (s == "true" || s == "false") {
+      refuse_json_string(node_, source_->file, *this, "true or false");
+      return s == "true";
+    }
   }
   fail_expected("true or false");
 }

@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/memory/allocator.h"
+#include "sim/platform/bounds.h"
 #include "sim/workload/op_kinds.h"
 
 namespace memsim {
@@ -19,10 +20,6 @@ const std::vector<std::string> kTierRoles{"compute", "offload", "scratch"};
 const std::vector<std::string> kComputeDTypes{"fp32", "tf32", "fp16", "bf16", "fp8"};
 
 double positive(const ConfigNode& n, UnitKind kind) { return n.as_positive_unit(kind); }
-
-// Efficiencies scale the roofline: below a millionth an op would take a million times its
-// work, which no calibrated device does (and 1e-320 would make times infinite).
-constexpr double kLeastEfficiency = 1e-6;
 
 // A tier's entry holds its own keys and its allocator's parameters.
 TierSpec load_tier(const std::string& device, const std::string& name, const ConfigNode& n) {
@@ -71,7 +68,7 @@ void load_efficiency_table(const ConfigNode& table, std::optional<double>& defau
     }
     double v = value.as_fraction();
     if (v <= 0) value.fail_expected("a number above 0 and at most 1");
-    if (v < kLeastEfficiency) value.fail_expected("a number from 0.000001 to 1");
+    if (!is_device_efficiency(v)) value.fail_expected(kEfficiencyRange);
     if (kind_name == "default")
       default_value = v;
     else
@@ -344,12 +341,19 @@ PlatformSpec load_platform(const ConfigNode& root) {
   p.source = root.file();
   p.name = root.at("name").as_string();
   if (auto c = root.find("collectives")) p.collectives = load_collectives(*c);
-  if (auto n = root.find("nodes")) p.nodes = static_cast<std::uint32_t>(n->as_int_in(1, 65536));
+  const std::optional<ConfigNode> nodes = root.find("nodes");
+  if (nodes) p.nodes = static_cast<std::uint32_t>(nodes->as_int_in(1, 65536));
   std::optional<ConfigNode> fabric = root.find("fabric");
   if (fabric) {
     fabric->allow_only({"switches", "links"});
-    if (p.nodes == 1 && !root.find("nodes")) fabric->fail("a fabric joins nodes: give 'nodes: N' too");
+    if (p.nodes == 1 && !nodes) fabric->fail("a fabric joins nodes: give 'nodes: N' too");
   }
+  // Copies of a node with nothing between them would be separate machines, not a cluster.
+  if (p.nodes > 1 && !fabric)
+    nodes->fail(fmt::format("{} nodes need a fabric to join them, and platform '{}' has no 'fabric' section: "
+                            "nodes applies to a cluster (a node description and the fabric of switches and "
+                            "links between its copies)",
+                            p.nodes, p.name));
   auto devices = root.at("devices");
   const std::optional<ConfigNode> switches = root.find("switches");
   const std::optional<ConfigNode> links = root.find("links");

@@ -90,6 +90,9 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.schedule = name == "gpipe" ? PipelineSchedule::gpipe
                : name == "1f1b" ? PipelineSchedule::one_f_one_b
                                 : PipelineSchedule::interleaved;
+  if (s.schedule == PipelineSchedule::interleaved && s.pp == 1)
+    schedule.fail("the interleaved schedule spreads virtual_stages chunks over the pipeline's stages: it needs pp of 2 "
+                  "or more");
   const ConfigNode chunks = params.get("virtual_stages");
   s.virtual_stages = static_cast<std::uint32_t>(chunks.as_int_in(1, 64));
   if (s.virtual_stages > 1 && s.schedule != PipelineSchedule::interleaved)

@@ -219,3 +219,41 @@ TEST(Calibrate, TooFewMeasuredOpsIsAnError) {
   t.add_op(op);
   EXPECT_THROW(calibrate(t, platform(kPlatform), "gpu0"), InputError);
 }
+
+// A fit is written as a device file, so it must be one the platform loader reads back
+// (bounds.h): an overhead past 1 s or an efficiency below a millionth is an error naming it.
+TEST(Calibrate, AFitThePlatformLoaderWouldRefuseIsAnError) {
+  auto message = [](const Trace& t) {
+    try {
+      calibrate(t, platform(kPlatform), "gpu0");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Trace slow;  // every op 2 s, whatever its work: all overhead
+  slow.name = "slow";
+  for (int i = 0; i < 20; ++i) {
+    Op op;
+    op.kind = "matmul";
+    op.name = "mm" + std::to_string(i);
+    op.flops = 1e6 * (1 + i);
+    op.measured_s = 2.0;
+    slow.add_op(op);
+  }
+  EXPECT_EQ(message(slow), "slow: the fit gives device 'gpu0' a launch overhead of 2e+06us; a device file's "
+                           "launch_overhead is a time from 0 to 1s: the measured times are not of ops a roofline "
+                           "with one overhead can time");
+  Trace crawling;  // at a hundred-millionth of the peak
+  crawling.name = "crawling";
+  for (int i = 0; i < 20; ++i) {
+    Op op;
+    op.kind = "matmul";
+    op.name = "mm" + std::to_string(i);
+    op.flops = 1e6 * (1 + i);
+    op.measured_s = op.flops / (10e12 * 1e-8);
+    crawling.add_op(op);
+  }
+  EXPECT_EQ(message(crawling), "crawling: the fit gives the compute-bound ops of kind 'matmul' an efficiency of "
+                               "1e-08; a device file's efficiency is a number from 0.000001 to 1");
+}

@@ -131,6 +131,12 @@ TEST(ChakraEt, ErrorsNameTheNodeOrByte) {
   append_delimited(cyclic, node(2, "b", pb::COMP_NODE, {1}, {}, 1, {}));
   EXPECT_EQ(message(cyclic), "t.et: node 1 (a): its data dependencies form a cycle");
   EXPECT_EQ(message(std::string("\x05\x0a\x03", 3)), "t.et: truncated: message 0 at byte 0 declares 5 bytes, but only 2 remain");
+  // A duration is checked as every trace's are (durations.h): 2^63 us is not a time an op takes.
+  std::string forever;
+  append_delimited(forever, meta);
+  append_delimited(forever, node(1, "mm", pb::COMP_NODE, {}, {}, std::uint64_t{1} << 63, {{"num_ops", 10}}));
+  EXPECT_EQ(message(forever), "t.et: node 1 (mm): duration_micros: expected a time in microseconds from 0 to "
+                              "3.6e+09 (an hour), got 9223372036854775808");
 }
 
 namespace {

@@ -110,3 +110,41 @@ TEST(Kineto, WithoutGpuEventsTheCpuTimeAndWithoutAJoinAnError) {
   EXPECT_TRUE(looks_like_kineto("{\"traceEvents\": []}"));
   EXPECT_FALSE(looks_like_kineto("{\"schema\": \"1.0.1\", \"nodes\": []}"));
 }
+
+// Every duration is checked as every trace's are (durations.h): a negative, non-numeric or
+// absurd `dur` is an error naming the event, not an op measured at 0 s.
+TEST(Kineto, EveryDurationIsAnHourOrLessOfMicroseconds) {
+  auto message = [](const std::string& text) {
+    try {
+      PytorchEtImport et = import_pytorch_et_with_origins(padded(kEt), "t.json", "t");
+      apply_kineto(et.trace, et.origins, read_kineto(padded(text), "k.json"), "k.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  auto cpu_op = [](const std::string& key, const std::string& value) {
+    return R"({"traceEvents": [
+      {"ph": "i", "name": "marker", "ts": 1},
+      {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, ")" + key + R"(": )" + value +
+           (key == "ts" ? R"(, "dur": 4)" : R"(, "ts": 0)") + R"(, "args": {"External id": 5}}]})";
+  };
+  const std::string expected =
+      "k.json: traceEvents[1] (aten::addmm): dur: expected a time in microseconds from 0 to 3.6e+09 (an hour), got ";
+  EXPECT_EQ(message(cpu_op("dur", "-20")), expected + "-20");
+  EXPECT_EQ(message(cpu_op("dur", "\"40\"")), expected + "\"40\"");
+  EXPECT_EQ(message(cpu_op("dur", "null")), expected + "null");
+  EXPECT_EQ(message(cpu_op("dur", "1e300")), expected + "1e+300");
+  EXPECT_EQ(message(cpu_op("ts", "\"soon\"")),
+            "k.json: traceEvents[1] (aten::addmm): ts: expected a time in microseconds, got \"soon\"");
+  EXPECT_EQ(message(cpu_op("dur", "40.5")), "no error");
+  // Each kernel within an hour, but what one op launched past it: an error naming the op.
+  const std::string long_kernels = R"({"traceEvents": [
+    {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 0, "dur": 50, "args": {"External id": 5}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 1, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 1, "args": {"correlation": 2}},
+    {"ph": "X", "cat": "kernel", "name": "a", "pid": 0, "tid": 7, "ts": 100, "dur": 3e9, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "b", "pid": 0, "tid": 7, "ts": 200, "dur": 3e9, "args": {"correlation": 2}}]})";
+  EXPECT_EQ(message(long_kernels), "k.json: op aten::addmm (External id 5): the time of the kernels it launched: "
+                                   "expected a time in microseconds from 0 to 3.6e+09 (an hour), got 6000000000");
+}

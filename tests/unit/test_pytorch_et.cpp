@@ -164,6 +164,17 @@ TEST(PytorchEt, ErrorsNameTheNode) {
   EXPECT_EQ(message(short_tensor),
             "t.json: node 5 (aten::relu): inputs[0]: expected a tensor [id, storage, offset, numel, "
             "itemsize, device], got [1,2,3]");
+  // Durations: a number of microseconds an op can take (durations.h), as in every trace.
+  auto timed = [](const std::string& dur) {
+    return "{\"schema\": \"1.0.1\", \"nodes\": [{\"id\": 5, \"name\": \"aten::relu\", \"parent\": 0, "
+           "\"inclusive_dur\": " + dur + ", \"inputs\": [], \"input_types\": [], \"outputs\": [], \"output_types\": []}]}";
+  };
+  const std::string expected = "t.json: node 5 (aten::relu): inclusive_dur: expected a time in microseconds from 0 to "
+                               "3.6e+09 (an hour), got ";
+  EXPECT_EQ(message(timed("-3")), expected + "-3");
+  EXPECT_EQ(message(timed("\"12\"")), expected + "\"12\"");
+  EXPECT_EQ(message(timed("9223372036854775808")), expected + "9223372036854775808");
+  EXPECT_EQ(message(timed("3600000000.5")), expected + "3600000000.5");
 }
 
 // The nodes are read one at a time, yet the document is judged whole: malformed JSON anywhere,

@@ -12,6 +12,7 @@
 
 #include "sim/workload/importers/chakra_et.pb.h"  // generated from chakra_et.proto
 #include "sim/core/error.h"
+#include "sim/workload/durations.h"
 #include "sim/workload/importers/et_reader.h"
 #include "sim/workload/importers/aten_cost.h"
 #include "sim/workload/importers/collectives.h"
@@ -441,6 +442,9 @@ Trace import_chakra_et(const std::string& bytes, const std::string& source, cons
   bool device_tensors = false;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     Info& f = info[i];
+    if (const auto us = static_cast<double>(nodes[i].duration_micros()); !is_op_duration(us, kMicroseconds))
+      fail(fmt::format("{}: duration_micros: expected {}, got {}", who(i), op_duration_range(kMicroseconds),
+                       nodes[i].duration_micros()));
     for (const auto& a : nodes[i].attr()) {
       const double v = attr_number(a);
       const bool size = a.name() == "num_ops" || a.name() == "tensor_size" || a.name() == "comm_size";

@@ -10,7 +10,9 @@
 
 #include "sim/core/checked.h"
 #include "sim/core/error.h"
+#include "sim/core/json_syntax.h"
 #include "sim/core/units.h"
+#include "sim/workload/durations.h"
 
 namespace memsim {
 // A list type's element types: "GenericList[Tensor(float),GenericList[Int,Int]]" -> {"Tensor(float)", "GenericList[Int,Int]"}.
@@ -89,49 +91,11 @@ std::string_view as_string(const element& v) { return v.get_string().value_unsaf
 // it: the on-demand walk may have stopped on another symptom of the same fault.
 InputError malformed_json(const std::string& text, simdjson::padded_string_view json, const std::string& source,
                           simdjson::error_code code) {
-  struct Sink : nlohmann::json_sax<nlohmann::json> {
-    bool null() override { return true; }
-    bool boolean(bool) override { return true; }
-    bool number_integer(number_integer_t) override { return true; }
-    bool number_unsigned(number_unsigned_t) override { return true; }
-    bool number_float(number_float_t, const string_t&) override { return true; }
-    bool string(string_t&) override { return true; }
-    bool binary(binary_t&) override { return true; }
-    bool start_object(std::size_t) override { return true; }
-    bool key(string_t&) override { return true; }
-    bool end_object() override { return true; }
-    bool start_array(std::size_t) override { return true; }
-    bool end_array() override { return true; }
-    bool parse_error(std::size_t at, const std::string&, const nlohmann::detail::exception& e) override {
-      byte = at;
-      what = e.what();
-      return false;
-    }
-    std::size_t byte = 0;
-    std::string what;
-  } sink;
-  nlohmann::json::sax_parse(text, &sink);
-  if (sink.what.empty()) {
-    simdjson::dom::parser whole;
-    simdjson::dom::element ignored;
-    if (const auto err = whole.parse(json.data(), json.size(), false).get(ignored)) code = err;
-    return InputError(fmt::format("{}: malformed JSON: {}", source, simdjson::error_message(code)));
-  }
-  std::size_t line = 1, col = 1;
-  const std::size_t end = std::min<std::size_t>(sink.byte > 0 ? sink.byte - 1 : 0, text.size());
-  for (std::size_t i = 0; i < end; ++i) {
-    if (text[i] == '\n') {
-      ++line;
-      col = 1;
-    } else {
-      ++col;
-    }
-  }
-  std::string why = sink.what;
-  if (auto p = why.find("column "); p != std::string::npos)
-    if (auto c = why.find(": ", p); c != std::string::npos) why = why.substr(c + 2);
-  const bool truncated = sink.byte >= text.size();
-  return InputError(fmt::format("{}:{}:{}: {} JSON: {}", source, line, col, truncated ? "truncated" : "malformed", why));
+  if (auto why = json_syntax_error(text, source)) return InputError(*why);
+  simdjson::dom::parser whole;
+  simdjson::dom::element ignored;
+  if (const auto err = whole.parse(json.data(), json.size(), false).get(ignored)) code = err;
+  return InputError(fmt::format("{}: malformed JSON: {}", source, simdjson::error_message(code)));
 }
 
 bool names_tensors(std::string_view type) { return type.find("Tensor") != std::string_view::npos; }
@@ -471,7 +435,8 @@ void Reader::read_node(const element& n) {
   if (dur) {
     double d = -1;
     if (dur->is_number()) d = dur->get_double().value_unsafe();
-    if (!dur->is_number() || d < 0) fail_node(fmt::format("inclusive_dur: expected microseconds >= 0, got {}", describe(*dur)));
+    if (!dur->is_number() || !is_op_duration(d, kMicroseconds))
+      fail_node(fmt::format("inclusive_dur: expected {}, got {}", op_duration_range(kMicroseconds), describe(*dur)));
     node.duration_us = d;
   }
   const char* parent_key = old ? "parent" : "ctrl_deps";

@@ -1,12 +1,14 @@
 #include "sim/workload/importers/kineto.h"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 
 #include <fmt/format.h>
 #include <simdjson.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/durations.h"
 
 namespace memsim {
 namespace {
@@ -57,10 +59,18 @@ std::int64_t as_int(od::value v) {
   return -1;
 }
 
-double as_double(od::value v) {
-  double d = 0;
-  if (!v.get_double().get(d)) return d;
-  return 0;
+// A number as the event states it: its value, or (not a number) its JSON text for the error.
+struct Number {
+  double value = 0;
+  std::string text;  // empty when the value is a number
+};
+Number read_number(od::value v) {
+  Number n;
+  if (!v.get_double().get(n.value)) return n;
+  n.text = std::string(v.raw_json_token());
+  while (!n.text.empty() && std::isspace(static_cast<unsigned char>(n.text.back()))) n.text.pop_back();
+  if (n.text.size() > 60) n.text = n.text.substr(0, 57) + "...";
+  return n;
 }
 
 }  // namespace
@@ -112,12 +122,14 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
       saw_events = true;
       od::array events;
       if (auto e = field.value().get_array().get(events)) fail(e, "traceEvents");
+      std::size_t index = 0;
       for (auto element : events) {
         od::object ev;
         if (auto e = element.get_object().get(ev)) fail(e, "an event");
         std::string_view ph, cat, name;
         std::uint64_t pid = 0, tid = 0;
-        double ts = 0, dur = 0;
+        Number ts_read, dur_read;
+        bool has_dur = false;
         std::int64_t external = -1, record_function = -1, correlation = -1;
         for (auto f : ev) {
           std::string_view k;
@@ -129,8 +141,11 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
           else if (k == "name") { if (v.get_string().get(name)) name = {}; }
           else if (k == "pid") pid = id_key(v);
           else if (k == "tid") tid = id_key(v);
-          else if (k == "ts") ts = as_double(v);
-          else if (k == "dur") dur = as_double(v);
+          else if (k == "ts") ts_read = read_number(v);
+          else if (k == "dur") {
+            dur_read = read_number(v);
+            has_dur = true;
+          }
           else if (k == "args") {
             od::object args;
             if (v.get_object().get(args)) continue;
@@ -145,7 +160,18 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
             }
           }
         }
+        const std::size_t at = index++;
+        // Every duration an event states is checked, as every trace's are (durations.h).
+        auto fail_event = [&](const char* key, const std::string& expected, const Number& got) -> void {
+          throw InputError(fmt::format("{}: traceEvents[{}]{}: {}: expected {}, got {}", source, at,
+                                       name.empty() ? std::string() : fmt::format(" ({})", name), key, expected,
+                                       got.text.empty() ? fmt::format("{}", got.value) : got.text));
+        };
+        if (has_dur && (!dur_read.text.empty() || !is_op_duration(dur_read.value, kMicroseconds)))
+          fail_event("dur", op_duration_range(kMicroseconds), dur_read);
         if (ph != "X") continue;
+        if (!ts_read.text.empty()) fail_event("ts", "a time in microseconds", ts_read);
+        const double ts = ts_read.value, dur = dur_read.value;
         const std::uint64_t thread = pid * 1000003u ^ tid;
         if (cat == "cpu_op" || cat == "user_annotation" || cat == "Operator") {
           ops.push_back({external, record_function, std::string(name), thread, ts, dur});
@@ -227,6 +253,10 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
     }
     ++matched;
     const double us = kineto.has_gpu ? it->second.gpu_us : it->second.cpu_us;
+    // Each event's time was checked as it was read; a sum of many kernels' may still pass an hour.
+    if (!is_op_duration(us, kMicroseconds))
+      throw InputError(fmt::format("{}: op {} ({} {}): the time of the kernels it launched: expected {}, got {}",
+                                   source, o.name, key, o.rf_id, op_duration_range(kMicroseconds), us));
     if (kineto.has_gpu && it->second.gpu_events == 0) ++idle;
     op.measured_s = us * 1e-6;
   }
