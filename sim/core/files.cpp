@@ -410,39 +410,40 @@ bool written_in_place(const std::string& path) {
 
 OutputFolder::OutputFolder(std::string dir, std::vector<std::string> names, std::string marker)
     : dir_(std::move(dir)), marker_(std::move(marker)), names_(std::move(names)) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir_, ec);
-  if (ec) throw OutputError(fmt::format("{}: cannot create output folder: {}", dir_, ec.message()));
-  remove_abandoned_staging(dir_);
   static std::atomic<unsigned> counter{0};
   staging_ = fmt::format("{}/{}{}.{}", dir_, kStagingPrefix, ::getpid(), counter++);
   install_cleanup();
   // Listed before it is made, so a signal between the two finds nothing to remove.
   slot_ = claim(g_stagings, std::size(g_stagings));
-  if (slot_ >= 0) {
-    StagingSlot& s = g_stagings[slot_];
-    std::size_t bytes = 0;
-    bool fits = copy_path(s.dir, staging_);
-    for (const std::string& n : names_) {
-      if (bytes + n.size() + 1 > kPathBytes) fits = false;
-      if (!fits) break;
-      std::memcpy(s.names + bytes, n.c_str(), n.size() + 1);
-      bytes += n.size() + 1;
-    }
-    s.names_bytes = bytes;
-    if (fits) {
-      s.state.store(kLive);
-    } else {
-      s.state.store(kFree);
-      slot_ = -1;
-    }
+  if (slot_ < 0) return;
+  StagingSlot& s = g_stagings[slot_];
+  std::size_t bytes = 0;
+  bool fits = copy_path(s.dir, staging_);
+  for (const std::string& n : names_) {
+    if (bytes + n.size() + 1 > kPathBytes) fits = false;
+    if (!fits) break;
+    std::memcpy(s.names + bytes, n.c_str(), n.size() + 1);
+    bytes += n.size() + 1;
   }
-  if (::mkdir(staging_.c_str(), 0777) != 0) {
-    const int saved = errno;
-    if (slot_ >= 0) g_stagings[slot_].state.store(kFree);
+  s.names_bytes = bytes;
+  if (fits) {
+    s.state.store(kLive);
+  } else {
+    s.state.store(kFree);
     slot_ = -1;
-    throw OutputError(fmt::format("{}: cannot write: {}", dir_, std::strerror(saved)));
   }
+}
+
+void OutputFolder::make() {
+  std::call_once(made_, [this] {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    if (ec) throw OutputError(fmt::format("{}: cannot create output folder: {}", dir_, ec.message()));
+    remove_abandoned_staging(dir_);
+    // A writer may have made it already (CsvStream makes its folder).
+    if (::mkdir(staging_.c_str(), 0777) != 0 && errno != EEXIST)
+      throw OutputError(fmt::format("{}: cannot write: {}", dir_, std::strerror(errno)));
+  });
 }
 
 OutputFolder::~OutputFolder() {
@@ -453,13 +454,15 @@ OutputFolder::~OutputFolder() {
   if (slot_ >= 0) g_stagings[slot_].state.store(kFree);
 }
 
-std::string OutputFolder::path(const std::string& name) const {
+std::string OutputFolder::path(const std::string& name) {
+  make();
   const std::string in_place = dir_ + "/" + name;
   return written_in_place(in_place) ? in_place : staging_ + "/" + name;
 }
 
 void OutputFolder::install() {
   if (installed_) return;
+  make();
   // One install at a time in a folder (two runs writing the same folder at once).
   const int lock = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (lock >= 0) ::flock(lock, LOCK_EX);

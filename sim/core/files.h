@@ -13,6 +13,7 @@
 // and never replaced; a folder or a block device is refused. Every write is checked: a full
 // disk or a closed pipe is an OutputError naming the path.
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,17 +88,20 @@ void write_output_file(const std::string& path, const std::string& text);
 /// signal; so does exit() (SimGrid's own SIGINT handler ends in it).
 class OutputFolder {
  public:
-  /// Makes `dir` (with its parents) and the staging folder. `names`: every file the command
-  /// may write there; `marker`: one of them. OutputError when the folder cannot be made.
+  /// `names`: every file the command may write there; `marker`: one of them. Nothing is
+  /// made yet: the folders are made by the first path() (a run refused before it writes
+  /// makes no folder).
   OutputFolder(std::string dir, std::vector<std::string> names, std::string marker);
   /// Not installed: removes the staging folder and what is in it.
   ~OutputFolder();
   OutputFolder(const OutputFolder&) = delete;
   OutputFolder& operator=(const OutputFolder&) = delete;
 
-  /// Where to write `name` (one of `names`): in the staging folder.
-  std::string path(const std::string& name) const;
-  /// The staging folder (for a writer that takes a folder).
+  /// Where to write `name` (one of `names`): in the staging folder. Makes `dir` (with its
+  /// parents) and the staging folder the first time; OutputError when they cannot be made.
+  /// Thread-safe.
+  std::string path(const std::string& name);
+  /// The staging folder, for a writer that takes a folder and makes it (CsvStream).
   const std::string& staging() const { return staging_; }
   const std::string& dir() const { return dir_; }
   /// Moves what was written into place as described above. OutputError naming the file when
@@ -105,9 +109,12 @@ class OutputFolder {
   void install();
 
  private:
+  void make();
+
   std::string dir_, staging_, marker_;
   std::vector<std::string> names_;
   int slot_ = -1;  // its entry in the signal handler's list (-1: none)
+  std::once_flag made_;
   bool installed_ = false;
 };
 
