@@ -301,7 +301,7 @@ TEST(Cli, AParallelErrorNamesTheKeyThatCausedIt) {
   CliResult r = run_memsim("run dgx-a100 gpt2-small --set parallel.dp=2 --set parallel.pp=5 --no-advice --out " +
                            temp_dir("pp_key"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "--set parallel.pp=5: parallel.pp: gpt2-small: its 12 layers do not split evenly into 5 "
+  EXPECT_EQ(r.err, "--set parallel.pp=5: parallel.pp: gpt2: its 12 layers do not split evenly into 5 "
                    "pipeline stage(s)\n");
   r = run_memsim("run dgx-a100 mlp --set parallel.dp=16 --no-advice --out " + temp_dir("dp_key"));
   EXPECT_EQ(r.exit_code, 1);
@@ -325,7 +325,7 @@ TEST(Cli, AParallelErrorNamesTheKeyThatCausedIt) {
 TEST(Cli, FitErrorsGoToStandardError) {
   CliResult r = run_memsim("fit a100-40gb no-such-model --out " + temp_dir("fit_error"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("memsim fit: policy none: no-such-model: no such file, and no built-in preset"),
+  EXPECT_NE(r.err.find("memsim fit: policy none: at batch 1: no-such-model: no such file, and no built-in preset"),
             std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("no such file"), std::string::npos) << r.out;
 }
