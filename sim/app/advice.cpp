@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/inputs/inputs.h"
 #include "sim/policy/policy.h"
@@ -41,7 +42,78 @@ double iteration_time(const nlohmann::json& summary) {
   return summary.is_object() ? summary.value("iteration_time_s", 0.0) : 0.0;
 }
 
+constexpr const char* kRoomyOrigin = "the advice's run with enough memory";
+
+// The --set overrides that give every tier of every device at least `bytes` (a tiled tier:
+// each of its tiles, since a tile may hold a share of every live buffer, and a share is at
+// most the buffer); a tier that already holds that keeps its capacity. Made from the
+// platform's document, so a multi-node platform's node description covers every node.
+std::vector<Override> roomy_overrides(const RunRequest& request, std::uint64_t bytes) {
+  const auto most = static_cast<std::uint64_t>(physical_range(UnitKind::size).max);
+  std::vector<Override> out;
+  auto add = [&](const std::string& tier, const std::string& key, std::uint64_t value) {
+    Override o = parse_override(fmt::format("{}.{}={}B", tier, key, value));
+    o.origin = kRoomyOrigin;
+    out.push_back(std::move(o));
+  };
+  const ConfigNode root = platform_document_arg(request.device, request.overrides);
+  const auto devices = root.find("devices");
+  if (!devices || !devices->is_map()) return out;
+  for (const auto& [device, d] : devices->entries()) {
+    const auto tiers = d.is_map() ? d.find("tiers") : std::nullopt;
+    if (!tiers || !tiers->is_map()) continue;
+    for (const auto& [name, t] : tiers->entries()) {
+      if (!t.is_map()) continue;
+      const std::string tier = device + "." + name;
+      const auto allocator = t.find("allocator");
+      if (allocator && allocator->as_string() == "tiled") {
+        const auto tiles = t.find("tiles");
+        const auto tile = t.find("tile_capacity");
+        if (!tiles || !tile) continue;  // the run's own load would have refused it
+        const auto n = static_cast<std::uint64_t>(std::max<std::int64_t>(1, tiles->as_int()));
+        const std::uint64_t per_tile = std::max(tile->as_positive_bytes(), std::min(bytes, most / n));
+        add(tier, "tile_capacity", per_tile);
+        if (t.has("capacity")) add(tier, "capacity", per_tile * n);
+      } else {
+        const auto capacity = t.find("capacity");
+        if (capacity && capacity->as_positive_bytes() >= bytes) continue;
+        add(tier, "capacity", bytes);
+      }
+    }
+  }
+  return out;
+}
+
+// Why a run did not give a peak to quote, in one line (never empty).
+std::string why_not_ok(const ResolvedRun& run, const PointResult& r) {
+  if (!run.error.empty()) return run.error;
+  if (r.status == "oom") {
+    const nlohmann::json oom = r.summary.is_object() ? r.summary.value("oom", nlohmann::json::object())
+                                                     : nlohmann::json::object();
+    return fmt::format("it ran out of memory as well: {} full at op '{}', asked {} with {} of {} in use",
+                       oom.value("tier", std::string("a tier")), oom.value("op", std::string("?")),
+                       format_bytes(static_cast<double>(oom.value("requested_bytes", std::uint64_t{0}))),
+                       format_bytes(static_cast<double>(oom.value("allocated_bytes", std::uint64_t{0}))),
+                       format_bytes(static_cast<double>(oom.value("capacity_bytes", std::uint64_t{0}))));
+  }
+  if (!r.error.empty()) return r.error;
+  return fmt::format("it ended with status '{}' and no message", status_of(r));
+}
+
 }  // namespace
+
+std::uint64_t step_memory_bound(const Trace& trace, const PlatformSpec& platform) {
+  double buffers = 0, workspace = 0, reserved = 0;
+  for (const Buffer& b : trace.buffers) buffers += static_cast<double>(b.bytes);
+  for (const Op& op : trace.ops) workspace = std::max(workspace, static_cast<double>(op.workspace_bytes));
+  for (const DeviceSpec& d : platform.devices)
+    reserved = std::max(reserved, static_cast<double>(d.reserved_bytes(true)));
+  // Room for an allocator's rounding and its cached segments (the caching allocator's are up
+  // to 20 MiB, several at once): generous, not tight; a run that still runs out says so.
+  constexpr double kAllocatorSlack = 1024.0 * 1024 * 1024;
+  const double bound = 2 * buffers + workspace + reserved + kAllocatorSlack;
+  return static_cast<std::uint64_t>(std::min(bound, physical_range(UnitKind::size).max));
+}
 
 std::int64_t workload_batch(const std::string& workload, const std::vector<Override>& overrides) {
   if (sniff_foreign_trace(workload) != ForeignTrace::none) return 0;
@@ -66,7 +138,7 @@ std::int64_t workload_batch(const std::string& workload, const std::vector<Overr
 }
 
 OomAdvice advise(const RunRequest& request, const Summary& summary, const std::string& out_dir,
-                 const std::string& memsim, const AdviceProgress& progress) {
+                 const std::string& memsim, std::uint64_t step_bytes, const AdviceProgress& progress) {
   OomAdvice advice;
   const OomReport& oom = *summary.oom;
   const std::string tier = oom.tier;
@@ -89,24 +161,29 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
   for (const Override& o : request.overrides)
     if (o.target != "policy") shared.push_back(o);
 
-  // 1. The peak with enough memory: the same run with the tier 64 times what it may hold.
-  // A budget still caps it; when that run still runs out, policy none (no budget) answers.
+  // 1. The peak with enough memory: the same run with every tier of every device given at
+  // least what the whole step could hold at once (step_bytes). A budget still caps it; when
+  // that run still runs out, policy none (no budget) answers.
   {
-    const std::uint64_t big = std::max<std::uint64_t>(oom.capacity_bytes, 1) * 64;
-    auto roomy = [&](RunRequest r) {
-      Override o = parse_override(fmt::format("{}.capacity={}B", tier, big));
-      o.origin = "the advice's run with enough memory";
-      r.overrides.push_back(o);
-      return r;
-    };
-    ResolvedRun run = resolver.resolve(roomy(request));
-    PointResult r = run.error.empty() ? store.get(run) : PointResult{};
-    if (run.error.empty() && r.status == "oom") {
-      RunRequest plain = request;
-      plain.policy = "none";
-      plain.overrides = shared;
-      run = resolver.resolve(roomy(plain));
+    ResolvedRun run;
+    PointResult r;
+    try {
+      const std::vector<Override> room = roomy_overrides(request, step_bytes);
+      auto roomy = [&](RunRequest req) {
+        req.overrides.insert(req.overrides.end(), room.begin(), room.end());
+        return req;
+      };
+      run = resolver.resolve(roomy(request));
       r = run.error.empty() ? store.get(run) : PointResult{};
+      if (run.error.empty() && r.status == "oom" && request.policy != "none") {
+        RunRequest plain = request;
+        plain.policy = "none";
+        plain.overrides = shared;
+        run = resolver.resolve(roomy(plain));
+        r = run.error.empty() ? store.get(run) : PointResult{};
+      }
+    } catch (const InputError& e) {
+      run.error = e.what();
     }
     if (run.error.empty() && r.status == "ok") {
       advice.needs_bytes = tier_peak(r.summary, tier);
@@ -122,9 +199,14 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
       advice.model_state_bytes = advice.needs_by_category[static_cast<int>(Category::weight)] +
                                  advice.needs_by_category[static_cast<int>(Category::gradient)] +
                                  advice.needs_by_category[static_cast<int>(Category::optimizer_state)];
+      if (advice.needs_bytes == 0)
+        advice.needs_error = fmt::format("the run with enough memory ({}) allocated nothing on {}",
+                                         advice.needs_point, tier);
     } else {
-      advice.notes.push_back(fmt::format("the run with enough memory did not finish: {}",
-                                         run.error.empty() ? r.error : run.error));
+      advice.needs_error = why_not_ok(run, r);
+      if (!run.id.empty() && run.error.empty()) advice.needs_point = point_of(run);
+      advice.notes.push_back(fmt::format("the run with enough memory did not finish: {}{}", advice.needs_error,
+                                         advice.needs_point.empty() ? "" : fmt::format(" ({}/)", advice.needs_point)));
     }
   }
 

@@ -183,8 +183,14 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   inputs.platform = std::move(platform);
   // timeline.csv and memory.csv are written as the engine runs, on a thread of their own;
   // the peaks are explained below, beside the trace's writer.
+  // The files go to a staging folder inside out_dir and are moved in together at the end:
+  // the folder holds the previous run's set or this one's (OutputFolder).
+  OutputFolder folder(out_dir,
+                      {"summary.json", "timeline.csv", "memory.csv", "peak.csv", "tiles.csv", "trace.json",
+                       "trace.pftrace", "events.csv"},
+                      "summary.json");
   RunResult result;  // declared first: the stream's writer reads the step until it stops
-  CsvStream streamed(out_dir, outputs.timeline, outputs.memory);
+  CsvStream streamed(folder.staging(), outputs.timeline, outputs.memory);
   if (outputs.timeline || outputs.memory) inputs.stream = &streamed;
   inputs.explain_peaks = false;
   run(std::move(inputs), result);  // the step is moved, the platform kept
@@ -213,9 +219,9 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   };
   std::vector<FileJob> jobs;
   jobs.reserve(8);  // a launched job is referred to by its thread: never moved
-  auto launch = [&out_dir](FileJob& job) {
-    job.done = std::async(std::launch::async, [&out_dir, &job] {
-      OutputFile f(out_dir + "/" + job.name);
+  auto launch = [&folder](FileJob& job) {
+    job.done = std::async(std::launch::async, [&folder, &job] {
+      OutputFile f(folder.path(job.name));
       TextOut out(f);
       if (!job.write(out)) return false;  // f removes its temporary
       out.finish();
@@ -262,9 +268,6 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
     jobs.push_back({"events.csv", [&](TextOut& o) {
                       return write_events_csv(o, recorder.allocations(), trace, platform_run), true;
                     }, false, {}});
-  std::error_code ec;
-  std::filesystem::create_directories(out_dir, ec);
-  if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", out_dir, ec.message()));
   for (FileJob& job : jobs)
     if (job.write && !job.needs_peaks) launch(job);
   explain_peaks(result, platform_run);
@@ -279,7 +282,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
       AdviceProgress progress;
       if (tty) progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
       summary.oom->advice = advise(RunRequest{device, workload, policy_arg, overrides}, summary, out_dir,
-                                   memsim_executable(), progress);
+                                   memsim_executable(), step_memory_bound(trace, platform_run), progress);
       if (tty) std::cerr << "\r\033[K" << std::flush;
     }
   }
@@ -312,7 +315,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
                              out_dir, trace_file, trace_written, trace_total,
                              trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s))
                                                : std::string());
-  if (outputs.summary) write_output_file(out_dir + "/summary.json", json_text);
+  if (outputs.summary) write_output_file(folder.path("summary.json"), json_text);
+  folder.install();
   // After summary.json, so that a sweep's point whose files failed reports that first.
   if (!summary.unused_efficiency_keys.empty()) {
     std::string kinds_command = fmt::format("memsim info {} {}", device, workloads.size() == 1 ? workload : "WORKLOAD");
@@ -372,8 +376,8 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
   const auto compute = p.compute_devices();
   const std::uint32_t ranks = std::max<std::uint32_t>(1, l.ranks);
   if (compute.size() < ranks)
-    throw InputError(fmt::format("{}: the step runs on {} ranks, but platform {} has {} compute device(s)",
-                                 t.name, ranks, p.name, compute.size()));
+    throw InputError(fmt::format("{}{}: the step runs on {} ranks, but platform {} has {} compute device(s)",
+                                 l.origin.empty() ? "" : l.origin + ": ", t.name, ranks, p.name, compute.size()));
   const std::uint32_t tp = std::max<std::uint32_t>(1, l.tp), stages = std::max<std::uint32_t>(1, l.stages);
   const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * stages));
   auto rank = [&](std::uint32_t s, std::uint32_t d, std::uint32_t k) { return k + tp * (d + dp * s); };

@@ -169,6 +169,10 @@ int fit_command(const FitArgs& a) {
 
   const bool any_problem =
       std::any_of(rows.begin(), rows.end(), [](const FitRow& r) { return !r.problem.empty(); });
+  // Errors go to standard error (the exit code is 1); the table and the JSON say which
+  // policy had one.
+  for (const auto& r : rows)
+    if (!r.problem.empty()) std::cerr << fmt::format("memsim fit: policy {}: {}\n", r.policy, r.problem);
   const std::string& axis = a.options.axis;
   if (a.json) {
     nlohmann::ordered_json j;
@@ -202,7 +206,7 @@ int fit_command(const FitArgs& a) {
   const FitResult* baseline = nullptr;
   for (const auto& r : rows) {
     if (!r.problem.empty()) {
-      table.push_back({r.policy, r.problem});
+      table.push_back({r.policy, "error (on standard error)"});
       continue;
     }
     std::vector<std::string> line{r.policy, std::to_string(r.result.max),

@@ -13,8 +13,10 @@
 // and never replaced; a folder or a block device is refused. Every write is checked: a full
 // disk or a closed pipe is an OutputError naming the path.
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "sim/core/error.h"
 
@@ -61,11 +63,60 @@ class OutputFile {
  private:
   std::string path_, target_, tmp_;  // tmp_ empty: written in place
   int fd_ = -1;
+  int listed_ = -1;  // its entry in the signal handler's list (-1: none)
 };
 
 /// Writes `text` to `path` as described above ("-": standard output). OutputError naming
 /// the path on any failure; a temporary file is never left behind.
 void write_output_file(const std::string& path, const std::string& text);
+
+/// A command's set of outputs in one folder (`memsim run --out DIR`), replaced as a whole.
+/// The files are written into a staging folder inside it (DIR/.memsim-new.PID.N) and moved
+/// into place by install() once every one of them is complete, so the folder holds either
+/// the previous run's set or this run's, never a mixture: a run that fails on the way (a
+/// full disk, an error, SIGINT, SIGTERM or SIGHUP) leaves the previous set as it was and no
+/// staging folder or temporary file. install() takes the old `marker` (summary.json) away
+/// first, moves the new files in, removes the files of the set this run did not write (an
+/// older run's tiles.csv), and moves the new marker in last, with those signals held until
+/// it is done: whatever stops the process, a marker in the folder vouches for the files
+/// beside it. (SIGKILL can leave a staging folder behind; the next run into the folder
+/// removes it.) A name that is a device, a FIFO or a link in DIR is written there in place,
+/// as OutputFile writes it, outside the set.
+///
+/// While an OutputFolder or an OutputFile is unfinished, SIGINT, SIGTERM and SIGHUP (where
+/// they have no handler of their own) remove its temporaries before the process ends by the
+/// signal; so does exit() (SimGrid's own SIGINT handler ends in it).
+class OutputFolder {
+ public:
+  /// `names`: every file the command may write there; `marker`: one of them. Nothing is
+  /// made yet: the folders are made by the first path() (a run refused before it writes
+  /// makes no folder).
+  OutputFolder(std::string dir, std::vector<std::string> names, std::string marker);
+  /// Not installed: removes the staging folder and what is in it.
+  ~OutputFolder();
+  OutputFolder(const OutputFolder&) = delete;
+  OutputFolder& operator=(const OutputFolder&) = delete;
+
+  /// Where to write `name` (one of `names`): in the staging folder. Makes `dir` (with its
+  /// parents) and the staging folder the first time; OutputError when they cannot be made.
+  /// Thread-safe.
+  std::string path(const std::string& name);
+  /// The staging folder, for a writer that takes a folder and makes it (CsvStream).
+  const std::string& staging() const { return staging_; }
+  const std::string& dir() const { return dir_; }
+  /// Moves what was written into place as described above. OutputError naming the file when
+  /// a move fails.
+  void install();
+
+ private:
+  void make();
+
+  std::string dir_, staging_, marker_;
+  std::vector<std::string> names_;
+  int slot_ = -1;  // its entry in the signal handler's list (-1: none)
+  std::once_flag made_;
+  bool installed_ = false;
+};
 
 /// Flushes standard output; OutputError "(standard output): ..." when anything written to it
 /// was lost (a full disk behind `> file`, a closed pipe).

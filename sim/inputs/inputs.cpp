@@ -70,6 +70,10 @@ ConfigNode open_input(const std::string& arg, const std::string& folder) {
 }
 
 PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides) {
+  return load_platform(platform_document_arg(arg, overrides));
+}
+
+ConfigNode platform_document_arg(const std::string& arg, const std::vector<Override>& overrides) {
   ConfigNode root = open_input(arg, "configs/devices");
   for (const auto& o : overrides) {
     if (o.target != "platform") continue;
@@ -82,7 +86,7 @@ PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Overrid
           o.origin, o.key, root.file()));
     root.override_value(*path, o.value, o.origin);
   }
-  return load_platform(root);
+  return root;
 }
 
 Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides,

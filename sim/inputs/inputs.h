@@ -33,6 +33,9 @@ std::vector<std::string> split_dots(const std::string& key);
 ConfigNode open_input(const std::string& arg, const std::string& folder);
 
 PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides);
+/// The platform document `arg` names with the platform --set overrides applied, unchecked
+/// (what load_platform_arg loads).
+ConfigNode platform_document_arg(const std::string& arg, const std::vector<Override>& overrides);
 /// `import`: how to read a trace from another tool (--step, --kineto); an error for a
 /// workload that is no such trace.
 Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides,

@@ -59,6 +59,7 @@ struct FitAdvice {
 /// What it would take, found by child runs after an oom (empty with --no-advice).
 struct OomAdvice {
   std::uint64_t needs_bytes = 0;    // the tier's peak with enough memory (0: not found)
+  std::string needs_error;          // when not found: why, in one line (never empty then)
   CategoryBytes needs_by_category{};
   double needs_time_s = 0;          // the iteration time with enough memory
   std::string needs_policy;         // the policy of that run

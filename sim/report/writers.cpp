@@ -30,6 +30,9 @@ ordered_json categories_json(const CategoryBytes& by) {
 ordered_json advice_json(const OomAdvice& a) {
   ordered_json j;
   j["needs_bytes"] = a.needs_bytes ? ordered_json(a.needs_bytes) : ordered_json();
+  // Why needs_bytes is null: the run with enough memory failed, and how.
+  j["needs_error"] = a.needs_bytes ? ordered_json()
+                                   : ordered_json(a.needs_error.empty() ? std::string("not found") : a.needs_error);
   j["needs_by_category"] = categories_json(a.needs_by_category);
   j["needs_iteration_time_s"] = a.needs_time_s;
   j["needs_policy"] = a.needs_policy;

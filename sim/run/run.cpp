@@ -85,16 +85,18 @@ void run(RunInputs&& in, RunResult& out) {
     layout = ParallelLayout{};
   }
   if (layout.ranks > 1) {
+    // Located at the keys that asked for the ranks (parallel.tp, .dp, .pp), where known.
+    const std::string at = layout.origin.empty() ? std::string() : layout.origin + ": ";
     if (in.workloads.size() != 1)
-      throw InputError("a data-parallel step (parallel.dp) runs alone: give one workload");
+      throw InputError(at + "a data-parallel step (parallel.dp) runs alone: give one workload");
     if (compute.size() < layout.ranks)
-      throw InputError(fmt::format("{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s)",
-                                   in.workloads[0].name, layout.ranks, layout.summary, platform.name,
+      throw InputError(fmt::format("{}{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s)",
+                                   at, in.workloads[0].name, layout.ranks, layout.summary, platform.name,
                                    compute.size()));
     if (!in.slots.empty())
-      throw InputError(fmt::format("{}: a data-parallel step takes the first {} compute devices; "
+      throw InputError(fmt::format("{}{}: a data-parallel step takes the first {} compute devices; "
                                    "--devices does not apply to it",
-                                   in.workloads[0].name, layout.ranks));
+                                   at, in.workloads[0].name, layout.ranks));
     slots.clear();
     if (!layout.simulated.empty())
       slots = layout.simulated;  // placed already (a pipeline's stages)

@@ -289,7 +289,8 @@ class Sharder {
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
     if (s_.zero == 3 && s_.ep > 1)
-      throw InputError(fmt::format("{}: zero 3 with expert parallelism (parallel.ep {}) is not modelled; use zero 1 or 2",
+      throw ParallelKeyError({"zero", "ep"},
+                             fmt::format("{}: zero 3 with expert parallelism (parallel.ep {}) is not modelled; use zero 1 or 2",
                                    in_.name, s_.ep));
     if (s_.zero >= 1) shard_optimizer();
     if (s_.zero == 3)
@@ -328,7 +329,7 @@ class Sharder {
       params_.push_back(std::move(p));
     }
     if (params_.empty())
-      throw InputError(fmt::format("{}: parallel.dp {} needs the step's optimizer steps (an op per "
+      throw ParallelKeyError({"dp"}, fmt::format("{}: parallel.dp {} needs the step's optimizer steps (an op per "
                                    "parameter that reads its gradient and updates its weight) to "
                                    "find the parameters, and the step has none",
                                    in_.name, s_.dp));

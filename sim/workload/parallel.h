@@ -31,9 +31,12 @@
 // Every shard is ceil(bytes / dp): per-GPU model state for mixed-precision Adam (16 bytes per
 // parameter) is 16P (DDP), 4P + 12P/N (ZeRO-1), 2P + 14P/N (ZeRO-2), 16P/N (ZeRO-3).
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "sim/core/error.h"
 #include "sim/core/params.h"
 #include "sim/workload/trace.h"
 
@@ -90,8 +93,22 @@ std::vector<ParamSpec> parallel_param_specs();
 /// (micro-)batch, for `global_batch` (0: the model has none).
 ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch = 0);
 
+/// An input error caused by a key of `parallel:` ("pp" for layers that do not split into
+/// the stages): generate_workload locates it at the first of `keys` the section gives (its
+/// line, or the --set that gave it), else at the section.
+class ParallelKeyError : public InputError {
+ public:
+  ParallelKeyError(std::vector<std::string> keys, const std::string& message)
+      : InputError(message), keys_(std::move(keys)) {}
+  const std::vector<std::string>& keys() const { return keys_; }
+
+ private:
+  std::vector<std::string> keys_;
+};
+
 /// Rank 0's step of `step` (a single-device step) under `settings`. Throws InputError for a
-/// step it cannot shard (no optimizer step to find the parameters by).
+/// step it cannot shard (no optimizer step to find the parameters by), a ParallelKeyError
+/// where one key is the cause.
 Trace parallelize(const Trace& step, const ParallelSettings& settings);
 
 /// About how many ops parallelize(step, settings) makes, every simulated rank's together:

@@ -33,7 +33,8 @@ std::vector<MicroBatchBlock> pipeline_order(PipelineSchedule schedule, std::uint
   // (k / (p v)) p + k mod p of chunk (k mod p v) / p (backward: the chunks in reverse), and
   // stage s warms up with 2 (p - s - 1) + (v - 1) p of them.
   if (m % stages != 0)
-    throw InputError(fmt::format("the interleaved schedule runs micro-batches in groups of the {} stages; {} "
+    throw ParallelKeyError({"micro_batches", "global_batch", "pp"},
+                           fmt::format("the interleaved schedule runs micro-batches in groups of the {} stages; {} "
                                  "micro-batches are not a multiple of it",
                                  stages, m));
   const std::uint32_t total = m * chunks, group = stages * chunks;
@@ -99,11 +100,12 @@ class Pipeliner {
           index.emplace(std::move(u), static_cast<std::uint32_t>(index.size()));
     const auto layers = static_cast<std::uint32_t>(index.size());
     if (layers == 0)
-      throw InputError(fmt::format("{}: pipeline parallelism splits a model by its numbered layers (transformer "
+      throw ParallelKeyError({"pp"}, fmt::format("{}: pipeline parallelism splits a model by its numbered layers (transformer "
                                    "blocks, residual blocks), and no op of this model belongs to one",
                                    in_.name));
     if (layers % chunks() != 0)
-      throw InputError(fmt::format("{}: its {} layers do not split evenly into {} pipeline stage(s){}", in_.name,
+      throw ParallelKeyError({"pp", "virtual_stages"},
+                             fmt::format("{}: its {} layers do not split evenly into {} pipeline stage(s){}", in_.name,
                                    layers, s_.pp,
                                    s_.virtual_stages > 1 ? fmt::format(" of {} chunks each", s_.virtual_stages)
                                                          : std::string()));

@@ -135,7 +135,9 @@ Trace read_trace(const ConfigNode& root) {
 
   if (auto par = root.find("parallel")) {
     par->allow_only({"ranks", "symmetric", "summary", "from_trace"});
-    t.parallel.ranks = static_cast<std::uint32_t>(par->at("ranks").as_int_in(1, 1 << 20));
+    const ConfigNode ranks = par->at("ranks");
+    t.parallel.ranks = static_cast<std::uint32_t>(ranks.as_int_in(1, 1 << 20));
+    if (t.parallel.ranks > 1) t.parallel.origin = ranks.where() + ": " + ranks.key_path();
     if (auto sym = par->find("symmetric")) t.parallel.symmetric = sym->as_bool();
     if (auto sum = par->find("summary")) t.parallel.summary = sum->as_string();
     if (auto ft = par->find("from_trace")) t.parallel.from_trace = ft->as_bool();

@@ -62,9 +62,20 @@ Trace generate_workload(const ConfigNode& spec) {
     check_parallel_size(trace, settings, parallel);
     try {
       trace = parallelize(trace, settings);
+    } catch (const ParallelKeyError& e) {
+      // Located at the key that caused it (its line, or the --set that gave it).
+      for (const std::string& key : e.keys())
+        if (auto node = section->find(key)) node->fail(e.what());
+      section->fail(e.what());
     } catch (const InputError& e) {
       section->fail(e.what());  // located at the parallel section
     }
+    // The keys whose product is the rank count, for the run's messages about it (a platform
+    // with fewer devices).
+    for (const char* key : {"tp", "dp", "pp"})
+      if (auto node = section->find(key); node && node->as_int() > 1)
+        trace.parallel.origin += fmt::format("{}{}: {}", trace.parallel.origin.empty() ? "" : ", ", node->where(),
+                                             node->key_path());
     validate(trace, fmt::format("{} (model {}, {})", spec.file(), model, trace.parallel.summary));
     if (settings.global_batch > 0 && settings.global_batch % (batch * settings.dp) != 0)
       trace.import_notes.push_back(fmt::format(

@@ -94,3 +94,48 @@ def test_progress_only_on_a_terminal(tmp_path):
         piped = memsim(*args.split(), "--force") if args.startswith("fit") else memsim(*args.split())
         # Nothing but the run's note of its device's unused efficiency keys.
         assert [line for line in piped.stderr.splitlines() if "no op of this run" not in line] == []
+
+
+def test_the_run_with_enough_memory_has_it_on_every_tier(tmp_path):
+    """Tiers of 1 B, and two GPUs of a platform: the run the advice quotes had room on every
+    tier of every device (not 64 times a tier of 1 B, nor gpu0 alone)."""
+    for name, args in (("tiny", ["a100-40gb", "mlp", "--set", "gpu0.hbm.capacity=1B",
+                                 "--set", "host.dram.capacity=1B"]),
+                       ("two_gpus", ["dgx-a100", "mlp", "--set", "gpu0.hbm.capacity=1B",
+                                     "--set", "gpu1.hbm.capacity=1B"])):
+        out = tmp_path / name
+        r = memsim("run", *args, "--out", out)
+        s = json.loads((out / "summary.json").read_text())
+        assert s["status"] == "oom"
+        advice = s["oom"]["advice"]
+        assert advice["needs_bytes"] is not None and advice["needs_bytes"] > 1, (name, advice)
+        assert advice["needs_error"] is None
+        needs = point_summary(advice["needs_point"])
+        assert needs["status"] == "ok"
+        assert advice["needs_bytes"] == needs["tiers"][s["oom"]["tier"]]["peak_allocated_bytes"]
+        for tier, t in needs["tiers"].items():
+            assert t["capacity_bytes"] > 1, (name, tier)
+        assert "did not finish" not in r.stdout
+        assert "\nneeds       " in r.stdout
+
+
+def test_a_run_with_enough_memory_that_fails_says_why(tmp_path):
+    """When the run the advice quotes does not give a peak, the note and summary.json say why,
+    never an empty reason."""
+    out = tmp_path / "oom"
+    args = ["run", "a100-40gb", "mlp", "--set", "gpu0.hbm.capacity=1B", "--out", out]
+    memsim(*args)
+    point = Path(json.loads((out / "summary.json").read_text())["oom"]["advice"]["needs_point"])
+    # That run, as kept, ran out of memory after all (the run reads it back rather than rerun).
+    kept = point_summary(point)
+    kept["status"] = "oom"
+    kept["oom"] = {"op": "fc1", "tier": "gpu0.hbm", "requested_bytes": 4096, "allocated_bytes": 512,
+                   "capacity_bytes": 1024}
+    (point / "summary.json").write_text(json.dumps(kept))
+    r = memsim(*args)
+    advice = json.loads((out / "summary.json").read_text())["oom"]["advice"]
+    assert advice["needs_bytes"] is None
+    why = "it ran out of memory as well: gpu0.hbm full at op 'fc1', asked 4 KiB with 512 B of 1 KiB in use"
+    assert advice["needs_error"] == why
+    assert f"the run with enough memory did not finish: {why} ({point}/)" in advice["notes"]
+    assert f"did not finish: {why}" in r.stdout

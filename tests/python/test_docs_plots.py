@@ -37,7 +37,7 @@ def test_plots_md_examples_run(tmp_path):
     run_in_scratch(cmds, tmp_path)
     for f in ["none/memory.png", "memory-compare.png", "vdnn/timeline.png", "vdnn/timeline-start.png",
               "sweep/pareto.png", "sweep/fits.png", "ipu/tiles.png", "vdnn/memory_snapshot.pickle",
-              "report.html", "compare.html", "sweep.html", "vdnn/trace.pftrace", "vdnn/trace.json", "none/events.csv"]:
+              "report.html", "compare.html", "sweep.html", "vdnn/trace.pftrace", "vdnn-json/trace.json", "none/events.csv"]:
         assert (tmp_path / "out" / f).exists(), f
 
 

@@ -293,3 +293,39 @@ TEST(Cli, CalibrateFitsSeveralTracesTogether) {
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--residuals"), std::string::npos) << bad.err;
 }
+
+// A parallel layout the model or the platform cannot take is blamed on the key that asked
+// for it: --set parallel.pp (not the first --set under parallel:), and for a rank count the
+// platform cannot hold, each key whose product it is, at its line or its --set.
+TEST(Cli, AParallelErrorNamesTheKeyThatCausedIt) {
+  CliResult r = run_memsim("run dgx-a100 gpt2-small --set parallel.dp=2 --set parallel.pp=5 --no-advice --out " +
+                           temp_dir("pp_key"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "--set parallel.pp=5: parallel.pp: gpt2: its 12 layers do not split evenly into 5 "
+                   "pipeline stage(s)\n");
+  r = run_memsim("run dgx-a100 mlp --set parallel.dp=16 --no-advice --out " + temp_dir("dp_key"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "--set parallel.dp=16: parallel.dp: mlp: the step runs on 16 ranks (dp 16, zero 0), but "
+                   "platform dgx-a100 has 8 compute device(s)\n");
+  const std::string dir = temp_dir("ranks_file");
+  fs::create_directories(dir);
+  const std::string spec = dir + "/gpt.yaml";
+  std::ofstream(spec) << "model: gpt2\nvariant: small\nseq_len: 128\nbatch: 2\nparallel:\n  tp: 4\n  dp: 4\n";
+  const std::string at = spec + ":6:7: parallel.tp, " + spec + ":7:7: parallel.dp: ";
+  r = run_memsim("run dgx-a100 " + spec + " --no-advice --out " + dir + "/out");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.substr(0, at.size()), at) << r.err;
+  EXPECT_NE(r.err.find("the step runs on 16 ranks"), std::string::npos) << r.err;
+  r = run_memsim("info dgx-a100 " + spec + " --placement");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err.substr(0, at.size()), at) << r.err;
+}
+
+// memsim fit's errors are errors: on standard error, with exit code 1.
+TEST(Cli, FitErrorsGoToStandardError) {
+  CliResult r = run_memsim("fit a100-40gb no-such-model --out " + temp_dir("fit_error"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("memsim fit: policy none: at batch 1: no-such-model: no such file, and no built-in preset"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("no such file"), std::string::npos) << r.out;
+}

@@ -460,7 +460,11 @@ TEST(FitCli, ReportsPoliciesThatDoNotExistAndFitsTheOthers) {
                                        kChain, dir));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  none +100 +101 +100 +\d+\n)"))) << r.out;
-  EXPECT_NE(r.out.find("  no-such-policy  no such policy (policies: none, keep-all"), std::string::npos) << r.out;
+  // The error on standard error, its row on the table.
+  EXPECT_NE(r.out.find("  no-such-policy  error (on standard error)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("memsim fit: policy no-such-policy: no such policy (policies: none, keep-all"),
+            std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("no such policy"), std::string::npos) << r.out;
   EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(\n  keep-all +\d+ +\d+ +\d+ +\d+\n)"))) << r.out;
   EXPECT_NE(r.out.find("within 1.5x: time per sample at most 1.5 x that of policy none at its max batch 100"),
             std::string::npos)
