@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -92,9 +93,11 @@ void check_unique_keys(const YAML::Node& root, const std::string& source) {
   }
 }
 
-// Where the second document of a text starts: its '---', or the first text after the end of
-// the first document. Walked only when there is one, to name it.
-YAML::Mark second_document(const std::string& text) {
+// Where the second document of a text starts (its '---', or the first text after the end of
+// the first document), or null_mark() when there is none. Two documents at most are walked:
+// YAML::LoadAll went on allocating for ever on some malformed texts (a fuzzer's platform
+// file), so the first document is read with YAML::Load and this only looks for a second.
+std::optional<YAML::Mark> second_document(const std::string& text) {
   struct Starts : YAML::EventHandler {
     std::vector<YAML::Mark> marks;
     void OnDocumentStart(const YAML::Mark& m) override { marks.push_back(m); }
@@ -109,9 +112,10 @@ YAML::Mark second_document(const std::string& text) {
   } starts;
   std::istringstream in(text);
   YAML::Parser parser(in);
-  while (starts.marks.size() < 2 && parser.HandleNextDocument(starts)) {
-  }
-  return starts.marks.size() < 2 ? YAML::Mark::null_mark() : starts.marks[1];
+  int documents = 0;
+  while (documents < 2 && parser.HandleNextDocument(starts)) ++documents;
+  if (documents < 2) return std::nullopt;
+  return starts.marks.size() >= 2 ? starts.marks[1] : YAML::Mark::null_mark();
 }
 
 }  // namespace
@@ -123,13 +127,12 @@ ConfigNode ConfigNode::parse_text(const std::string& text, const std::string& so
   if (names_json_file(source))
     if (auto why = json_syntax_error(text, source)) throw InputError(*why);
   try {
-    // Every document, so that one after the first is an error rather than ignored.
-    std::vector<YAML::Node> documents = YAML::LoadAll(text);
-    if (documents.size() > 1)
+    YAML::Node root = YAML::Load(text);
+    // A document after the first is an error rather than ignored.
+    if (const auto second = second_document(text))
       throw InputError(fmt::format("{}: a second document starts here; a file holds one (YAML's '---' starts "
                                    "another)",
-                                   mark_text(source, second_document(text))));
-    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+                                   mark_text(source, *second)));
     check_unique_keys(root, source);
     return ConfigNode(root, src, "");
   } catch (const YAML::DeepRecursion& e) {
