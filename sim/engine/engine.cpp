@@ -38,7 +38,6 @@ struct OomSite {
   BufferId buffer = 0;                   // a copy's or an eviction's buffer
   std::size_t to = 0;                    // and where it goes
 
-  static OomSite of(const Op& op) { return {Kind::op, op.id, op.device, op.stream, 0, 0}; }
   /// The op as the stream running it waits: a collective's stream is its device's
   /// communication stream, not the op's own.
   static OomSite of(const Op& op, const exec::Site& site) { return {Kind::op, op.id, site.device, site.stream, 0, 0}; }
