@@ -40,6 +40,7 @@
 #include "sim/inputs/inputs.h"
 #include "sim/inputs/policy_args.h"
 #include "sim/memory/allocator.h"
+#include "sim/parallel/mesh.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/csv_stream.h"
 #include "sim/core/text_out.h"
@@ -380,7 +381,7 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
                                  l.origin.empty() ? "" : l.origin + ": ", t.name, ranks, p.name, compute.size()));
   const std::uint32_t tp = std::max<std::uint32_t>(1, l.tp), stages = std::max<std::uint32_t>(1, l.stages);
   const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * stages));
-  auto rank = [&](std::uint32_t s, std::uint32_t d, std::uint32_t k) { return k + tp * (d + dp * s); };
+  const Mesh mesh = Mesh::megatron(tp, dp, l.dp == dp ? l.ep : 1, stages);
   auto nodes = [&](const std::vector<std::uint32_t>& rs) {
     std::set<std::uint32_t> n;
     for (std::uint32_t r : rs) n.insert(p.devices[compute[r]].node);
@@ -390,41 +391,33 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
                            t.description.empty() ? t.name : t.description, p.name, ranks, tp, dp, stages, tp, dp);
   constexpr std::size_t kMostGroups = 8;  // listed per kind; the rest counted
   for (std::uint32_t s = 0; s < stages; ++s) {
-    std::vector<std::uint32_t> all;
-    for (std::uint32_t d = 0; d < dp; ++d)
-      for (std::uint32_t k = 0; k < tp; ++k) all.push_back(rank(s, d, k));
+    const std::uint32_t first = mesh.with(0, "pp", s);
+    const std::vector<std::uint32_t> all = mesh.group({"tp", "ep", "edp"}, first);
     const auto n = nodes(all);
     std::cout << fmt::format("  stage {:<3} ranks {}-{} on {} ({} node{})\n", s, all.front(), all.back(),
                              device_span(p, compute, all), n.size(), n.size() == 1 ? "" : "s");
-    auto list = [&](const char* kind, std::uint32_t count, const std::function<std::vector<std::uint32_t>(std::uint32_t)>& group) {
+    // The stage's groups of one kind, each once, in order of their first rank.
+    auto list = [&](std::string_view kind) {
+      const std::vector<std::string_view> dims = Mesh::dims_of(kind);
+      if (mesh.size(dims) < 2) return;
       std::string groups;
       bool one_node = true;
-      for (std::uint32_t g = 0; g < count; ++g) {
-        const auto rs = group(g);
+      std::size_t count = 0;
+      for (std::uint32_t r : all) {
+        if (mesh.first(r, dims) != r) continue;
+        const auto rs = mesh.group(dims, r);
         one_node &= nodes(rs).size() == 1;
-        if (g < kMostGroups) groups += (groups.empty() ? "" : ", ") + device_span(p, compute, rs);
+        if (count++ < kMostGroups) groups += (groups.empty() ? "" : ", ") + device_span(p, compute, rs);
       }
       if (count > kMostGroups) groups += fmt::format(", ... ({} groups)", count);
-      std::cout << fmt::format("    {} groups of {} ({}): {}\n", kind, kind == std::string("tp") ? tp : dp,
+      std::cout << fmt::format("    {} groups of {} ({}): {}\n", kind, mesh.size(dims),
                                one_node ? "each within a node" : "across nodes", groups);
     };
-    if (tp > 1)
-      list("tp", dp, [&](std::uint32_t d) {
-        std::vector<std::uint32_t> rs;
-        for (std::uint32_t k = 0; k < tp; ++k) rs.push_back(rank(s, d, k));
-        return rs;
-      });
-    if (dp > 1)
-      list("dp", tp, [&](std::uint32_t k) {
-        std::vector<std::uint32_t> rs;
-        for (std::uint32_t d = 0; d < dp; ++d) rs.push_back(rank(s, d, k));
-        return rs;
-      });
+    for (std::string_view kind : {"tp", "dp", "ep"}) list(kind);
   }
   if (stages > 1)
     std::cout << fmt::format("  pipeline: stage s sends to s + 1 from each rank to the rank {} above it ({})\n",
-                             tp * dp,
-                             nodes({rank(0, 0, 0), rank(1, 0, 0)}).size() > 1 ? "across nodes" : "within a node");
+                             tp * dp, nodes({0, mesh.with(0, "pp", 1)}).size() > 1 ? "across nodes" : "within a node");
   return 0;
 }
 

@@ -13,7 +13,9 @@
 #include "sim/engine/engine.h"
 #include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
+#include "sim/parallel/mesh.h"
 #include "sim/run/sanity.h"
+#include "sim/workload/parallel.h"
 
 namespace memsim {
 
@@ -146,6 +148,8 @@ void run(RunInputs&& in, RunResult& out) {
   const std::vector<std::uint32_t>& placing = layout.ranks > 1 ? slots : in.slots;
   const bool as_it_is = placed || (traces.size() == 1 && replicas.empty() && (placing.empty() || placing[0] == 0));
   out.trace = as_it_is ? std::move(in.workloads[0]) : combine_per_device(traces, names, placing);
+  // Every rank simulated: each runs its collectives over its own instance of each group.
+  if (layout.ranks > 1 && !layout.symmetric && !placed && !layout.from_trace) place_rank_groups(out.trace);
   out.notes = layout_notes;
   if (layout.ranks <= 1 && in.workloads.size() == 1 && out.trace.parallel.from_trace) {
     // Not laid out as ranks: its groups are names only, as before.
@@ -192,10 +196,10 @@ void run(RunInputs&& in, RunResult& out) {
     if (layout.stages > 1) {
       out.summary.pipeline_schedule = layout.schedule;
       out.summary.micro_batches = layout.micro_batches;
-      const std::uint32_t per_stage = layout.ranks / layout.stages;
+      const Mesh mesh = Mesh::of(layout);
       for (std::uint32_t r : layout.simulated) {
-        if (r % per_stage != 0) continue;  // a stage's first rank speaks for it
-        PipelineStageSummary st{r / per_stage, r, 0, 0, 0};
+        if (mesh.first(r, {"tp", "ep", "edp"}) != r) continue;  // a stage's first rank speaks for it
+        PipelineStageSummary st{mesh.coord(r, "pp"), r, 0, 0, 0};
         if (r < out.summary.device_compute_s.size()) st.compute_s = out.summary.device_compute_s[r];
         if (r < out.summary.device_exposed_comm_s.size()) st.exposed_comm_s = out.summary.device_exposed_comm_s[r];
         if (out.summary.passes_end_s > 0)

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/parallel/mesh.h"
 #include "sim/workload/pipeline.h"
 
 namespace memsim {
@@ -273,18 +274,16 @@ class Sharder {
   Trace run() {
     find_parameters();
     out_ = in_.without_ops();
-    ProcessGroup dp{"dp", {}};
-    for (std::uint32_t r = 0; r < s_.dp; ++r) dp.ranks.push_back(r * s_.tp);  // TP innermost
-    out_.groups.push_back(std::move(dp));
-    if (s_.ep > 1 && s_.dp > s_.ep) {
-      // The ranks holding rank 0's experts: every ep-th of its data-parallel group.
-      ProcessGroup edp{"edp", {}};
-      for (std::uint32_t r = 0; r < s_.dp; r += s_.ep) edp.ranks.push_back(r * s_.tp);
-      out_.groups.push_back(std::move(edp));
-    }
-    out_.parallel = {s_.dp * s_.tp, s_.symmetric, summary(), false};
+    // Rank 0's groups (a pipeline's stage: its first rank's); each rank's instance is the
+    // mesh's group around it.
+    const Mesh mesh = Mesh::megatron(s_.tp, s_.dp, s_.ep, 1);
+    out_.groups.push_back({"dp", mesh.group("dp", 0)});
+    // The ranks holding rank 0's experts: every ep-th of its data-parallel group.
+    if (s_.ep > 1 && s_.dp > s_.ep) out_.groups.push_back({"edp", mesh.group("edp", 0)});
+    out_.parallel = {mesh.size(), s_.symmetric, summary(), false};
     out_.parallel.tp = s_.tp;
     out_.parallel.dp = s_.dp;
+    out_.parallel.ep = s_.ep;
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
@@ -617,6 +616,28 @@ double parallel_op_estimate(const Trace& step, const ParallelSettings& settings)
   return rank * simulated;
 }
 
+void place_rank_groups(Trace& placed) {
+  const Mesh mesh = Mesh::of(placed.parallel);
+  std::map<std::pair<std::string, std::uint32_t>, std::string> instance;  // (group, rank) -> its name
+  std::vector<ProcessGroup> groups;
+  for (Op& op : placed.ops) {
+    if (op.group.empty() || Mesh::dims_of(op.group).empty()) continue;
+    const std::string kind(op.group);
+    auto [it, made] = instance.try_emplace({kind, op.device});
+    if (made) {
+      std::vector<std::uint32_t> ranks = mesh.group(kind, op.device);
+      it->second = fmt::format("{}@{}", kind, ranks.front());
+      if (std::none_of(groups.begin(), groups.end(), [&](const ProcessGroup& g) { return g.name == it->second; }))
+        groups.push_back({it->second, std::move(ranks)});
+    }
+    op.group = it->second;
+  }
+  // Groups no op names (rank 0's, kept for the record) go; others stay as they were.
+  for (ProcessGroup& g : placed.groups)
+    if (Mesh::dims_of(g.name).empty()) groups.push_back(std::move(g));
+  placed.groups = std::move(groups);
+}
+
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   if (settings.pp > 1) return pipeline(step, settings);
   if (settings.dp <= 1 && settings.micro_batches <= 1 && settings.tp <= 1 && settings.ep <= 1) return step;
@@ -639,19 +660,12 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   } else {
     out = Sharder(accumulated, settings, std::move(mb)).run();
   }
-  if (settings.tp > 1) {
-    // The model generator split the layers and named the group; its ranks are this rank's
-    // tensor-parallel peers: the next tp ranks.
-    ProcessGroup tp{"tp", {}};
-    for (std::uint32_t r = 0; r < settings.tp; ++r) tp.ranks.push_back(r);
-    out.groups.push_back(std::move(tp));
-  }
-  if (settings.ep > 1) {
-    // Its expert-parallel peers: the first ep ranks of its data-parallel group.
-    ProcessGroup ep{"ep", {}};
-    for (std::uint32_t r = 0; r < settings.ep; ++r) ep.ranks.push_back(r * settings.tp);
-    out.groups.push_back(std::move(ep));
-  }
+  // The model generator split the layers and named the groups; their ranks are rank 0's
+  // tensor-parallel peers and its expert-parallel peers (the first ep ranks of its
+  // data-parallel group).
+  const Mesh mesh = Mesh::of(settings);
+  if (settings.tp > 1) out.groups.push_back({"tp", mesh.group("tp", 0)});
+  if (settings.ep > 1) out.groups.push_back({"ep", mesh.group("ep", 0)});
   out.description = fmt::format("{}, {}", step.description.empty() ? step.name : step.description,
                                 out.parallel.summary);
   return out;

@@ -111,6 +111,13 @@ class ParallelKeyError : public InputError {
 /// where one key is the cause.
 Trace parallelize(const Trace& step, const ParallelSettings& settings);
 
+/// Every rank of a step simulated (parallel.symmetric false, no pipeline): rank 0's step
+/// was copied onto each rank's device (combine_per_device, device k = rank k), its groups
+/// rank 0's. Each op's group becomes its rank's instance of it (the Mesh's group around the
+/// rank, named "tp@FIRST_RANK" as a pipeline's placement names them), and the trace's
+/// groups those instances.
+void place_rank_groups(Trace& placed);
+
 /// About how many ops parallelize(step, settings) makes, every simulated rank's together:
 /// each micro-batch's forward and backward, its gradients' accumulation, one optimizer step,
 /// and ZeRO-3's gathers in each micro-batch, on one rank per pipeline (symmetric ranks) or on

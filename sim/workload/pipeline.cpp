@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/parallel/mesh.h"
 
 namespace memsim {
 
@@ -73,7 +74,7 @@ std::string numbered_unit(const std::string& name) {
 
 class Pipeliner {
  public:
-  Pipeliner(const Trace& step, const ParallelSettings& s) : in_(step), s_(s) {}
+  Pipeliner(const Trace& step, const ParallelSettings& s) : in_(step), s_(s), mesh_(Mesh::of(s)) {}
 
   Trace run() {
     assign_chunks();
@@ -86,9 +87,6 @@ class Pipeliner {
  private:
   std::uint32_t chunks() const { return s_.pp * s_.virtual_stages; }
   std::uint32_t stage_of(std::uint32_t chunk) const { return chunk % s_.pp; }
-  std::uint32_t rank(std::uint32_t stage, std::uint32_t dp, std::uint32_t tp) const {
-    return tp + s_.tp * (dp + s_.dp * stage);
-  }
 
   // Each op's model chunk: its layer's, else the chunk of the layer before it (forward: the
   // first chunk before any layer; backward: the last chunk before any layer's backward).
@@ -287,16 +285,8 @@ class Pipeliner {
       add(std::move(op), 0);
     }
     // Groups by stage; place() names each rank's instance and its ranks.
-    if (s_.ep > 1) {
-      ProcessGroup ep{"ep", {}};
-      for (std::uint32_t k = 0; k < s_.ep; ++k) ep.ranks.push_back(k * s_.tp);
-      t.groups.push_back(std::move(ep));
-    }
-    if (s_.tp > 1) {
-      ProcessGroup tp{"tp", {}};
-      for (std::uint32_t k = 0; k < s_.tp; ++k) tp.ranks.push_back(k);
-      t.groups.push_back(std::move(tp));
-    }
+    if (s_.ep > 1) t.groups.push_back({"ep", mesh_.group("ep", 0)});
+    if (s_.tp > 1) t.groups.push_back({"tp", mesh_.group("tp", 0)});
     for (const auto& [key, c] : crossing_)
       if (c.from == d || c.to == d) t.groups.push_back({c.group, {c.from, c.to}});
     for (const auto& [b, holders] : shared_grad_)
@@ -313,49 +303,47 @@ class Pipeliner {
 
   // The stages' steps on their ranks: each simulated rank's copy with its groups' ranks.
   Trace place(const std::vector<Trace>& stages) {
-    const std::uint32_t ranks = s_.tp * s_.dp * s_.pp;
+    const std::uint32_t ranks = mesh_.size();
     Trace out;
     out.name = in_.name;
     out.description = in_.description;
     out.parameters = in_.parameters;
     out.parallel = {ranks, s_.symmetric, parallel_summary(s_), false, {}, std::vector<std::uint32_t>(ranks, 0)};
+    // Symmetric: the first rank of each stage stands for the stage's tp x dp ranks.
+    const std::vector<std::string_view> in_stage{"tp", "ep", "edp"};
     std::vector<std::uint32_t> simulated;
-    for (std::uint32_t stage = 0; stage < s_.pp; ++stage)
-      for (std::uint32_t dp = 0; dp < (s_.symmetric ? 1 : s_.dp); ++dp)
-        for (std::uint32_t tp = 0; tp < (s_.symmetric ? 1 : s_.tp); ++tp) simulated.push_back(rank(stage, dp, tp));
-    for (std::uint32_t r = 0; r < ranks; ++r)
-      out.parallel.speaker[r] = s_.symmetric ? rank(r / (s_.tp * s_.dp), 0, 0) : r;
+    for (std::uint32_t stage = 0; stage < s_.pp; ++stage) {
+      const std::uint32_t first = mesh_.with(0, "pp", stage);
+      if (s_.symmetric)
+        simulated.push_back(first);
+      else
+        for (std::uint32_t r : mesh_.group(in_stage, first)) simulated.push_back(r);
+    }
+    for (std::uint32_t r = 0; r < ranks; ++r) out.parallel.speaker[r] = s_.symmetric ? mesh_.first(r, in_stage) : r;
     out.parallel.simulated = simulated;
     out.parallel.stages = s_.pp;
     out.parallel.schedule = std::string(to_string(s_.schedule));
     out.parallel.micro_batches = s_.micro_batches;
     out.parallel.tp = s_.tp;
     out.parallel.dp = s_.dp;
+    out.parallel.ep = s_.ep;
     std::set<std::string> defined;
     for (const std::uint32_t r : simulated) {
-      const std::uint32_t tp = r % s_.tp, dp = (r / s_.tp) % s_.dp, stage = r / (s_.tp * s_.dp);
+      const std::uint32_t stage = mesh_.coord(r, "pp");
       const Trace& t = stages[stage];
       const std::string prefix = s_.symmetric ? fmt::format("stage{}:", stage) : fmt::format("rank{}:", r);
-      // This rank's instance of each group of its stage's step.
+      // This rank's instance of each group of its stage's step: a mesh group named by its
+      // first rank, or a point-to-point group between stages (its ranks are the stages).
       std::map<std::string, std::string> group_name;
       for (const ProcessGroup& g : t.groups) {
         ProcessGroup placed;
-        if (g.name == "tp") {
-          placed.name = fmt::format("tp@{}", rank(stage, dp, 0));
-          for (std::uint32_t k = 0; k < s_.tp; ++k) placed.ranks.push_back(rank(stage, dp, k));
-        } else if (g.name == "ep") {
-          const std::uint32_t first = dp / s_.ep * s_.ep;  // this rank's block of ep data-parallel ranks
-          placed.name = fmt::format("ep@{}", rank(stage, first, tp));
-          for (std::uint32_t k = 0; k < s_.ep; ++k) placed.ranks.push_back(rank(stage, first + k, tp));
-        } else if (g.name == "edp") {
-          placed.name = fmt::format("edp@{}", rank(stage, dp % s_.ep, tp));
-          for (std::uint32_t k = dp % s_.ep; k < s_.dp; k += s_.ep) placed.ranks.push_back(rank(stage, k, tp));
-        } else if (g.name == "dp") {
-          placed.name = fmt::format("dp@{}", rank(stage, 0, tp));
-          for (std::uint32_t k = 0; k < s_.dp; ++k) placed.ranks.push_back(rank(stage, k, tp));
-        } else {  // a point-to-point group between two stages (ranks hold the stages)
-          placed.name = fmt::format("{}@{}.{}", g.name, dp, tp);
-          for (std::uint32_t st : g.ranks) placed.ranks.push_back(rank(st, dp, tp));
+        if (!Mesh::dims_of(g.name).empty()) {
+          placed.ranks = mesh_.group(g.name, r);
+          placed.name = fmt::format("{}@{}", g.name, placed.ranks.front());
+        } else {
+          const std::uint32_t dp = mesh_.coord(r, "ep") + s_.ep * mesh_.coord(r, "edp");
+          placed.name = fmt::format("{}@{}.{}", g.name, dp, mesh_.coord(r, "tp"));
+          for (std::uint32_t st : g.ranks) placed.ranks.push_back(mesh_.with(r, "pp", st));
         }
         group_name[g.name] = placed.name;
         if (defined.insert(placed.name).second) out.groups.push_back(std::move(placed));
@@ -412,6 +400,7 @@ class Pipeliner {
 
   const Trace& in_;
   const ParallelSettings& s_;
+  const Mesh mesh_;
   std::vector<std::uint32_t> chunk_;          // per op of in_: its model chunk
   std::vector<std::set<std::uint32_t>> users_;  // per buffer: the stages that use it
   std::map<BufferId, std::vector<std::uint32_t>> shared_grad_;  // gradient -> the stages adding to it
