@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Side-by-side table of runs: time, slowdown against the first run, peaks, bytes moved.
 
-    compare.py out/none out/vdnn out/dtr              # aligned text on the terminal
+    compare.py out/none out/vdnn out/dtr              # aligned text, at most 100 columns
     compare.py out/* --format markdown > runs.md      # or csv, html
 
 One column per run (the first is the baseline), one row per figure. Reads only each run's
@@ -9,6 +9,7 @@ summary.json.
 """
 import argparse
 import sys
+import textwrap
 
 import pandas as pd
 
@@ -84,14 +85,43 @@ def compare_table(values):
     return pd.DataFrame(rows).T
 
 
-def as_text(table):
-    cols = [str(c) for c in table.columns]
-    widths = [max(len(c), *(len(str(v)) for v in table[col])) for c, col in zip(cols, table.columns)]
+TEXT_WIDTH = 100  # columns of the text table, at most
+CELL_WIDTH = 24   # a longer value (a workload's description) wraps onto more lines
+
+
+def as_text(table, width=TEXT_WIDTH):
+    """Aligned text at most `width` columns wide: long values wrapped, and when the runs do
+    not fit side by side, the runs in blocks one under the other, each with the row names."""
     head = max(len(str(i)) for i in table.index)
-    lines = [" " * head + "  " + "  ".join(c.rjust(w) for c, w in zip(cols, widths))]
-    for name, row in table.iterrows():
-        lines.append(str(name).ljust(head) + "  " + "  ".join(str(v).rjust(w) for v, w in zip(row, widths)))
-    return "\n".join(lines) + "\n"
+    cells = {col: [textwrap.wrap(str(v), CELL_WIDTH) or [""] for v in table[col]] for col in table.columns}
+    widths = {col: max([len(line) for c in cells[col] for line in c] + [len(line) for line in wrap_name(col)])
+              for col in table.columns}
+    blocks, block, used = [], [], head
+    for col in table.columns:
+        if block and used + 2 + widths[col] > width:
+            blocks.append(block)
+            block, used = [], head
+        block.append(col)
+        used += 2 + widths[col]
+    blocks.append(block)
+    out = []
+    for block in blocks:
+        names = [wrap_name(col) for col in block]
+        for k in range(max(len(n) for n in names)):
+            out.append((" " * head + "  " + "  ".join(
+                (n[k] if k < len(n) else "").rjust(widths[col]) for n, col in zip(names, block))).rstrip())
+        for r, name in enumerate(table.index):
+            parts = [cells[col][r] for col in block]
+            for k in range(max(len(p) for p in parts)):
+                label = str(name) if k == 0 else ""
+                out.append((label.ljust(head) + "  " + "  ".join(
+                    (p[k] if k < len(p) else "").rjust(widths[col]) for p, col in zip(parts, block))).rstrip())
+        out.append("")
+    return "\n".join(out[:-1]) + "\n"
+
+
+def wrap_name(col):
+    return textwrap.wrap(str(col), CELL_WIDTH) or [""]
 
 
 def as_markdown(table):

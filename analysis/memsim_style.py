@@ -32,24 +32,31 @@ import matplotlib.pyplot as plt  # noqa: E402,F401  (re-exported for the scripts
 
 # --- colours ---------------------------------------------------------------------------
 
-# Known policies get fixed colours (Tableau 10); others a stable colour from their name.
+# Known policies get fixed colours, at least 25 apart in CIELAB (ΔE76) from one another so
+# that no two built-in policies read as one (Tableau 20 with a few darker tones); aliases
+# share their policy's colour; others a stable colour from their name.
 POLICY_COLOURS = {
-    "none": "#4e79a7",
-    "keep-all": "#79706e",
-    "vdnn": "#f28e2b",
-    "lru": "#59a14f",
-    "swap-lru": "#59a14f",
-    "capuchin": "#e15759",
-    "swapadvisor": "#76b7b2",
-    "checkpoint-sqrt": "#edc948",
-    "chen-sqrt": "#edc948",
-    "sqrt": "#edc948",
-    "checkmate": "#b07aa1",
-    "dtr": "#ff9da7",
-    "revolve": "#9c755f",
-    "inplace": "#8cd17d",
-    "compress": "#499894",
-    "zero-offload": "#d37295",
+    "none": "#1f77b4",
+    "keep-all": "#7f7f7f",
+    "inplace": "#98df8a",
+    "checkpoint-sqrt": "#bcbd22",
+    "chen-sqrt": "#bcbd22",
+    "sqrt": "#bcbd22",
+    "checkpoint-selective": "#8c564b",
+    "revolve": "#17becf",
+    "bptt-optimal": "#393b79",
+    "checkmate": "#9467bd",
+    "vdnn": "#ff7f0e",
+    "swap-lru": "#2ca02c",
+    "lru": "#2ca02c",
+    "swap-budget": "#00441b",
+    "capuchin": "#d62728",
+    "swapadvisor": "#f7b6d2",
+    "zero-offload": "#e377c2",
+    "zero-infinity": "#7b0051",
+    "dtr": "#ffbb78",
+    "compress": "#aec7e8",
+    "hybrid": "#000000",
 }
 _EXTRA = ["#86bcb6", "#f1ce63", "#a0cbe8", "#ffbe7d", "#8cd17d", "#b6992d", "#d4a6c8",
           "#fabfd2", "#79706e", "#d7b5a6", "#499894", "#e15759"]

@@ -7,8 +7,9 @@
 
 Shows the allocated bytes stacked by category (weights at the bottom, then optimizer state,
 gradients, inputs, activations, ...), the reserved bytes as a line when the allocator caches
-(reserved > allocated), the tier's capacity as a dashed line and the peak marked. Reads only
-memory.csv and summary.json.
+(reserved > allocated), the tier's capacity as a dashed line when the curve comes near it (at
+least half of it; else the title says how small a share the peak is) and the peak marked. The
+y axis is scaled to what is drawn. Reads only memory.csv and summary.json.
 """
 import argparse
 import sys
@@ -20,6 +21,7 @@ import pandas as pd
 import memsim_style as ms
 from memsim_style import plt
 
+NEAR = 0.5  # the capacity is drawn when the curve reaches this share of it (--capacity: always)
 MAX_POINTS = 6000  # beyond this the curve is thinned to a per-pixel envelope (peak kept)
 
 
@@ -127,7 +129,7 @@ def mark_peak(ax, df, t_factor, b_div, colour="black", text=True):
 
 
 def plot(run_dirs, output=None, tier=None, size=None, dpi=100, window=None, fit_y=False,
-         labels=None):
+         labels=None, capacity=False):
     summaries = [ms.read_summary(d) for d in run_dirs]
     frames = [memory_frame(d, tier, window) for d in run_dirs]
     tiers = [f.attrs["tier"] for f in frames]
@@ -135,7 +137,10 @@ def plot(run_dirs, output=None, tier=None, size=None, dpi=100, window=None, fit_
     t_name, t_factor = ms.time_unit(longest)
     highest = max([f[["allocated_bytes", "reserved_bytes"]].to_numpy().max() for f in frames if len(f)] + [1])
     caps = [s["tiers"][t]["capacity_bytes"] for s, t in zip(summaries, tiers)]
-    scale = highest if fit_y else max(highest, max(caps))
+    # A capacity far above the curve would flatten it (150 MiB on an 80 GiB axis): drawn only
+    # when the curve comes near it, or when asked.
+    near = [not fit_y and (capacity or highest >= NEAR * c) for c in caps]
+    scale = max([highest] + [c for c, show in zip(caps, near) if show])
     b_name, b_div = ms.bytes_unit(scale)
     if labels is None:
         labels = ms.distinct_labels(run_dirs, summaries)
@@ -146,11 +151,12 @@ def plot(run_dirs, output=None, tier=None, size=None, dpi=100, window=None, fit_
     fig = plt.figure(figsize=size, dpi=dpi)
     if n == 1:
         ax = fig.add_subplot(1, 1, 1)
-        draw_stack(ax, frames[0], summaries[0], tiers[0], t_factor, b_div, show_capacity=not fit_y)
+        draw_stack(ax, frames[0], summaries[0], tiers[0], t_factor, b_div, show_capacity=near[0])
         s = summaries[0]
         status = "" if s.get("status") == "ok" else f" — {s.get('status', '').upper()}"
+        off = "" if near[0] or fit_y else f"\n(capacity {ms.format_bytes(caps[0])} is off the scale: the peak is {far_share(highest, caps[0])} of it)"
         ax.set_title(f"{tiers[0]}: {s.get('description') or s.get('workload')} on "
-                     f"{s.get('platform')}, policy {s.get('policy')}{status}")
+                     f"{s.get('platform')}, policy {s.get('policy')}{status}{off}")
         axes = [ax]
     else:
         grid = fig.add_gridspec(n + 1, 1, height_ratios=[1.4] + [1] * n)
@@ -170,25 +176,27 @@ def plot(run_dirs, output=None, tier=None, size=None, dpi=100, window=None, fit_
         if not fit_y:
             # Each capacity in its own line style, naming the runs it holds for; a budget in
             # its run's colour, so two limits never read as one.
-            for k, cap in enumerate(sorted(set(caps))):
+            for k, cap in enumerate(sorted({c for c, show in zip(caps, near) if show})):
                 whose = [lab for lab, c in zip(labels, caps) if c == cap]
                 top.axhline(cap / b_div, color=ms.CAPACITY_COLOUR, ls=["--", ":", "-."][k % 3], lw=1.2,
                             label=f"capacity {ms.format_bytes(cap)}" + ("" if len(whose) == n else f" ({', '.join(whose)})"))
             for s, t, lab in zip(summaries, tiers, labels):
                 budget = s["tiers"][t].get("budget_bytes")
-                if budget:
+                if budget and (capacity or highest >= NEAR * budget):
                     top.axhline(budget / b_div, color=ms.policy_colour(s.get("policy", "")), ls=(0, (1, 2)), lw=1.2,
                                 label=f"budget {ms.format_bytes(budget)} ({lab})")
-        top.set_title(f"allocated in {', '.join(sorted(set(tiers)))}: runs compared")
+        off = sorted({c for c, show in zip(caps, near) if not show})
+        off = "" if fit_y or not off else f" (capacity {', '.join(ms.format_bytes(c) for c in off)} off the scale)"
+        top.set_title(f"allocated in {', '.join(sorted(set(tiers)))}: runs compared{off}")
         top.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
         for k, (f, s, t, lab) in enumerate(zip(frames, summaries, tiers, labels)):
             ax = fig.add_subplot(grid[k + 1], sharex=top, sharey=top)
-            draw_stack(ax, f, s, t, t_factor, b_div, show_capacity=not fit_y, legend=(k == 0))
+            draw_stack(ax, f, s, t, t_factor, b_div, show_capacity=near[k], legend=(k == 0))
             ax.set_title(lab, fontsize=9, loc="left")
             axes.append(ax)
     for ax in axes:
         ax.set_ylabel(f"memory ({b_name})")
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, scale / b_div * 1.08)
         if window is not None:
             lo, hi = window
             ax.set_xlim(left=None if lo is None else lo * t_factor, right=None if hi is None else hi * t_factor)
@@ -201,12 +209,19 @@ def plot(run_dirs, output=None, tier=None, size=None, dpi=100, window=None, fit_
     return ms.save(fig, output, dpi), frames
 
 
+def far_share(peak, capacity):
+    share = 100 * peak / capacity if capacity else 0
+    return f"{share:.2g}%"
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="--out folders of `memsim run`")
     p.add_argument("--tier", help="tier to plot (default: the first compute tier, e.g. gpu0.hbm)")
     p.add_argument("--window", help="time range in ms, START:END (either may be empty)")
     p.add_argument("--fit-y", action="store_true", help="scale to the data, leaving the capacity line out")
+    p.add_argument("--capacity", action="store_true",
+                   help="draw the capacity (and budget) even when the curve stays below half of it")
     p.add_argument("--labels", help="comma-separated legend labels, one per run")
     ms.add_output_args(p, default_size="auto")
     a = p.parse_args(argv)
@@ -214,7 +229,8 @@ def main(argv=None):
     labels = a.labels.split(",") if a.labels else None
     if labels is not None and len(labels) != len(a.run_dirs):
         p.error(f"--labels: {len(labels)} labels for {len(a.run_dirs)} runs")
-    out, _ = plot(a.run_dirs, a.output, a.tier, size, a.dpi, ms.parse_window(a.window), a.fit_y, labels)
+    out, _ = plot(a.run_dirs, a.output, a.tier, size, a.dpi, ms.parse_window(a.window), a.fit_y, labels,
+                  a.capacity)
     print(out)
     return 0
 

@@ -9,8 +9,11 @@ iteration time per policy, and which points fit.
 pareto.png: one panel per workload (rows) and device (columns); each policy's points that
 ran (status ok) in its colour, its Pareto front (no other point of the policy is both
 faster and smaller) as a line; points are labelled with the swept values that vary inside
-the panel. fits.png: per workload, the share of points that fit (status ok) for each
-device and value of --param (default workload.batch), with the count in each cell.
+the panel (a label that would cover another is moved, or left out). Times in ms. fits.png:
+one panel per workload and device, a cell per policy and value of --param (default
+workload.batch): green where the point fits (status ok), red where it runs out of memory,
+grey where it failed or was not run; a cell holding several points (other swept values)
+says how many fit.
 
 The peak is `peak_allocated_bytes`, or else the first non-empty `<tier>.peak_allocated_bytes`
 column of the row (the first compute tier). Swept parameters are the columns between
@@ -19,6 +22,7 @@ column of the row (the first compute tier). Swept parameters are the columns bet
 import argparse
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +30,9 @@ import pandas as pd
 
 import memsim_style as ms
 from memsim_style import plt
+import matplotlib.colors  # noqa: E402  (after memsim_style chose the backend)
+import matplotlib.patches  # noqa: E402
+import matplotlib.text  # noqa: E402
 
 
 def read_results(path):
@@ -112,7 +119,7 @@ def default_param(df):
     return varying[0] if varying else None
 
 
-def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
+def pareto_figure(df, rows="workload", cols="device", size=None, dpi=100):
     pts = pareto_frame(df, rows, cols)
     row_vals = ordered(df[rows])
     col_vals = ordered(df[cols])
@@ -120,9 +127,8 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
     if size is None:
         size = (1.2 + 4.2 * len(col_vals) + 2.2, 0.8 + 3.3 * len(row_vals))
     fig, axes = plt.subplots(len(row_vals), len(col_vals), figsize=size, dpi=dpi, squeeze=False)
-    top_t = pts["iteration_time_s"].max() if len(pts) else 1.0
     top_m = pts["peak_bytes"].max() if len(pts) else 1.0
-    t_name, t_factor = ms.time_unit(top_t if top_t == top_t else 1.0)
+    t_name, t_factor = "ms", 1e3  # docs/plots.md: times in ms
     b_name, b_div = ms.bytes_unit(top_m if top_m == top_m else 1.0)
     axes_vary = [a for a in df.attrs.get("axes", []) if a not in (rows, cols)]
     handles = {}
@@ -187,60 +193,129 @@ def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
             if not len(panel):
                 ax.text(0.5, 0.5, "no point fits", transform=ax.transAxes, ha="center", va="center",
                         color="#999999")
-    fig.legend(list(handles.values()), list(handles.keys()), loc="upper right", frameon=False,
-               title="policy")
     label = f"; labels: {', '.join(axes_vary)}" if axes_vary else ""
     fronts = " (lines: each policy's Pareto front)" if fronts_drawn else ""
     if across_drawn:
         fronts += f" (grey: the front across policies at each {', '.join(same_problem)})"
-    fig.suptitle(f"peak memory against iteration time{fronts}{label}", fontsize=10)
-    fig.tight_layout(rect=(0, 0, 1 - 2.0 / size[0], 0.97))
+    # The legend stands right of the panels, the title above them, wrapped to the figure.
+    legend_in = 0.45 + 0.075 * max([len(str(p)) for p in handles] + [6])
+    fig.legend(list(handles.values()), list(handles.keys()), loc="center left", frameon=False,
+               title="policy", bbox_to_anchor=(1 - legend_in / size[0], 0.5))
+    title, title_in = wrapped_title(f"peak memory against iteration time{fronts}{label}", size[0], 10)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1 - legend_in / size[0], 1 - title_in / size[1]))
+    fig.canvas.draw()
+    for ax in axes.ravel():
+        place_labels(fig, ax)
+    return fig, pts
+
+
+def wrapped_title(text, width_in, fontsize):
+    """The title broken into lines that fit the figure's width, and their height in inches."""
+    chars = max(20, int(width_in * 72 / (0.55 * fontsize)) - 4)
+    lines = textwrap.wrap(text, chars) or [""]
+    return "\n".join(lines), 0.15 + len(lines) * fontsize * 1.35 / 72
+
+
+def place_labels(fig, ax):
+    """Moves each point label that would cover an earlier one to another side of its point,
+    and leaves it out where every side is taken (the points stay)."""
+    renderer = fig.canvas.get_renderer()
+    taken = []
+    for text in [c for c in ax.texts if isinstance(c, matplotlib.text.Annotation)]:
+        for dx, dy, ha, va in ((3, 3, "left", "bottom"), (-3, 3, "right", "bottom"),
+                               (3, -3, "left", "top"), (-3, -3, "right", "top")):
+            text.set_position((dx, dy))
+            text.set_ha(ha)
+            text.set_va(va)
+            box = text.get_window_extent(renderer)
+            if not any(box.overlaps(t) for t in taken):
+                taken.append(box)
+                break
+        else:
+            text.remove()
+
+
+def plot_pareto(df, output, rows="workload", cols="device", size=None, dpi=100):
+    fig, pts = pareto_figure(df, rows, cols, size, dpi)
     return ms.save(fig, output, dpi), pts
 
 
-def plot_fits(df, output, param=None, size=None, dpi=100):
+def fits_by_policy(df, param):
+    """Per workload, device, policy and value of `param`: points that fit (status ok) and
+    points run (ok or oom), with `state`: fits (all fit), oom (none), some (part of them),
+    failed (none ran)."""
+    data = df[df[param] != ""].copy()
+    data["ran"] = data["status"].isin(["ok", "oom"]).astype(int)
+    data["fits"] = (data["status"] == "ok").astype(int)
+    g = data.groupby(["workload", "device", "policy", param], sort=False)[["fits", "ran"]].sum().reset_index()
+    g = g.rename(columns={"fits": "fit", "ran": "points"})
+    g["state"] = ["failed" if n == 0 else "fits" if f == n else "oom" if f == 0 else "some"
+                  for f, n in zip(g["fit"], g["points"])]
+    return g
+
+
+FIT_COLOURS = {"fits": "#59a14f", "some": "#edc948", "oom": "#e15759", "failed": "#d9d9d9"}
+
+
+def fits_figure(df, param=None, size=None, dpi=100):
     param = param or default_param(df)
     if param is None:
         raise SystemExit("the sweep varies no parameter to plot the fits against (give --param)")
     if param not in df:
         raise SystemExit(f"--param: no column {param!r}; axes: {', '.join(df.attrs.get('axes', []))}")
     data = df[df[param] != ""]
-    frame = fits_frame(data, param)
+    frame = fits_by_policy(data, param)
     workloads = ordered(data["workload"])
     devices = list(dict.fromkeys(data["device"]))
+    policies = list(dict.fromkeys(data["policy"]))
     values = ordered(data[param])
-    n = len(workloads)
-    ncols = min(n, 3)
-    nrows = math.ceil(n / ncols)
+    longest = max(len(str(p)) for p in policies) if policies else 4
     if size is None:
-        size = (1.2 + ncols * (1.4 + 0.6 * len(values)) + 1.2, 0.9 + nrows * (1.3 + 0.45 * len(devices)))
-    fig, axes = plt.subplots(nrows, ncols, figsize=size, dpi=dpi, squeeze=False, layout="constrained")
-    cmap = plt.get_cmap("RdYlGn").copy()
-    cmap.set_bad("#eeeeee")
-    im = None
-    for k, w in enumerate(workloads):
-        ax = axes[k // ncols][k % ncols]
-        share = np.full((len(devices), len(values)), np.nan)
-        f = frame[frame["workload"] == w]
-        for _, r in f.iterrows():
-            i, j = devices.index(r["device"]), values.index(r[param])
-            share[i, j] = r["fit"] / r["points"]
-            ax.text(j, i, f"{r['fit']}/{r['points']}", ha="center", va="center", fontsize=7,
-                    color="black")
-        im = ax.imshow(share, cmap=cmap, vmin=0, vmax=1, aspect="auto", interpolation="nearest")
-        ax.set_xticks(range(len(values)))
-        ax.set_xticklabels(values, rotation=45 if len(values) > 6 else 0)
-        ax.set_yticks(range(len(devices)))
-        ax.set_yticklabels(devices)
-        ax.set_xlabel(param)
-        ax.set_title(w, fontsize=9)
-        ax.grid(False)
-    for k in range(n, nrows * ncols):
-        axes[k // ncols][k % ncols].axis("off")
-    if im is not None:
-        bar = fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.04, pad=0.02)
-        bar.set_label("share of points that fit")
-    fig.suptitle(f"fits (green) or runs out of memory (red): {param} against device", fontsize=10)
+        size = (0.6 + 0.08 * longest + len(devices) * (0.6 + 0.55 * len(values)) + 1.6,
+                1.0 + len(workloads) * (0.9 + 0.3 * len(policies)))
+    fig, axes = plt.subplots(len(workloads), len(devices), figsize=size, dpi=dpi, squeeze=False,
+                             layout="constrained")
+    states = list(FIT_COLOURS)
+    cmap = matplotlib.colors.ListedColormap([FIT_COLOURS[k] for k in states])
+    for i, w in enumerate(workloads):
+        for j, d in enumerate(devices):
+            ax = axes[i][j]
+            cell = np.full((len(policies), len(values)), states.index("failed"))
+            f = frame[(frame["workload"] == w) & (frame["device"] == d)]
+            for _, r in f.iterrows():
+                y, x = policies.index(r["policy"]), values.index(r[param])
+                cell[y, x] = states.index(r["state"])
+                if r["points"] > 1:
+                    ax.text(x, y, f"{r['fit']}/{r['points']}", ha="center", va="center", fontsize=7)
+            ax.imshow(cell, cmap=cmap, vmin=-0.5, vmax=len(states) - 0.5, aspect="auto",
+                      interpolation="nearest")
+            ax.set_xticks(range(len(values)))
+            ax.set_xticklabels(values, rotation=45 if len(values) > 6 else 0)
+            ax.set_yticks(range(len(policies)))
+            ax.set_yticklabels(policies if j == 0 else [])
+            if i == len(workloads) - 1:
+                ax.set_xlabel(param)
+            ax.set_title(f"{w} on {d}", fontsize=9)
+            ax.grid(False)
+            ax.set_xticks(np.arange(-0.5, len(values)), minor=True)
+            ax.set_yticks(np.arange(-0.5, len(policies)), minor=True)
+            ax.grid(which="minor", color="white", lw=1.5)
+            ax.tick_params(which="minor", length=0)
+    shown = [k for k in states if (frame["state"] == k).any()] or ["fits"]
+    patches = [matplotlib.patches.Patch(color=FIT_COLOURS[k], label=FIT_LABELS[k]) for k in shown]
+    # On the first row's last panel, right of it: the layout makes room for it.
+    axes[0][-1].legend(handles=patches, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False,
+                       fontsize=8)
+    fig.suptitle(f"which policies fit: {param} against policy, per workload and device", fontsize=10)
+    return fig, frame
+
+
+FIT_LABELS = {"fits": "fits", "some": "some points fit", "oom": "out of memory", "failed": "failed / not run"}
+
+
+def plot_fits(df, output, param=None, size=None, dpi=100):
+    fig, frame = fits_figure(df, param, size, dpi)
     return ms.save(fig, output, dpi), frame
 
 

@@ -9,20 +9,21 @@ torch 1.13 reads (`python3 -m torch.cuda._memory_viz stats|segments|memory FILE`
     to_memory_viz.py out/ --torch-1.13 -o out/snapshot-1.13.pickle
 
 The snapshot holds what torch.cuda.memory._snapshot() returns: `device_traces` (one list per
-compute tier, in platform order: a `segment_alloc` for the tier's address range, then an
-`alloc` or `free_completed` per row of events.csv, and an `oom` when the run ran out),
-`segments` (the state at the end: one segment per tier whose blocks are the live
-allocations and the gaps between them). Sizes are the allocator's rounded bytes, so the
-Active Memory Timeline's total is memsim's allocated curve. Each entry carries a
-`category` (weight, activation, ...: memory_viz colours by it) and a frame naming the buffer.
-torch 1.13's snapshot is the list of segments alone, each block with a `history` of the
-allocation in it (its size and frames).
+compute tier, in platform order: an `alloc` or `free_completed` per row of events.csv, with
+`segment_alloc` and `segment_free` where the allocator takes or gives back device memory,
+and an `oom` when the run ran out), `segments` (the state at the end: each segment's blocks
+are its live allocations and the free gaps between them). Sizes are the allocator's rounded
+bytes, so the Active Memory Timeline's total is memsim's allocated curve and the segments'
+total its reserved curve. Each entry carries a `category` (weight, activation, ...:
+memory_viz colours by it) and a frame naming the buffer. torch 1.13's snapshot is the list of
+segments alone, each block with a `history` of the allocation in it (its size and frames).
 
-The allocator's addresses are kept where they are a layout (best_fit, caching). Where they
-are not — the ideal allocator's bump pointer, a tiled tier that spreads a tensor over tiles
-— allocations are placed first-fit inside the tier, so the segment is the tier (its budget
-when it has one), not an address space that only grows. Reads only events.csv and
-summary.json.
+Segments are the allocator's (see Segments): the caching allocator's rebuilt from its rule,
+else one per allocation. The allocator's addresses are kept where they are a layout
+(best_fit, caching); where they are not — the ideal allocator's bump pointer, a tiled tier
+that spreads a tensor over tiles — allocations are placed first-fit. Zero-byte rows (empty
+tensors) are left out: they hold no memory, and their address would name a live block.
+Reads only events.csv, memory.csv and summary.json.
 """
 import argparse
 import bisect
@@ -106,6 +107,84 @@ def frames_for(buffer, category):
     return [{"filename": "memsim", "line": 0, "name": f"{name} [{category}]"}]
 
 
+def read_reserved(run_dir, tier):
+    """The tier's reserved bytes after each of its rows of events.csv (memory.csv's row i is
+    the change behind events.csv's row i), or None without memory.csv."""
+    path = Path(run_dir) / "memory.csv"
+    if not path.exists():
+        return None
+    mem = pd.read_csv(path, usecols=["tier", "reserved_bytes"], dtype={"tier": str})
+    return mem.loc[mem["tier"] == tier, "reserved_bytes"].astype("int64").tolist()
+
+
+MIB = 1024 * 1024
+
+
+def caching_segment_size(block):
+    """The segment PyTorch's caching allocator (and memsim's `caching`) takes from the device
+    for a block of these rounded bytes: 2 MiB for the small pool (<= 1 MiB), 20 MiB below
+    10 MiB, else the block rounded up to 2 MiB (a block never split is its whole segment)."""
+    if block <= MIB:
+        return 2 * MIB
+    if block < 10 * MIB:
+        return 20 * MIB
+    return (block + 2 * MIB - 1) // (2 * MIB) * (2 * MIB)
+
+
+class Segments:
+    """The device memory segments behind a tier's allocations, as the allocator made them.
+
+    When the tier reserves more than it allocates (the caching allocator), its segments are
+    rebuilt by the caching allocator's rule: an allocation past every segment opens one at its
+    address, sized by caching_segment_size, and a drop of the reserved bytes there means the
+    idle segments (no live block) were given back first, as PyTorch does before it retries.
+    Otherwise the allocator reserves what it allocates, so each allocation is a segment of its
+    own (what PyTorch does with PYTORCH_NO_CUDA_MEMORY_CACHING=1)."""
+
+    def __init__(self, caching):
+        self.caching = caching
+        self.bases, self.size, self.allocated = [], {}, {}
+
+    def find(self, addr):
+        i = bisect.bisect_right(self.bases, addr) - 1
+        if i >= 0 and addr < self.bases[i] + self.size[self.bases[i]]:
+            return self.bases[i]
+        return None
+
+    def alloc(self, addr, size, reserved_before, reserved_after):
+        """Segment changes ([(action, base, size)]) before an allocation at addr."""
+        changes = []
+        base = self.find(addr) if self.caching else None
+        if base is None:
+            seg = caching_segment_size(size) if self.caching else size
+            if self.caching and reserved_after is not None and reserved_after < reserved_before + seg:
+                for b in [b for b in self.bases if self.allocated[b] == 0]:
+                    changes.append(("segment_free", b, self.size[b]))
+                    self.drop(b)
+            base = addr
+            bisect.insort(self.bases, base)
+            self.size[base], self.allocated[base] = seg, 0
+            changes.append(("segment_alloc", base, seg))
+        self.allocated[base] += size
+        return changes
+
+    def free(self, addr, size):
+        """Segment changes after a free at addr: the segment itself unless the allocator caches."""
+        base = self.find(addr)
+        self.allocated[base] -= size
+        if self.caching:
+            return []
+        self.drop(base)
+        return [("segment_free", base, size)]
+
+    def drop(self, base):
+        self.bases.remove(base)
+        del self.size[base], self.allocated[base]
+
+    def reserved(self):
+        return sum(self.size.values())
+
+
 def snapshot(run_dir, tiers=None):
     """The snapshot dictionary, and the tier behind each device index."""
     summary = ms.read_summary(run_dir)
@@ -119,32 +198,43 @@ def snapshot(run_dir, tiers=None):
     device_traces, segments = [], []
     for device, tier in enumerate(tiers):
         ev = events[events["tier"] == tier]
+        sizes = ev["bytes"].astype("int64").tolist()
+        reserved = read_reserved(run_dir, tier)
+        if reserved is not None and len(reserved) != len(sizes):
+            reserved = None  # a memory.csv from another run, or cut short: segments per allocation
+        caching = reserved is not None and any(
+            r != a for r, a in zip(reserved, ms_allocated_curve(ev["event"].tolist(), sizes)))
+        # An empty tensor never reaches the device allocator: a zero-byte row holds no memory,
+        # and its address (0) would stand for the block that does live there.
+        keep = [n > 0 for n in sizes]
+        ev = ev[keep]
+        if reserved is not None:
+            reserved = [r for r, k in zip(reserved, keep) if k]
         rows = list(zip(ev["event"], ev["address"].astype("int64").tolist(), ev["bytes"].astype("int64").tolist()))
-        t = summary["tiers"][tier]
-        limit = t.get("budget_bytes") or t.get("capacity_bytes", 0)
-        if not has_layout(rows):
+        if not caching and not has_layout(rows):
             rows = first_fit(rows)
         times = (ev["time_s"] * 1e6).round().astype("int64").tolist()
         buffers, cats = ev["buffer"].tolist(), ev["category"].tolist()
-        # One segment: the tier, or every address the allocator used when that is more (a
-        # layout past the budget; first-fit fragmenting past an ideal tier's capacity).
-        seg_size = max([limit] + [a + n for _, a, n in rows])
-        if seg_size > limit:
-            print(f"to_memory_viz.py: {tier}: the allocations reach {seg_size} bytes, past the tier's {limit}; "
-                  "the segment spans them", file=sys.stderr)
-        trace = [{"action": "segment_alloc", "addr": 0, "size": seg_size, "stream": 0,
-                  "time_us": times[0] if times else 0, "category": "unknown",
-                  "frames": [{"filename": "memsim", "line": 0, "name": f"{tier} address space"}]}]
-        live = {}
-        for (event, addr, size), t, buf, cat in zip(rows, times, buffers, cats):
-            action = "alloc" if event == "alloc" else "free_completed"
+        segs, trace, live = Segments(caching), [], {}
+        for k, ((event, addr, size), t, buf, cat) in enumerate(zip(rows, times, buffers, cats)):
             frames = frames_for(buf, cat)
-            trace.append({"action": action, "addr": addr, "size": size, "stream": 0,
-                          "time_us": t, "category": cat, "frames": frames})
             if event == "alloc":
+                before = reserved[k - 1] if reserved is not None and k > 0 else segs.reserved()
+                after = reserved[k] if reserved is not None else None
+                for action, base, n in segs.alloc(addr, size, before, after):
+                    trace.append(segment_event(action, base, n, t, tier))
+                trace.append({"action": "alloc", "addr": addr, "size": size, "stream": 0,
+                              "time_us": t, "category": cat, "frames": frames})
                 live[addr] = (size, frames, cat)
             else:
+                trace.append({"action": "free_completed", "addr": addr, "size": size, "stream": 0,
+                              "time_us": t, "category": cat, "frames": frames})
                 live.pop(addr, None)
+                for action, base, n in segs.free(addr, size):
+                    trace.append(segment_event(action, base, n, t, tier))
+        if caching and reserved and segs.reserved() != reserved[-1]:
+            print(f"to_memory_viz.py: {tier}: the segments rebuilt reserve {segs.reserved()} bytes at the end, "
+                  f"memory.csv {reserved[-1]}", file=sys.stderr)
         oom = summary.get("oom")
         if oom and oom.get("tier") == tier:
             free = oom.get("capacity_bytes", 0) - oom.get("allocated_bytes", 0)
@@ -152,16 +242,29 @@ def snapshot(run_dir, tiers=None):
                           "device_free": free, "stream": 0, "time_us": times[-1] if times else 0,
                           "frames": [{"filename": "memsim", "line": 0, "name": f"op {oom.get('op')}"}]})
         device_traces.append(trace)
-        segments.append(end_segment(device, seg_size, live))
+        segments.extend(end_segment(device, base, segs.size[base], live) for base in segs.bases)
     snap = {"segments": segments, "device_traces": device_traces,
             "allocator_settings": {}, "memsim": {"tiers": tiers, "run": summary.get("description")}}
     return snap, tiers
 
 
-def end_segment(device, size, live):
-    """The tier's one segment at the end of the run: live blocks and the gaps between them."""
-    blocks, cursor, allocated = [], 0, 0
-    for addr in sorted(live):
+def ms_allocated_curve(events, sizes):
+    total, curve = 0, []
+    for event, n in zip(events, sizes):
+        total += n if event == "alloc" else -n
+        curve.append(total)
+    return curve
+
+
+def segment_event(action, base, size, time_us, tier):
+    return {"action": action, "addr": base, "size": size, "stream": 0, "time_us": time_us,
+            "category": "unknown", "frames": [{"filename": "memsim", "line": 0, "name": f"{tier} segment"}]}
+
+
+def end_segment(device, base, size, live):
+    """A segment at the end of the run: its live blocks and the free gaps between them."""
+    blocks, cursor, allocated = [], base, 0
+    for addr in sorted(a for a in live if base <= a < base + size):
         bsize, frames, _cat = live[addr]
         if addr > cursor:
             blocks.append({"address": cursor, "size": addr - cursor, "requested_size": 0,
@@ -170,13 +273,13 @@ def end_segment(device, size, live):
                        "state": "active_allocated", "frames": frames})
         allocated += bsize
         cursor = addr + bsize
-    if cursor < size:
-        blocks.append({"address": cursor, "size": size - cursor, "requested_size": 0,
+    if cursor < base + size:
+        blocks.append({"address": cursor, "size": base + size - cursor, "requested_size": 0,
                        "state": "inactive", "frames": []})
-    return {"device": device, "address": 0, "total_size": size, "allocated_size": allocated,
+    return {"device": device, "address": base, "total_size": size, "allocated_size": allocated,
             "active_size": allocated, "requested_size": allocated, "stream": 0,
-            "segment_type": "large", "segment_pool_id": (0, 0), "is_expandable": False,
-            "frames": [], "blocks": blocks}
+            "segment_type": "small" if size == 2 * MIB else "large", "segment_pool_id": (0, 0),
+            "is_expandable": False, "frames": [], "blocks": blocks}
 
 
 def torch_1_13(snap):

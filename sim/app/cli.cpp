@@ -558,8 +558,8 @@ int cmd_validate(const std::vector<std::string>& files) {
         case InputKind::unknown:
           throw InputError(fmt::format(
               "{}: not a memsim input: expected a platform (devices:), a workload spec (model:) "
-              "or a memsim trace",
-              f));
+              "or a memsim trace{}",
+              f, hf_config_hint(root)));
       }
       std::cout << fmt::format("{}: ok\n", f);
     } catch (const InputError& e) {

@@ -1,5 +1,6 @@
 #include "sim/inputs/inputs.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <ostream>
 
@@ -117,8 +118,8 @@ Trace load_workload_arg(const std::string& arg, const std::vector<Override>& ove
   if (kind != InputKind::workload_spec)
     throw InputError(fmt::format(
         "{}: not a workload: expected a workload spec (a map with 'model') or a memsim trace "
-        "(\"format\": \"memsim-trace\")",
-        root.file()));
+        "(\"format\": \"memsim-trace\"){}",
+        root.file(), hf_config_hint(root)));
   for (const auto* o : mine) root.override_value(split_dots(o->key), o->value, o->origin);
   return generate_workload(root);
 }
@@ -128,6 +129,36 @@ void print_import_notes(const Trace& trace, std::ostream& out) {
   out << fmt::format("memsim: importing {}: {} note{}\n", trace.name, trace.import_notes.size(),
                      trace.import_notes.size() == 1 ? "" : "s");
   for (const auto& n : trace.import_notes) out << "  - " << n << "\n";
+}
+
+std::string hf_config_hint(const ConfigNode& root) {
+  if (!root.is_map() || root.has("model") || !(root.has("architectures") || root.has("model_type")))
+    return {};
+  std::string arch = "a Hugging Face model";
+  if (const auto archs = root.find("architectures");
+      archs && archs->is_sequence() && !archs->items().empty() && archs->items()[0].is_scalar())
+    arch = archs->items()[0].as_string();
+  // A sequence the model takes: 2048, or its position limit when that is less (GPT-2: 1024).
+  std::int64_t seq = 2048;
+  for (const char* key : {"n_positions", "max_position_embeddings"})
+    if (const auto n = root.find(key); n && n->is_scalar()) {
+      const std::string text = n->as_string();  // a hint only: a malformed limit is not ours to report
+      if (!text.empty() && text.size() < 10 && text.find_first_not_of("0123456789") == std::string::npos)
+        seq = std::min<std::int64_t>(seq, std::max<std::int64_t>(1, std::stoll(text)));
+    }
+  const std::filesystem::path file(root.file());
+  const std::string name = file.filename().string();
+  const std::string wrapper = file.stem().string() + ".yaml";
+  return fmt::format(
+      ".\nIt is a Hugging Face config.json ({}); memsim reads one through a workload that wraps "
+      "it. Write this to {} beside it (config: is relative to that file) and give that file "
+      "instead:\n"
+      "  model: hf\n"
+      "  config: {}\n"
+      "  seq_len: {}\n"
+      "  batch: 1\n"
+      "(`memsim list models` shows hf's other keys: dtype, optimizer, attention_impl, ...)",
+      arch, wrapper, name, seq);
 }
 
 InputKind classify(const ConfigNode& root) {

@@ -48,4 +48,9 @@ void print_import_notes(const Trace& trace, std::ostream& out);
 enum class InputKind { platform, workload_spec, trace, unknown };
 InputKind classify(const ConfigNode& root);
 
+/// For a document of no memsim kind that is a Hugging Face config.json (it has
+/// `architectures` or `model_type`): what to write instead, the `model: hf` workload that
+/// wraps it, as a sentence and the YAML; empty for any other document.
+std::string hf_config_hint(const ConfigNode& root);
+
 }  // namespace memsim

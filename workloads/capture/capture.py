@@ -20,6 +20,17 @@ bookkeeping does not move under the measurement; the script re-runs itself to se
 
 Models: mlp, lstm, transformer (built in), or any torchvision.models name (resnet18, ...)
 when torchvision is installed. Optimizer: SGD with momentum, so optimizer state exists.
+
+Your own nn.Module instead of --model: --module names a class, or a function that returns a
+module, as FILE.py:NAME or as an importable PACKAGE.MODULE:NAME; --kwargs its keyword
+arguments as a JSON object; --input-shape one sample's shape (the batch is put in front);
+--input-dtype int64 for token ids (drawn below --input-high). The loss is cross-entropy over
+the output's last dimension against random labels (--loss sum: the output's sum, for a module
+whose output is not logits).
+
+    capture.py --module mymodels.py:TinyNet --kwargs '{"width": 64}' --input-shape 784 --batch 32
+    capture.py --module mypkg.models:make_encoder --input-shape 128 --input-dtype int64 \
+        --input-high 32000 --batch 8 --name encoder-b8
 """
 import argparse
 import ctypes
@@ -118,6 +129,53 @@ def build(model, batch, seq):
     return net, torch.randn(batch, 3, 64, 64, generator=g)
 
 
+def load_module(spec, kwargs):
+    """The nn.Module that --module SPEC names, built with kwargs: SPEC is FILE.py:NAME or
+    PACKAGE.MODULE:NAME, NAME a class or a function returning a module."""
+    import importlib
+    import importlib.util
+    where, sep, attr = spec.rpartition(":")
+    if not sep or not where or not attr:
+        sys.exit(f"capture.py: --module {spec!r}: expected FILE.py:NAME or PACKAGE.MODULE:NAME")
+    if where.endswith(".py") or os.sep in where:
+        if not os.path.isfile(where):
+            sys.exit(f"capture.py: --module {spec!r}: no file {where}")
+        sys.path.insert(0, os.path.dirname(os.path.abspath(where)))
+        loader = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(where))[0], where)
+        mod = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(mod)
+    else:
+        sys.path.insert(0, os.getcwd())
+        try:
+            mod = importlib.import_module(where)
+        except ImportError as e:
+            sys.exit(f"capture.py: --module {spec!r}: cannot import {where}: {e}")
+    if not hasattr(mod, attr):
+        names = sorted(n for n in vars(mod) if not n.startswith("_"))
+        sys.exit(f"capture.py: --module {spec!r}: {where} has no {attr!r}; it has: {', '.join(names)}")
+    try:
+        net = getattr(mod, attr)(**kwargs)
+    except TypeError as e:
+        sys.exit(f"capture.py: --module {spec!r} with --kwargs {json.dumps(kwargs)}: {e}")
+    if not isinstance(net, torch.nn.Module):
+        sys.exit(f"capture.py: --module {spec!r}: {attr}(...) gave a {type(net).__name__}, not a torch.nn.Module")
+    return net
+
+
+def user_input(batch, shape, dtype, high):
+    """A batch of one sample's shape (\"784\", \"3,64,64\"), floats or int64 ids below high."""
+    try:
+        dims = [int(d) for d in shape.split(",")]
+        if any(d <= 0 for d in dims):
+            raise ValueError
+    except ValueError:
+        sys.exit(f"capture.py: --input-shape {shape!r}: expected positive sizes separated by commas (3,64,64)")
+    g = torch.Generator().manual_seed(0)
+    if dtype == "int64":
+        return torch.randint(0, high, (batch, *dims), generator=g)
+    return torch.randn(batch, *dims, generator=g)
+
+
 class OpSampler(TorchDispatchMode):
     """Samples the heap around every aten op and times it."""
 
@@ -190,7 +248,17 @@ def storage_bytes(tensors):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", required=True)
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--model", help="mlp, lstm, transformer or a torchvision.models name")
+    which.add_argument("--module", help="your own nn.Module: FILE.py:NAME or PACKAGE.MODULE:NAME (a class "
+                       "or a function returning a module)")
+    ap.add_argument("--kwargs", default="{}", help="with --module: its keyword arguments, a JSON object")
+    ap.add_argument("--input-shape", help="with --module: one sample's shape, sizes separated by commas (784, 3,64,64)")
+    ap.add_argument("--input-dtype", choices=["float32", "int64"], default="float32",
+                    help="with --module: the input's type (int64: token ids) (default float32)")
+    ap.add_argument("--input-high", type=int, default=1000, help="with --input-dtype int64: ids are below this (default 1000)")
+    ap.add_argument("--loss", choices=["cross_entropy", "sum"], default="cross_entropy",
+                    help="cross_entropy over the output's last dimension (default), or the output's sum")
     ap.add_argument("--batch", type=int, required=True)
     ap.add_argument("--seq", type=int, default=32, help="sequence length (lstm, transformer)")
     ap.add_argument("--warmup", type=int, default=3)
@@ -199,14 +267,39 @@ def main():
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    name = a.name or f"{a.model}-b{a.batch}"
-    net, x = build(a.model, a.batch, a.seq)
-    y = torch.randint(0, 10, (a.batch,), generator=torch.Generator().manual_seed(1))
+    if a.module:
+        try:
+            kwargs = json.loads(a.kwargs)
+        except json.JSONDecodeError as e:
+            sys.exit(f"capture.py: --kwargs {a.kwargs!r}: not JSON ({e})")
+        if not isinstance(kwargs, dict):
+            sys.exit(f"capture.py: --kwargs {a.kwargs!r}: expected a JSON object ({{\"width\": 64}})")
+        if not a.input_shape:
+            sys.exit("capture.py: --module needs --input-shape (one sample's shape, e.g. 784 or 3,64,64)")
+        net = load_module(a.module, kwargs)
+        x = user_input(a.batch, a.input_shape, a.input_dtype, a.input_high)
+        label = a.module.rpartition(":")[2]
+    else:
+        for flag in ("input_shape",):
+            if getattr(a, flag):
+                sys.exit(f"capture.py: --{flag.replace('_', '-')} goes with --module, not --model")
+        net, x = build(a.model, a.batch, a.seq)
+        label = a.model
+    name = a.name or f"{label}-b{a.batch}"
+    with torch.no_grad():
+        out = net(x)
+    if a.loss == "cross_entropy" and (out.dim() < 2 or out.shape[0] != a.batch):
+        sys.exit(f"capture.py: the model's output has shape {tuple(out.shape)}: cross-entropy needs "
+                 f"(batch={a.batch}, classes); give --loss sum")
+    classes = out.shape[-1] if out.dim() >= 2 else 1
+    del out
+    y = torch.randint(0, classes, (a.batch,), generator=torch.Generator().manual_seed(1))
     opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
 
     def step():
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(x), y)
+        out = net(x)
+        loss = torch.nn.functional.cross_entropy(out, y) if a.loss == "cross_entropy" else out.sum()
         loss.backward()
         opt.step()
 
@@ -245,12 +338,12 @@ def main():
     with sampler:
         step()
     measured = {
-        "model": a.model,
+        "model": a.model or a.module,
         "batch": a.batch,
         "torch": torch.__version__,
         "device": "cpu",
         "trace": os.path.basename(et_path),
-        "generator": generator_spec(a.model, a.batch),
+        "generator": generator_spec(a.model, a.batch) if a.model else None,
         "resident_start_bytes": resident_bytes,
         "peak_bytes": resident_bytes + max(0, sampler.peak - start_heap),
         "peak_at_op": sampler.peak_op,

@@ -133,8 +133,10 @@ TrainingSettings read_training_settings(const Params& params) {
   s.dtype = *dtype_from_string(params.get("dtype").as_choice({"fp32", "fp16", "bf16"}));
   const ConfigNode mixed = params.get("mixed_precision");
   s.mixed_precision = mixed.as_bool();
-  if (s.mixed_precision && s.dtype == DType::fp32)
-    mixed.fail("needs dtype fp16 or bf16, got fp32");
+  if (s.mixed_precision && s.dtype == DType::fp32) {
+    if (params.given("mixed_precision")) mixed.fail("needs dtype fp16 or bf16, got fp32");
+    s.mixed_precision = false;  // a model's default of true (hf) yields to dtype: fp32
+  }
   const std::string opt =
       params.get("optimizer").as_choice({"sgd", "momentum", "adam", "adamw"});
   s.optimizer = opt == "sgd"        ? Optimizer::sgd

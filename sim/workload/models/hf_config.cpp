@@ -1,6 +1,8 @@
 // `model: hf`: a Hugging Face config.json the user already has, turned into the same model
 // the native family builds (transformer.h). The training settings (batch, seq_len, dtype,
-// optimizer, ...) come from the workload beside `config`; the file gives the shapes.
+// optimizer, ...) come from the workload beside `config`; the file gives the shapes. Unlike
+// the native models (fp32, momentum: the papers' CNN training), they default to what a
+// fine-tuning run with Hugging Face's Trainer uses: bf16 mixed precision and AdamW.
 //
 // The JSON is read by the project's one reader (ConfigNode; JSON is YAML), so a bad field is
 // reported as "config.json:LINE:COL: key: expected ..., got ...". Read, per architecture:
@@ -256,7 +258,23 @@ std::vector<ParamSpec> hf_specs() {
        "1.0"},
       {"num_labels", "BERT without an LM head: outputs of the classifier on the pooler", "2"}};
   for (ParamSpec& spec : fused_kernel_specs(FusedFor::either)) specs.push_back(std::move(spec));
-  return with_training_params(std::move(specs));
+  specs = with_training_params(std::move(specs));
+  // Fine-tuning as Hugging Face's Trainer does it with `bf16=True`: autocast to bf16 over
+  // fp32 master weights, and its default optimizer, AdamW (adamw_torch). A key given in the
+  // workload wins.
+  for (ParamSpec& spec : specs) {
+    if (spec.name == "dtype") {
+      spec.default_value = "bf16";
+      spec.description += " (hf: bf16, as Trainer(bf16=True))";
+    } else if (spec.name == "mixed_precision") {
+      spec.default_value = "true";
+      spec.description += " (hf: true, as Trainer(bf16=True): fp32 master weights; false with dtype: fp32)";
+    } else if (spec.name == "optimizer") {
+      spec.default_value = "adamw";
+      spec.description += " (hf: adamw, Trainer's default optim adamw_torch)";
+    }
+  }
+  return specs;
 }
 
 }  // namespace
