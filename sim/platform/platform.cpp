@@ -516,4 +516,40 @@ std::optional<std::vector<std::string>> platform_override_path(const ConfigNode&
   return std::nullopt;
 }
 
+bool glob_matches(const std::string& glob, const std::string& name) {
+  // Greedy with backtracking to the last '*': linear in practice for names this short.
+  std::size_t g = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = n;
+    } else if (g < glob.size() && glob[g] == name[n]) {
+      ++g;
+      ++n;
+    } else if (star != std::string::npos) {
+      g = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
+
+std::vector<std::string> expand_device_glob(const std::string& key, const std::vector<std::string>& devices) {
+  const auto dot = key.find('.');
+  const std::string head = key.substr(0, dot);
+  if (head.find('*') == std::string::npos) return {key};
+  const std::string rest = dot == std::string::npos ? std::string() : key.substr(dot);
+  std::vector<std::string> out;
+  for (const auto& d : devices)
+    if (glob_matches(head, d)) out.push_back(d + rest);
+  return out;
+}
+
+std::vector<std::string> platform_document_devices(const ConfigNode& root) {
+  return root.is_map() ? keys_of(root.find("devices")) : std::vector<std::string>{};
+}
+
 }  // namespace memsim

@@ -211,13 +211,25 @@ std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const
 /// Reads and checks a platform. Throws InputError naming file, line, key.
 PlatformSpec load_platform(const ConfigNode& root);
 
-/// Turns a --set key for a platform ("gpu0.hbm.capacity", "gpu0.launch_overhead",
-/// "pcie0.bandwidth") into its path in the YAML document; nullopt if it names nothing.
 /// Why a --set KEY of the platform cannot apply, when it names a tier its device lacks
 /// ("no tier 'hbm9' on gpu0 (tiers: hbm)"); nullopt otherwise.
 std::optional<std::string> platform_override_problem(const ConfigNode& root, const std::string& key);
 
+/// Turns a --set key for a platform ("gpu0.hbm.capacity", "gpu0.launch_overhead",
+/// "pcie0.bandwidth") into its path in the YAML document; nullopt if it names nothing.
 std::optional<std::vector<std::string>> platform_override_path(const ConfigNode& root,
                                                                const std::string& key);
+
+/// Whether `name` matches `glob`, where '*' stands for any run of characters ("gpu*").
+bool glob_matches(const std::string& glob, const std::string& name);
+
+/// The keys a platform key stands for: where its first part is a glob over device names
+/// ("gpu*.hbm.capacity"), the key with that part replaced by each of `devices` it matches,
+/// in their order (empty when it matches none); otherwise the key itself. Only the first
+/// part is a glob: a '*' after it is a name ("host_overhead.per_op.*_backward").
+std::vector<std::string> expand_device_glob(const std::string& key, const std::vector<std::string>& devices);
+
+/// The device names of a platform document (its `devices:` map, one node's), in its order.
+std::vector<std::string> platform_document_devices(const ConfigNode& root);
 
 }  // namespace memsim

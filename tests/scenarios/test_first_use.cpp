@@ -1,0 +1,63 @@
+// What a new user tripped over (issue 30): a value set on every GPU at once, presets for the
+// machines people have, errors that say what to do next, and outputs that cannot mislead.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("memsim_first_use_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+// The capacity `memsim info` prints for each tier whose name starts with `prefix`.
+std::vector<std::string> capacities(const std::string& info, const std::string& prefix) {
+  std::vector<std::string> out;
+  const std::regex tier("tier +(" + prefix + "[^ ]*) +[a-z]+ +([0-9.]+ [KMGT]?i?B)");
+  for (auto it = std::sregex_iterator(info.begin(), info.end(), tier); it != std::sregex_iterator(); ++it)
+    out.push_back((*it)[1].str() + " " + (*it)[2].str());
+  return out;
+}
+
+TEST(FirstUse, AGlobOverDeviceNamesSetsTheKeyOnEveryDeviceItMatches) {
+  const CliResult r = run_memsim("info dgx-h100 --set 'gpu*.hbm.capacity=12GiB'");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto hbm = capacities(r.out, "gpu");
+  ASSERT_EQ(hbm.size(), 8u) << r.out;
+  for (std::size_t i = 0; i < hbm.size(); ++i) EXPECT_EQ(hbm[i], "gpu" + std::to_string(i) + ".hbm 12 GiB");
+  // The host is no GPU: its DRAM keeps its size.
+  EXPECT_EQ(capacities(r.out, "host.dram"), std::vector<std::string>{"host.dram 2 TiB"});
+  // A glob anywhere in the device's name; a '*' after the first part is a name, not a glob.
+  const CliResult seven = run_memsim("info dgx-h100 --set '*7.hbm.capacity=3GiB'");
+  ASSERT_EQ(seven.exit_code, 0) << seven.err;
+  const auto h = capacities(seven.out, "gpu");
+  ASSERT_EQ(h.size(), 8u);
+  EXPECT_EQ(h[6], "gpu6.hbm 80 GiB");
+  EXPECT_EQ(h[7], "gpu7.hbm 3 GiB");
+}
+
+TEST(FirstUse, AGlobMatchingNoDeviceIsALocatedError) {
+  const CliResult r = run_memsim("info dgx-h100 --set 'tpu*.hbm.capacity=12GiB'");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "--set tpu*.hbm.capacity=12GiB: 'tpu*' matches no device of platform "
+                   "configs/devices/dgx-h100.yaml (built in) (devices: gpu0, gpu1, gpu2, gpu3, gpu4, gpu5, "
+                   "gpu6, gpu7, host)\n");
+  // A glob that matches devices lacking the tier says which.
+  const CliResult tier = run_memsim("info dgx-h100 --set '*.hbm.capacity=12GiB'");
+  EXPECT_EQ(tier.exit_code, 1);
+  EXPECT_EQ(tier.err, "--set *.hbm.capacity=12GiB: no tier 'hbm' on host (tiers: dram, nvme)\n");
+}
+
+}  // namespace
