@@ -8,6 +8,7 @@
 #include <regex>
 
 #include <nlohmann/json.hpp>
+#include <yaml-cpp/yaml.h>
 
 #include "cli.h"
 
@@ -58,6 +59,23 @@ TEST(FirstUse, AGlobMatchingNoDeviceIsALocatedError) {
   const CliResult tier = run_memsim("info dgx-h100 --set '*.hbm.capacity=12GiB'");
   EXPECT_EQ(tier.exit_code, 1);
   EXPECT_EQ(tier.err, "--set *.hbm.capacity=12GiB: no tier 'hbm' on host (tiers: dram, nvme)\n");
+}
+
+TEST(FirstUse, TheA100_80GBNodePresetIsTheSuperPODsNode) {
+  // One node of 8 A100 80GB GPUs without 8 --set flags, and the same node the SuperPOD
+  // replicates: the two files must not drift apart.
+  const std::string root = std::string(MEMSIM_SOURCE_DIR) + "/configs/devices/";
+  const YAML::Node node = YAML::LoadFile(root + "dgx-a100-80gb.yaml");
+  const YAML::Node pod = YAML::LoadFile(root + "dgx-a100-superpod.yaml");
+  for (const char* key : {"devices", "switches", "links", "collectives"})
+    EXPECT_EQ(YAML::Dump(node[key]), YAML::Dump(pod[key])) << key;
+  EXPECT_FALSE(node["nodes"]);
+  EXPECT_FALSE(node["fabric"]);
+  const CliResult r = run_memsim("info dgx-a100-80gb");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto hbm = capacities(r.out, "gpu");
+  ASSERT_EQ(hbm.size(), 8u);
+  EXPECT_EQ(hbm[7], "gpu7.hbm 80 GiB");
 }
 
 }  // namespace
