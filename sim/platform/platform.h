@@ -188,6 +188,7 @@ struct PlatformSpec {
   CollectiveModel collectives;
   std::string source;  // the file it came from
   std::uint32_t nodes = 1;  // copies of the node description (multi-node platforms)
+  bool cluster = false;     // has a fabric: `--set nodes=N` makes more nodes
   std::vector<DeviceSpec> devices;
   std::vector<TierSpec> tiers;
   std::vector<LinkSpec> links;
@@ -207,6 +208,12 @@ struct PlatformSpec {
 /// `trace` take, NCCL's only where the step communicates; 0 elsewhere. The engine allocates
 /// them at the start and the planners plan without them.
 std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const Trace& trace);
+
+/// How to get `needed` compute devices where `platform` has too few, for an error that
+/// stops there: "; --set nodes=2 makes 16" on a cluster, else the built-in presets with
+/// enough ("; for 4: a preset with more (dgx-a100 8, ...) or a cluster preset with
+/// --set nodes=N (...)").
+std::string more_devices_hint(const PlatformSpec& platform, std::size_t needed);
 
 /// Reads and checks a platform. Throws InputError naming file, line, key.
 PlatformSpec load_platform(const ConfigNode& root);

@@ -90,9 +90,9 @@ void run(RunInputs&& in, RunResult& out) {
     if (in.workloads.size() != 1)
       throw InputError(at + "a data-parallel step (parallel.dp) runs alone: give one workload");
     if (compute.size() < layout.ranks)
-      throw InputError(fmt::format("{}{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s)",
+      throw InputError(fmt::format("{}{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s){}",
                                    at, in.workloads[0].name, layout.ranks, layout.summary, platform.name,
-                                   compute.size()));
+                                   compute.size(), more_devices_hint(platform, layout.ranks)));
     if (!in.slots.empty())
       throw InputError(fmt::format("{}{}: a data-parallel step takes the first {} compute devices; "
                                    "--devices does not apply to it",

@@ -78,4 +78,24 @@ TEST(FirstUse, TheA100_80GBNodePresetIsTheSuperPODsNode) {
   EXPECT_EQ(hbm[7], "gpu7.hbm 80 GiB");
 }
 
+TEST(FirstUse, TooFewDevicesSaysHowToGetMore) {
+  // One GPU, four ranks: the presets with enough devices, and the clusters that grow.
+  CliResult r = run_memsim("run a100-80gb mlp --set parallel.dp=4 --no-advice --out " + temp_dir("few"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "--set parallel.dp=4: parallel.dp: mlp: the step runs on 4 ranks (dp 4, zero 0), but platform "
+                   "a100-80gb has 1 compute device(s); for 4: a preset with more (box4-v100-shared-pcie 4, "
+                   "dgx-a100-80gb 8, dgx-a100 8, dgx-h100 8) or a cluster preset with --set nodes=N "
+                   "(dgx-a100-superpod, dgx-h100-superpod: up to 8 a node)\n");
+  // On a cluster: how many nodes it takes.
+  r = run_memsim("run dgx-h100-superpod mlp --set nodes=1 --set parallel.dp=17 --no-advice --out " + temp_dir("few"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("platform dgx-h100-superpod has 8 compute device(s); --set nodes=3 makes 24 (8 a node)\n"),
+            std::string::npos)
+      << r.err;
+  // `info --placement` says the same.
+  r = run_memsim("info a100-80gb mlp --set parallel.dp=4 --placement");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("has 1 compute device(s); for 4: a preset with more ("), std::string::npos) << r.err;
+}
+
 }  // namespace
