@@ -162,6 +162,9 @@ struct Summary {
   /// simulated for all of them (symmetric ranks, their traffic still on the links).
   std::uint32_t ranks = 1;
   bool symmetric = false;
+  /// With symmetric ranks that share their node's host (ZeRO-Offload): node 0's ranks, all
+  /// simulated, speak for every node's; else 1.
+  std::uint32_t node_ranks_simulated = 1;
   /// Per compute device slot, when the step communicates: the time it computed forward and
   /// backward ops (its compute streams' union), and when the last of those ended anywhere
   /// (a pipeline's flush, before the optimizer steps).

@@ -406,8 +406,12 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
                             format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
   if (s.ranks > 1)
     row("ranks", fmt::format("{} ranks{}", s.ranks,
-                             !s.symmetric        ? " (each simulated)"
-                             : s.pipeline.empty() ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
+                             !s.symmetric        ? std::string(" (each simulated)")
+                             : s.node_ranks_simulated > 1
+                                 ? fmt::format(" (symmetric: node 0's {} ranks simulated, sharing its host; the "
+                                               "other nodes' traffic on the links)",
+                                               s.node_ranks_simulated)
+                             : s.pipeline.empty() ? std::string(" (symmetric: rank 0 simulated, its peers' traffic on the links)")
                                                   : " (symmetric: each stage's first rank simulated, its peers' traffic "
                                                     "on the links)"));
   if (!s.pipeline.empty()) {
