@@ -270,10 +270,12 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
       tried[i].policy = candidates[i];
       if (!run.error.empty()) {
         tried[i].status = "error";
+        tried[i].error = run.error;
         continue;
       }
       const PointResult pr = store.get(run);
       tried[i].status = status_of(pr);
+      if (tried[i].status == "error") tried[i].error = pr.error.empty() ? "it failed with no message" : pr.error;
       tried[i].iteration_time_s = iteration_time(pr.summary);
       points[i] = point_of(run);
     }

@@ -71,6 +71,7 @@ struct OomAdvice {
   struct Tried {
     std::string policy, status;
     double iteration_time_s = 0;
+    std::string error;  // why, for status error (a policy the platform cannot run)
   };
   std::vector<Tried> tried;
   std::vector<std::string> notes;   // what was not tried, and why

@@ -53,7 +53,10 @@ ordered_json advice_json(const OomAdvice& a) {
   j["would_fit"] = fits;
   ordered_json tried = ordered_json::array();
   for (const auto& t : a.tried)
-    tried.push_back({{"policy", t.policy}, {"status", t.status}, {"iteration_time_s", t.iteration_time_s}});
+    tried.push_back({{"policy", t.policy},
+                     {"status", t.status},
+                     {"iteration_time_s", t.status == "ok" ? ordered_json(t.iteration_time_s) : ordered_json()},
+                     {"error", t.error.empty() ? ordered_json() : ordered_json(t.error)}});
   j["policies_tried"] = tried;
   j["notes"] = a.notes;
   return j;
@@ -120,6 +123,8 @@ std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oo
   if (!a.tried.empty())
     rows.emplace_back("", fmt::format("{} of {} other policies fit at this batch (summary.json: oom.advice)",
                                       fitting, a.tried.size()));
+  for (const auto& t : a.tried)
+    if (t.status == "error") rows.emplace_back("", fmt::format("could not run {}: {}", t.policy, t.error));
   for (const std::string& n : a.notes) rows.emplace_back("", n);
   return rows;
 }
