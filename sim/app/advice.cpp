@@ -39,7 +39,9 @@ std::uint64_t tier_peak(const nlohmann::json& summary, const std::string& tier) 
 std::string status_of(const PointResult& r) { return r.status.empty() ? "error" : r.status; }
 
 double iteration_time(const nlohmann::json& summary) {
-  return summary.is_object() ? summary.value("iteration_time_s", 0.0) : 0.0;
+  return summary.is_object() && summary.contains("iteration_time_s") && summary["iteration_time_s"].is_number()
+             ? summary["iteration_time_s"].get<double>()
+             : 0.0;
 }
 
 constexpr const char* kRoomyOrigin = "the advice's run with enough memory";

@@ -187,7 +187,10 @@ std::string summary_json(const Summary& s) {
   j["platform"] = s.platform;
   j["policy"] = s.policy;
   j["inputs"] = {{"workload", s.workload_source}, {"platform", s.platform_source}};
-  j["iteration_time_s"] = s.iteration_time_s;
+  // An OOM's partial iteration is no step time (easy to plot by mistake): null, and when it
+  // stopped apart.
+  j["iteration_time_s"] = s.status == "oom" ? ordered_json() : ordered_json(s.iteration_time_s);
+  if (s.status == "oom") j["stopped_at_s"] = s.iteration_time_s;
   j["compute_time_s"] = s.compute_time_s;
   j["stall_time_s"] = s.stall_time_s;
   j["recompute_time_s"] = s.recompute_time_s;
