@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include <yaml-cpp/yaml.h>
@@ -125,6 +126,26 @@ TEST(FirstUse, OffloadOnTwoNodesUsesEachNodesHostAndSymmetricAgreesWithPerRank) 
     const double a = sym["iteration_time_s"].get<double>(), b = each["iteration_time_s"].get<double>();
     EXPECT_NEAR(a, b, (policy == "zero-offload" ? 1e-9 : 0.02) * b) << policy;
   }
+}
+
+// README's sample of the OOM advice is what memsim prints for the V100 above, every line of
+// it (the policies it could not run and did not try included).
+TEST(FirstUse, ReadmeOomAdviceSampleIsWhatMemsimPrints) {
+  const std::string readme = slurp(std::string(MEMSIM_SOURCE_DIR) + "/README.md");
+  const auto at = readme.find("\n    needs       ");
+  ASSERT_NE(at, std::string::npos);
+  std::string sample;
+  std::istringstream lines(readme.substr(at + 1));
+  for (std::string line; std::getline(lines, line) && line.starts_with("    ");) sample += line.substr(4) + "\n";
+  const std::string out = temp_dir("readme_oom");
+  const CliResult r = run_memsim("run v100-16gb resnet50 --set workload.batch=256 --out " + out + "/out");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string printed = r.out;
+  for (std::size_t p; (p = printed.find(out + "/")) != std::string::npos;) printed.erase(p, out.size() + 1);
+  const auto begin = printed.find("needs       "), end = printed.find("\niteration ");
+  ASSERT_NE(begin, std::string::npos);
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_EQ(sample, printed.substr(begin, end + 1 - begin)) << "update README.md's sample OOM advice";
 }
 
 }  // namespace
