@@ -25,7 +25,8 @@ def compare_values(run_dirs, tier=None):
     for d, s in zip(run_dirs, summaries):
         t = ms.compute_tier(s, tier)
         tinfo = s["tiers"][t]
-        it = s.get("iteration_time_s", 0.0)
+        it = s.get("iteration_time_s")  # None for an OOM: no step time
+        it = float("nan") if it is None else it
         moved_tiers = {k: v for k, v in s["tiers"].items() if v.get("role") != "compute"}
         rows.append({
             "run": str(d),
@@ -62,8 +63,8 @@ def compare_table(values):
         "platform": values["platform"],
         "policy": values["policy"],
         "status": values["status"],
-        "iteration": values["iteration_time_s"].map(t),
-        "slowdown vs first": values["slowdown"].map(lambda x: f"{x:.3f}x"),
+        "iteration": values["iteration_time_s"].map(lambda x: "-" if x != x else t(x)),  # NaN: an OOM
+        "slowdown vs first": values["slowdown"].map(lambda x: "-" if x != x else f"{x:.3f}x"),
         "compute": values["compute_time_s"].map(t),
         "stall": values["stall_time_s"].map(t),
         "recompute": values["recompute_time_s"].map(t),

@@ -45,7 +45,8 @@ def memory_frame(run_dir, tier=None, window=None, max_points=MAX_POINTS):
     summary = ms.read_summary(run_dir)
     tier = ms.compute_tier(summary, tier)
     df = read_memory(run_dir, tier)
-    end_s = float(summary.get("iteration_time_s", 0.0))
+    # An OOM has no step time (null): its curve ends where it stopped.
+    end_s = float(summary.get("iteration_time_s") or summary.get("stopped_at_s") or 0.0)
     cats = [f"{c}_bytes" for c in ms.CATEGORIES if f"{c}_bytes" in df and df[f"{c}_bytes"].any()]
     df = df[["time_s"] + cats + ["allocated_bytes", "reserved_bytes"]].copy()
     if len(df) and end_s > df["time_s"].iloc[-1]:

@@ -39,7 +39,9 @@ std::uint64_t tier_peak(const nlohmann::json& summary, const std::string& tier) 
 std::string status_of(const PointResult& r) { return r.status.empty() ? "error" : r.status; }
 
 double iteration_time(const nlohmann::json& summary) {
-  return summary.is_object() ? summary.value("iteration_time_s", 0.0) : 0.0;
+  return summary.is_object() && summary.contains("iteration_time_s") && summary["iteration_time_s"].is_number()
+             ? summary["iteration_time_s"].get<double>()
+             : 0.0;
 }
 
 constexpr const char* kRoomyOrigin = "the advice's run with enough memory";
@@ -270,10 +272,12 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
       tried[i].policy = candidates[i];
       if (!run.error.empty()) {
         tried[i].status = "error";
+        tried[i].error = run.error;
         continue;
       }
       const PointResult pr = store.get(run);
       tried[i].status = status_of(pr);
+      if (tried[i].status == "error") tried[i].error = pr.error.empty() ? "it failed with no message" : pr.error;
       tried[i].iteration_time_s = iteration_time(pr.summary);
       points[i] = point_of(run);
     }

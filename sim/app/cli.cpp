@@ -377,8 +377,9 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
   const auto compute = p.compute_devices();
   const std::uint32_t ranks = std::max<std::uint32_t>(1, l.ranks);
   if (compute.size() < ranks)
-    throw InputError(fmt::format("{}{}: the step runs on {} ranks, but platform {} has {} compute device(s)",
-                                 l.origin.empty() ? "" : l.origin + ": ", t.name, ranks, p.name, compute.size()));
+    throw InputError(fmt::format("{}{}: the step runs on {} ranks, but platform {} has {} compute device(s){}",
+                                 l.origin.empty() ? "" : l.origin + ": ", t.name, ranks, p.name, compute.size(),
+                                 more_devices_hint(p, ranks)));
   const std::uint32_t tp = std::max<std::uint32_t>(1, l.tp), stages = std::max<std::uint32_t>(1, l.stages);
   const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * stages));
   const Mesh mesh = Mesh::megatron(tp, dp, l.dp == dp ? l.ep : 1, stages);

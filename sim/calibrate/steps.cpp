@@ -183,19 +183,14 @@ FitParam parse_fit_param(const std::string& spec, const PlatformSpec& platform) 
     for (std::string name; std::getline(names, name, ',');)
       if (!name.empty()) keys.push_back(p.key.substr(0, brace) + name);
   }
+  std::vector<std::string> compute;
+  for (std::size_t d : platform.compute_devices()) compute.push_back(platform.devices[d].name);
   for (const auto& key : keys) {
-    const auto dot = key.find('.');
-    const std::string head = key.substr(0, dot);
-    if (!head.empty() && head.back() == '*' && dot != std::string::npos) {
-      const std::string prefix = head.substr(0, head.size() - 1);
-      const std::size_t before = p.keys.size();
-      for (std::size_t d : platform.compute_devices())
-        if (platform.devices[d].name.rfind(prefix, 0) == 0) p.keys.push_back(platform.devices[d].name + key.substr(dot));
-      if (p.keys.size() == before)
-        throw UsageError(fmt::format("--fit {}: no compute device of platform '{}' is named {}...", p.key, platform.name, prefix));
-    } else {
-      p.keys.push_back(key);
-    }
+    const auto expanded = expand_device_glob(key, compute);
+    if (expanded.empty())
+      throw UsageError(fmt::format("--fit {}: no compute device of platform '{}' matches {}", p.key, platform.name,
+                                   key.substr(0, key.find('.'))));
+    p.keys.insert(p.keys.end(), expanded.begin(), expanded.end());
   }
   return p;
 }

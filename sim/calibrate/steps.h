@@ -34,8 +34,8 @@ struct StepRow {
 std::vector<StepRow> read_step_rows(const std::string& path);
 
 /// A parameter to fit, from "KEY=LO:HI" ("gpu*.host_overhead.per_op.default=10us:200us"):
-/// a KEY whose first part ends in '*' names that key of every compute device whose name
-/// starts with the rest ("gpu*": gpu0 ... gpu7), and a last part "{a,b}" each of a and b
+/// a KEY whose first part is a glob names that key of every compute device it matches
+/// ("gpu*": gpu0 ... gpu7; expand_device_glob, as --set does), and a last part "{a,b}" each of a and b
 /// (gpu*.host_overhead.per_op.{send,recv}). LO and HI share a unit suffix, kept for the
 /// value written.
 struct FitParam {

@@ -78,14 +78,22 @@ ConfigNode platform_document_arg(const std::string& arg, const std::vector<Overr
   ConfigNode root = open_input(arg, "configs/devices");
   for (const auto& o : overrides) {
     if (o.target != "platform") continue;
-    if (auto why = platform_override_problem(root, o.key)) throw InputError(fmt::format("{}: {}", o.origin, *why));
-    auto path = platform_override_path(root, o.key);
-    if (!path)
-      throw InputError(fmt::format(
-          "{}: '{}' names nothing in platform {} (use DEVICE.TIER.KEY like gpu0.hbm.capacity, "
-          "DEVICE.KEY, or LINK.KEY)",
-          o.origin, o.key, root.file()));
-    root.override_value(*path, o.value, o.origin);
+    // "gpu*.hbm.capacity": the key at every device the glob matches.
+    const auto devices = platform_document_devices(root);
+    const auto keys = expand_device_glob(o.key, devices);
+    if (keys.empty())
+      throw InputError(fmt::format("{}: '{}' matches no device of platform {} (devices: {})", o.origin,
+                                   o.key.substr(0, o.key.find('.')), root.file(), join(devices)));
+    for (const auto& key : keys) {
+      if (auto why = platform_override_problem(root, key)) throw InputError(fmt::format("{}: {}", o.origin, *why));
+      auto path = platform_override_path(root, key);
+      if (!path)
+        throw InputError(fmt::format(
+            "{}: '{}' names nothing in platform {} (use DEVICE.TIER.KEY like gpu0.hbm.capacity, "
+            "gpu*.hbm.capacity for every GPU, DEVICE.KEY, or LINK.KEY)",
+            o.origin, key, root.file()));
+      root.override_value(*path, o.value, o.origin);
+    }
   }
   return root;
 }

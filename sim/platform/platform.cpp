@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/presets.h"
 #include "sim/memory/allocator.h"
 #include "sim/platform/bounds.h"
 #include "sim/workload/op_kinds.h"
@@ -344,6 +345,7 @@ PlatformSpec load_platform(const ConfigNode& root) {
   const std::optional<ConfigNode> nodes = root.find("nodes");
   if (nodes) p.nodes = static_cast<std::uint32_t>(nodes->as_int_in(1, 65536));
   std::optional<ConfigNode> fabric = root.find("fabric");
+  p.cluster = fabric.has_value();
   if (fabric) {
     fabric->allow_only({"switches", "links"});
     if (p.nodes == 1 && !nodes) fabric->fail("a fabric joins nodes: give 'nodes: N' too");
@@ -514,6 +516,82 @@ std::optional<std::vector<std::string>> platform_override_path(const ConfigNode&
   }
   if ((parts[0] == "devices" || parts[0] == "links") && parts.size() >= 2) return parts;
   return std::nullopt;
+}
+
+bool glob_matches(const std::string& glob, const std::string& name) {
+  // Greedy with backtracking to the last '*': linear in practice for names this short.
+  std::size_t g = 0, n = 0, star = std::string::npos, resume = 0;
+  while (n < name.size()) {
+    if (g < glob.size() && glob[g] == '*') {
+      star = g++;
+      resume = n;
+    } else if (g < glob.size() && glob[g] == name[n]) {
+      ++g;
+      ++n;
+    } else if (star != std::string::npos) {
+      g = star + 1;
+      n = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (g < glob.size() && glob[g] == '*') ++g;
+  return g == glob.size();
+}
+
+std::vector<std::string> expand_device_glob(const std::string& key, const std::vector<std::string>& devices) {
+  const auto dot = key.find('.');
+  const std::string head = key.substr(0, dot);
+  if (head.find('*') == std::string::npos) return {key};
+  const std::string rest = dot == std::string::npos ? std::string() : key.substr(dot);
+  std::vector<std::string> out;
+  for (const auto& d : devices)
+    if (glob_matches(head, d)) out.push_back(d + rest);
+  return out;
+}
+
+std::vector<std::string> platform_document_devices(const ConfigNode& root) {
+  return root.is_map() ? keys_of(root.find("devices")) : std::vector<std::string>{};
+}
+
+std::string more_devices_hint(const PlatformSpec& platform, std::size_t needed) {
+  const std::size_t have = platform.compute_devices().size();
+  if (platform.cluster) {
+    const std::size_t per_node = std::max<std::size_t>(1, have / std::max<std::uint32_t>(1, platform.nodes));
+    const std::size_t nodes = (needed + per_node - 1) / per_node;
+    return fmt::format("; --set nodes={} makes {} ({} a node)", nodes, nodes * per_node, per_node);
+  }
+  // The presets with enough, from their files (an error path: loading them all is cheap).
+  std::vector<std::string> machines, clusters;
+  std::size_t per_cluster_node = 0;
+  for (const std::string& name : preset_names("configs/devices")) {
+    if (name == platform.name) continue;
+    try {
+      const Preset* preset = find_preset("configs/devices", name);
+      const PlatformSpec other = load_platform(ConfigNode::parse_text(preset->text, preset->path));
+      const std::size_t n = other.compute_devices().size();
+      if (other.cluster) {
+        clusters.push_back(name);
+        per_cluster_node = std::max<std::size_t>(per_cluster_node, n / other.nodes);
+      } else if (n >= needed) {
+        machines.push_back(fmt::format("{} {}", name, n));
+      }
+    } catch (const InputError&) {
+      // A preset that does not load is reported where it is used, not here.
+    }
+  }
+  std::string out = fmt::format("; for {}: ", needed);
+  auto list = [](const std::vector<std::string>& xs) {
+    std::string text;
+    for (const auto& x : xs) text += (text.empty() ? "" : ", ") + x;
+    return text;
+  };
+  if (!machines.empty()) out += fmt::format("a preset with more ({})", list(machines));
+  if (!clusters.empty())
+    out += fmt::format("{}a cluster preset with --set nodes=N ({}: up to {} a node)", machines.empty() ? "" : " or ",
+                       list(clusters), per_cluster_node);
+  if (machines.empty() && clusters.empty()) out += "a platform with more compute devices";
+  return out;
 }
 
 }  // namespace memsim

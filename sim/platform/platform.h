@@ -188,6 +188,7 @@ struct PlatformSpec {
   CollectiveModel collectives;
   std::string source;  // the file it came from
   std::uint32_t nodes = 1;  // copies of the node description (multi-node platforms)
+  bool cluster = false;     // has a fabric: `--set nodes=N` makes more nodes
   std::vector<DeviceSpec> devices;
   std::vector<TierSpec> tiers;
   std::vector<LinkSpec> links;
@@ -208,16 +209,34 @@ struct PlatformSpec {
 /// them at the start and the planners plan without them.
 std::vector<std::uint64_t> reserved_per_tier(const PlatformSpec& platform, const Trace& trace);
 
+/// How to get `needed` compute devices where `platform` has too few, for an error that
+/// stops there: "; --set nodes=2 makes 16" on a cluster, else the built-in presets with
+/// enough ("; for 4: a preset with more (dgx-a100 8, ...) or a cluster preset with
+/// --set nodes=N (...)").
+std::string more_devices_hint(const PlatformSpec& platform, std::size_t needed);
+
 /// Reads and checks a platform. Throws InputError naming file, line, key.
 PlatformSpec load_platform(const ConfigNode& root);
 
-/// Turns a --set key for a platform ("gpu0.hbm.capacity", "gpu0.launch_overhead",
-/// "pcie0.bandwidth") into its path in the YAML document; nullopt if it names nothing.
 /// Why a --set KEY of the platform cannot apply, when it names a tier its device lacks
 /// ("no tier 'hbm9' on gpu0 (tiers: hbm)"); nullopt otherwise.
 std::optional<std::string> platform_override_problem(const ConfigNode& root, const std::string& key);
 
+/// Turns a --set key for a platform ("gpu0.hbm.capacity", "gpu0.launch_overhead",
+/// "pcie0.bandwidth") into its path in the YAML document; nullopt if it names nothing.
 std::optional<std::vector<std::string>> platform_override_path(const ConfigNode& root,
                                                                const std::string& key);
+
+/// Whether `name` matches `glob`, where '*' stands for any run of characters ("gpu*").
+bool glob_matches(const std::string& glob, const std::string& name);
+
+/// The keys a platform key stands for: where its first part is a glob over device names
+/// ("gpu*.hbm.capacity"), the key with that part replaced by each of `devices` it matches,
+/// in their order (empty when it matches none); otherwise the key itself. Only the first
+/// part is a glob: a '*' after it is a name ("host_overhead.per_op.*_backward").
+std::vector<std::string> expand_device_glob(const std::string& key, const std::vector<std::string>& devices);
+
+/// The device names of a platform document (its `devices:` map, one node's), in its order.
+std::vector<std::string> platform_document_devices(const ConfigNode& root);
 
 }  // namespace memsim

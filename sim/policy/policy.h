@@ -170,6 +170,10 @@ class Policy {
   /// The compute-tier cap this policy runs under, if it takes `policy.budget`. run()
   /// resolves it into PlanningContext::tier_caps.
   virtual std::optional<Budget> budget() const { return std::nullopt; }
+  /// Whether the policy moves work to the host of each rank's node, which the node's ranks
+  /// share (ZeRO-Offload's optimizer step, its host memory): a run of symmetric ranks then
+  /// simulates one node's ranks, not one rank with a host to itself.
+  virtual bool shares_node_host() const { return false; }
 };
 
 struct PolicyInfo {

@@ -71,6 +71,7 @@ struct OomAdvice {
   struct Tried {
     std::string policy, status;
     double iteration_time_s = 0;
+    std::string error;  // why, for status error (a policy the platform cannot run)
   };
   std::vector<Tried> tried;
   std::vector<std::string> notes;   // what was not tried, and why
@@ -162,6 +163,9 @@ struct Summary {
   /// simulated for all of them (symmetric ranks, their traffic still on the links).
   std::uint32_t ranks = 1;
   bool symmetric = false;
+  /// With symmetric ranks that share their node's host (ZeRO-Offload): node 0's ranks, all
+  /// simulated, speak for every node's; else 1.
+  std::uint32_t node_ranks_simulated = 1;
   /// Per compute device slot, when the step communicates: the time it computed forward and
   /// backward ops (its compute streams' union), and when the last of those ended anywhere
   /// (a pipeline's flush, before the optimizer steps).

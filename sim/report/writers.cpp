@@ -53,7 +53,10 @@ ordered_json advice_json(const OomAdvice& a) {
   j["would_fit"] = fits;
   ordered_json tried = ordered_json::array();
   for (const auto& t : a.tried)
-    tried.push_back({{"policy", t.policy}, {"status", t.status}, {"iteration_time_s", t.iteration_time_s}});
+    tried.push_back({{"policy", t.policy},
+                     {"status", t.status},
+                     {"iteration_time_s", t.status == "ok" ? ordered_json(t.iteration_time_s) : ordered_json()},
+                     {"error", t.error.empty() ? ordered_json() : ordered_json(t.error)}});
   j["policies_tried"] = tried;
   j["notes"] = a.notes;
   return j;
@@ -120,6 +123,8 @@ std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oo
   if (!a.tried.empty())
     rows.emplace_back("", fmt::format("{} of {} other policies fit at this batch (summary.json: oom.advice)",
                                       fitting, a.tried.size()));
+  for (const auto& t : a.tried)
+    if (t.status == "error") rows.emplace_back("", fmt::format("could not run {}: {}", t.policy, t.error));
   for (const std::string& n : a.notes) rows.emplace_back("", n);
   return rows;
 }
@@ -182,7 +187,10 @@ std::string summary_json(const Summary& s) {
   j["platform"] = s.platform;
   j["policy"] = s.policy;
   j["inputs"] = {{"workload", s.workload_source}, {"platform", s.platform_source}};
-  j["iteration_time_s"] = s.iteration_time_s;
+  // An OOM's partial iteration is no step time (easy to plot by mistake): null, and when it
+  // stopped apart.
+  j["iteration_time_s"] = s.status == "oom" ? ordered_json() : ordered_json(s.iteration_time_s);
+  if (s.status == "oom") j["stopped_at_s"] = s.iteration_time_s;
   j["compute_time_s"] = s.compute_time_s;
   j["stall_time_s"] = s.stall_time_s;
   j["recompute_time_s"] = s.recompute_time_s;
@@ -406,8 +414,12 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
                             format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));
   if (s.ranks > 1)
     row("ranks", fmt::format("{} ranks{}", s.ranks,
-                             !s.symmetric        ? " (each simulated)"
-                             : s.pipeline.empty() ? " (symmetric: rank 0 simulated, its peers' traffic on the links)"
+                             !s.symmetric        ? std::string(" (each simulated)")
+                             : s.node_ranks_simulated > 1
+                                 ? fmt::format(" (symmetric: node 0's {} ranks simulated, sharing its host; the "
+                                               "other nodes' traffic on the links)",
+                                               s.node_ranks_simulated)
+                             : s.pipeline.empty() ? std::string(" (symmetric: rank 0 simulated, its peers' traffic on the links)")
                                                   : " (symmetric: each stage's first rank simulated, its peers' traffic "
                                                     "on the links)"));
   if (!s.pipeline.empty()) {

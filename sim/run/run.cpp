@@ -92,9 +92,9 @@ void run(RunInputs&& in, RunResult& out) {
     if (in.workloads.size() != 1)
       throw InputError(at + "a data-parallel step (parallel.dp) runs alone: give one workload");
     if (compute.size() < layout.ranks)
-      throw InputError(fmt::format("{}{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s)",
+      throw InputError(fmt::format("{}{}: the step runs on {} ranks ({}), but platform {} has {} compute device(s){}",
                                    at, in.workloads[0].name, layout.ranks, layout.summary, platform.name,
-                                   compute.size()));
+                                   compute.size(), more_devices_hint(platform, layout.ranks)));
     if (!in.slots.empty())
       throw InputError(fmt::format("{}{}: a data-parallel step takes the first {} compute devices; "
                                    "--devices does not apply to it",
@@ -104,7 +104,13 @@ void run(RunInputs&& in, RunResult& out) {
       slots = layout.simulated;  // placed already (a pipeline's stages)
     else
       for (std::uint32_t k = 0; k < (layout.symmetric ? 1 : layout.ranks); ++k) slots.push_back(k);
+    // Ranks that share their node's host (ZeRO-Offload): rank 0 alone would have host0's
+    // CPU, memory and PCIe uplinks to itself. Node 0's ranks speak for every node's.
+    if (layout.symmetric && layout.simulated.empty() && policy.shares_node_host())
+      for (std::uint32_t k = 1; k < layout.ranks && platform.devices[compute[k]].node == platform.devices[compute[0]].node; ++k)
+        slots.push_back(k);
   }
+  const std::uint32_t node_speakers = layout.simulated.empty() && layout.symmetric ? static_cast<std::uint32_t>(slots.size()) : 1;
   if (slots.empty())
     for (std::uint32_t k = 0; k < compute.size(); ++k) slots.push_back(k);
   std::vector<std::string> names;
@@ -193,6 +199,7 @@ void run(RunInputs&& in, RunResult& out) {
   if (layout.ranks > 1) {
     out.summary.ranks = layout.ranks;
     out.summary.symmetric = layout.symmetric;
+    if (layout.symmetric) out.summary.node_ranks_simulated = node_speakers;
     if (layout.stages > 1) {
       out.summary.pipeline_schedule = layout.schedule;
       out.summary.micro_batches = layout.micro_batches;
@@ -211,7 +218,7 @@ void run(RunInputs&& in, RunResult& out) {
       // A simulated rank speaks for its peers (rank 0 for all of them, or a pipeline
       // stage's first rank for the stage's): their compute tiers held what its held.
       for (std::uint32_t r = 0; r < layout.ranks; ++r) {
-        const std::uint32_t speaker = placed ? layout.speaker[r] : 0;
+        const std::uint32_t speaker = placed ? layout.speaker[r] : r % node_speakers;
         if (speaker == r) continue;
         const std::size_t t0 = *platform.devices[compute[speaker]].compute_tier;
         const std::size_t t = *platform.devices[compute[r]].compute_tier;
@@ -219,6 +226,23 @@ void run(RunInputs&& in, RunResult& out) {
           out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
           out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
           out.peak_copies.emplace_back(t, t0);
+        }
+      }
+      // Node 0's host speaks for every node's, whose ranks offload there alike.
+      if (node_speakers > 1) {
+        const std::uint32_t node0 = platform.devices[compute[0]].node;
+        std::optional<std::size_t> host0;
+        for (std::size_t d = 0; d < platform.devices.size() && !host0; ++d)
+          if (!platform.devices[d].compute_tier && platform.devices[d].node == node0) host0 = d;
+        for (std::size_t d = 0; host0 && d < platform.devices.size(); ++d) {
+          const DeviceSpec& h = platform.devices[d];
+          if (h.compute_tier || d == *host0 || h.tiers.size() != platform.devices[*host0].tiers.size()) continue;
+          for (std::size_t i = 0; i < h.tiers.size(); ++i) {
+            const std::size_t t = h.tiers[i], t0 = platform.devices[*host0].tiers[i];
+            if (t >= out.summary.tiers.size() || t0 >= out.summary.tiers.size()) continue;
+            out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
+            out.peak_copies.emplace_back(t, t0);
+          }
         }
       }
     }

@@ -139,7 +139,7 @@ FitResult run_fit(const RunRequest& base, const FitOptions& options, Resolver& r
       PointResult pr = store.get(run);
       p.status = pr.status == "interrupted" ? "error" : pr.status;
       p.error = pr.status == "interrupted" ? "interrupted" : pr.error;
-      if (pr.summary.contains("iteration_time_s"))
+      if (pr.summary.contains("iteration_time_s") && pr.summary["iteration_time_s"].is_number())
         p.iteration_time_s = pr.summary["iteration_time_s"].get<double>();
       if (!run.compute_tiers.empty() && pr.summary.contains("tiers") &&
           pr.summary["tiers"].contains(run.compute_tiers.front()))

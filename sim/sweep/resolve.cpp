@@ -98,8 +98,11 @@ std::string Resolver::device_text(const RunRequest& r) {
     if (o.target != "platform") continue;
     try {
       if (!root) root = ConfigNode::parse_text(raw, r.device);
-      if (auto path = platform_override_path(*root, o.key)) {
-        edits.emplace_back(*path, o.value);
+      std::vector<std::vector<std::string>> paths;
+      for (const auto& key : expand_device_glob(o.key, platform_document_devices(*root)))
+        if (auto path = platform_override_path(*root, key)) paths.push_back(std::move(*path));
+      if (!paths.empty()) {
+        for (auto& path : paths) edits.emplace_back(std::move(path), o.value);
         continue;
       }
     } catch (const InputError&) {

@@ -212,7 +212,8 @@ struct Loader {
     bool any = false;
     if (axis.target.target == "platform") {
       for (std::size_t d = 0; d < spec.devices.size(); ++d) {
-        if (!platform_override_path(device_docs[d], k)) continue;
+        const auto keys = expand_device_glob(k, platform_document_devices(device_docs[d]));
+        if (keys.empty() || !platform_override_path(device_docs[d], keys.front())) continue;
         // The path exists; a last key the platform does not know is caught by loading it.
         Override o = axis.target;
         o.value = axis.values[0];

@@ -48,6 +48,13 @@ def test_oom_names_what_it_needs_and_what_fits(tmp_path):
     assert policy["slowdown"] == policy["iteration_time_s"] / advice["needs_iteration_time_s"]
     ok = [t for t in advice["policies_tried"] if t["status"] == "ok"]
     assert policy["iteration_time_s"] == min(t["iteration_time_s"] for t in ok)
+    # A policy the platform cannot run says why (v100-16gb's host has no NVMe), in
+    # summary.json and on the terminal, and has no time.
+    errors = {t["policy"]: t for t in advice["policies_tried"] if t["status"] == "error"}
+    assert "has no NVMe tier" in errors["zero-infinity"]["error"]
+    assert errors["zero-infinity"]["iteration_time_s"] is None
+    assert all(t["iteration_time_s"] is None for t in advice["policies_tried"] if t["status"] != "ok")
+    assert "could not run zero-infinity: " in r.stdout
     # The terminal says it in the same words.
     assert "\nneeds       " in r.stdout and "\nwould fit   batch " in r.stdout
     assert f"policy {policy['policy']} at batch 256: " in r.stdout

@@ -101,3 +101,23 @@ def test_a_staging_folder_of_a_killed_run_is_removed_by_the_next(tmp_path):
     memsim("run", "a100-40gb", "mlp", "--outputs", "summary", "--out", out)
     assert not stale.exists()
     assert sorted(os.listdir(out)) == ["summary.json"]
+
+
+def test_an_oom_has_no_step_time_in_json_or_results_csv(tmp_path):
+    """A partial iteration up to the OOM is no step time: --json and summary.json give null
+    (and when it stopped apart), results.csv an empty cell."""
+    import csv
+    import json
+    r = memsim("run", "v100-16gb", "resnet50", "--set", "workload.batch=256", "--json", "--no-advice",
+               "--outputs", "summary", "--out", tmp_path / "run")
+    s = json.loads(r.stdout)
+    assert s["status"] == "oom"
+    assert s["iteration_time_s"] is None and s["stopped_at_s"] > 0
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["iteration_time_s"] is None
+    sweep = tmp_path / "oom.yaml"
+    sweep.write_text("devices: [v100-16gb]\nworkloads: [resnet50]\npolicies: [none]\n"
+                     "set:\n  workload.batch: [8, 256]\n")
+    memsim("sweep", sweep, "-j", "2", "--out", tmp_path / "sweep")
+    rows = {row["workload.batch"]: row for row in csv.DictReader(open(tmp_path / "sweep" / "results.csv"))}
+    assert rows["8"]["status"] == "ok" and float(rows["8"]["iteration_time_s"]) > 0
+    assert rows["256"]["status"] == "oom" and rows["256"]["iteration_time_s"] == ""

@@ -56,7 +56,7 @@ TEST(HostileCombinations, ZeroOffloadWithShardedOptimizerStateIsALocatedError) {
     CliResult r = run_memsim(std::string("run dgx-h100 mlp --set parallel.dp=2 --set parallel.zero=") + zero +
                              " --policy zero-offload --no-advice --out " + out);
     EXPECT_EQ(r.exit_code, 1) << r.err;
-    EXPECT_EQ(r.err, "mlp: zero-offload with the weights all-gathered after the optimizer step ('bucket0.all_gather', "
+    EXPECT_EQ(r.err, "mlp: zero-offload with the weights all-gathered after the optimizer step ('gpu0:bucket0.all_gather', "
                      "parallel.zero 1 or 2) is not modelled; use parallel.zero 0 or 3\n");
   }
   CliResult r = run_memsim("run dgx-h100 mlp --set parallel.dp=2 --set parallel.zero=3 --policy zero-offload "

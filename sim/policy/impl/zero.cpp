@@ -52,6 +52,32 @@ std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
                                policy, platform.name));
 }
 
+/// Per op device (index into op_devices): the host that runs its optimizer steps. A host
+/// named runs every device's; otherwise (auto) each device's own node's host (on a cluster
+/// every node has its own CPUs and memory), else the first host. A host maps to itself.
+std::vector<std::uint32_t> hosts_of(const PlatformSpec& platform, const std::string& name,
+                                    const std::string& policy) {
+  const std::uint32_t first = host_slot(platform, name, policy);
+  const auto devices = platform.op_devices();
+  std::vector<std::uint32_t> out(devices.size(), first);
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    const DeviceSpec& d = platform.devices[devices[i]];
+    if (!d.compute_tier) {
+      out[i] = static_cast<std::uint32_t>(i);
+      continue;
+    }
+    if (!name.empty()) continue;
+    for (std::size_t h = 0; h < devices.size(); ++h) {
+      const DeviceSpec& c = platform.devices[devices[h]];
+      if (!c.compute_tier && c.node == d.node) {
+        out[i] = static_cast<std::uint32_t>(h);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 // Which optimizer ops run on the host. The host's stream runs beside the accelerators' with no
 // order between them but the data's: an op waits for what it reads to be made and for the
 // in-place updates issued before it. A step moved there must therefore (1) be the last to
@@ -134,7 +160,7 @@ class ZeroPolicy final : public Policy {
         params_(params) {}
 
   std::optional<Rewritten> rewrite(const Trace& trace, const PlatformSpec& platform) const override {
-    const std::uint32_t host = host_slot(platform, host_, name());
+    const std::vector<std::uint32_t> host_of = hosts_of(platform, host_, name());
     // ZeRO-1 and 2 all-gather the updated weights after the steps, on the accelerators: a
     // step moved to the host would write a fresh copy of its weight while the gather still
     // updates the old one, which then dies before the next forward reads it.
@@ -153,7 +179,7 @@ class ZeroPolicy final : public Policy {
           for (BufferId b : *list) device_use[b] = 1;
     for (Op& op : t.ops) {
       if (!to_host[op.id]) continue;
-      op.device = host;
+      op.device = host_of.at(op.device);
       op.stream = 0;
       bool has_master = false;
       for (BufferId b : op.updates)
@@ -179,6 +205,9 @@ class ZeroPolicy final : public Policy {
     return Rewritten{std::move(t), {}, {}};
   }
 
+  // Each node's ranks share their node's host (CPUs, DRAM, NVMe).
+  bool shares_node_host() const override { return true; }
+
   PlanResult plan(const PlanningContext& ctx) const override {
     return {plan_steps(ctx.trace, ctx.liveness, ctx.platform), label(), {}, {},
             std::make_shared<Hooks>(*this)};
@@ -186,13 +215,18 @@ class ZeroPolicy final : public Policy {
 
  private:
   Plan plan_steps(const Trace& trace, const Liveness& liveness, const PlatformSpec& platform) const {
-    const std::uint32_t host = host_slot(platform, host_, name());
+    const std::vector<std::uint32_t> host_of = hosts_of(platform, host_, name());
     const auto devices = platform.op_devices();
     auto tier_of = [&](std::uint32_t slot) {
       return static_cast<std::uint32_t>(*platform.devices[devices[slot]].operand_tier());
     };
-    const std::uint32_t host_tier = tier_of(host);
-    const std::uint32_t nvme = nvme_ ? nvme_tier(platform, host) : 0;
+    auto is_host = [&](std::uint32_t slot) { return !platform.devices[devices[slot]].compute_tier; };
+    // Per op device: the DRAM of the host its steps run on, and that host's NVMe.
+    std::vector<std::uint32_t> host_tier(devices.size()), nvme(devices.size(), 0);
+    for (std::uint32_t d = 0; d < devices.size(); ++d) {
+      host_tier[d] = tier_of(host_of[d]);
+      if (nvme_) nvme[d] = nvme_tier(platform, host_of[d]);
+    }
 
     // Per buffer: the last op on an accelerator that touches it, its accelerator (the first
     // one to touch it, else its own device), and whether the host reads or updates it.
@@ -203,7 +237,7 @@ class ZeroPolicy final : public Policy {
     for (const Op& op : trace.ops)
       for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
         for (BufferId b : *list) {
-          if (op.device == host) {
+          if (is_host(op.device)) {
             if (list != &op.outputs) host_reads[b] = 1;
             continue;
           }
@@ -224,7 +258,7 @@ class ZeroPolicy final : public Policy {
     // (the first ones at the start of the iteration) and written back after step j.
     std::vector<OpId> host_ops;
     for (const Op& op : trace.ops)
-      if (op.device == host) host_ops.push_back(op.id);
+      if (is_host(op.device)) host_ops.push_back(op.id);
     std::vector<std::vector<BufferId>> state(trace.ops.size());
     std::vector<std::vector<BufferId>> fetch_before(trace.ops.size());
     std::vector<std::vector<Step>> fetch_before_device(trace.ops.size());
@@ -235,36 +269,41 @@ class ZeroPolicy final : public Policy {
         for (BufferId b : op.reads()) {
           if (device_use[b] || trace.buffers[b].producer != kNoOp || placed[b]) continue;
           placed[b] = 1;
-          plan.placements.push_back({b, nvme});
+          plan.placements.push_back({b, nvme[op.device]});
           state[op.id].push_back(b);
         }
         if (j >= static_cast<std::size_t>(prefetch_))
           for (BufferId b : state[op.id]) fetch_before[host_ops[j - prefetch_]].push_back(b);
         else
-          for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier});
+          for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier[op.device]});
       }
     }
 
     std::vector<std::vector<Step>> after(trace.ops.size());
     if (nvme_ && params_)  // the steps' new weights then go to NVMe, below
-      plan_parameter_reads(trace, host, nvme, tier_of, plan, fetch_before_device, after);
+      plan_parameter_reads(trace, is_host, nvme, tier_of, plan, fetch_before_device, after);
+    // A state buffer is read into the DRAM of the host whose step reads it.
+    std::vector<std::uint32_t> state_host(n, 0);
+    for (OpId o : host_ops)
+      for (BufferId b : state[o]) state_host[b] = trace.ops[o].device;
 
     for (const Op& op : trace.ops) {
       for (const Step& s : fetch_before_device[op.id]) plan.steps.push_back(s);
-      for (BufferId b : fetch_before[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier});
+      for (BufferId b : fetch_before[op.id]) plan.steps.push_back({StepKind::swap_in, b, host_tier[state_host[b]]});
       plan.steps.push_back({StepKind::compute, op.id, 0});
-      if (op.device == host) {
+      if (is_host(op.device)) {
         // The new weights go back to their accelerator (for the next iteration's forward).
         for (const auto* list : {&op.outputs, &op.updates})
           for (BufferId b : *list)
             if (list == &op.outputs && trace.buffers[b].category == Category::weight && nvme_ && params_)
-              plan.steps.push_back({StepKind::swap_out, b, nvme});
+              plan.steps.push_back({StepKind::swap_out, b, nvme[op.device]});
             else if ((list == &op.outputs && trace.buffers[b].category == Category::weight) ||
                      (list == &op.updates && device_use[b]))
               plan.steps.push_back({StepKind::swap_in, b, tier_of(accelerator[b])});
-        for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_out, b, nvme});
+        for (BufferId b : state[op.id]) plan.steps.push_back({StepKind::swap_out, b, nvme[op.device]});
       } else {
-        for (BufferId b : out_after[op.id]) plan.steps.push_back({StepKind::swap_out, b, host_tier});
+        // Gradients go to the DRAM of the host of their accelerator's node.
+        for (BufferId b : out_after[op.id]) plan.steps.push_back({StepKind::swap_out, b, host_tier[op.device]});
         for (const Step& s : after[op.id]) plan.steps.push_back(s);
       }
       for (BufferId b : liveness.dies_after[op.id]) plan.steps.push_back({StepKind::free, b, 0});
@@ -313,7 +352,8 @@ class ZeroPolicy final : public Policy {
   // weight `prefetch` of that device's ops ahead; after a run it is evicted (NVMe still
   // holds it: no copy back). Reads go to `fetch_before_device` (or the start of the plan),
   // evictions to `after`, per accelerator op.
-  void plan_parameter_reads(const Trace& trace, std::uint32_t host, std::uint32_t nvme,
+  void plan_parameter_reads(const Trace& trace, const std::function<bool(std::uint32_t)>& is_host,
+                            const std::vector<std::uint32_t>& nvme,
                             const std::function<std::uint32_t(std::uint32_t)>& tier_of,
                             Plan& plan, std::vector<std::vector<Step>>& fetch_before_device,
                             std::vector<std::vector<Step>>& after) const {
@@ -324,7 +364,7 @@ class ZeroPolicy final : public Policy {
     std::vector<std::size_t> position(trace.ops.size(), 0);
     std::vector<std::vector<OpId>> uses(n);
     for (const Op& op : trace.ops) {
-      if (op.device == host) continue;
+      if (is_host(op.device)) continue;
       position[op.id] = sequence[op.device].size();
       sequence[op.device].push_back(op.id);
       for (BufferId b : op.reads())
@@ -335,8 +375,8 @@ class ZeroPolicy final : public Policy {
       if (b.producer != kNoOp || b.persistent || b.category != Category::weight ||
           uses[b.id].empty())
         continue;
-      plan.placements.push_back({b.id, nvme});
       const std::uint32_t d = trace.ops[uses[b.id].front()].device;
+      plan.placements.push_back({b.id, nvme[d]});
       const auto& ops = sequence[d];
       std::size_t previous = SIZE_MAX;
       for (OpId u : uses[b.id]) {
@@ -345,7 +385,7 @@ class ZeroPolicy final : public Policy {
           previous = p;  // the next op reads it too: keep it
           continue;
         }
-        if (previous != SIZE_MAX) after[ops[previous]].push_back({StepKind::evict, b.id, nvme});
+        if (previous != SIZE_MAX) after[ops[previous]].push_back({StepKind::evict, b.id, nvme[d]});
         const std::size_t earliest = previous == SIZE_MAX ? 0 : previous + 1;
         const std::size_t ahead = p >= static_cast<std::size_t>(prefetch_) ? p - prefetch_ : 0;
         const std::size_t at = std::max(earliest, ahead);
