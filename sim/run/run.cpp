@@ -154,8 +154,9 @@ void run(RunInputs&& in, RunResult& out) {
   const std::vector<std::uint32_t>& placing = layout.ranks > 1 ? slots : in.slots;
   const bool as_it_is = placed || (traces.size() == 1 && replicas.empty() && (placing.empty() || placing[0] == 0));
   out.trace = as_it_is ? std::move(in.workloads[0]) : combine_per_device(traces, names, placing);
-  // Every rank simulated: each runs its collectives over its own instance of each group.
-  if (layout.ranks > 1 && !layout.symmetric && !placed && !layout.from_trace) place_rank_groups(out.trace);
+  // Several ranks simulated (every rank, or node 0's under a policy that offloads to the
+  // node's host): each runs its collectives over its own instance of each group.
+  if (layout.ranks > 1 && slots.size() > 1 && !placed && !layout.from_trace) place_rank_groups(out.trace);
   out.notes = layout_notes;
   if (layout.ranks <= 1 && in.workloads.size() == 1 && out.trace.parallel.from_trace) {
     // Not laid out as ranks: its groups are names only, as before.
