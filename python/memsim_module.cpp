@@ -205,7 +205,7 @@ py::tuple reply(const ChildAnswer& a) {
 
 // memsim.run: the summary's JSON, timeline.csv, memory.csv and peak.csv as text, and the
 // explanation of the peaks. Nothing is written.
-py::tuple run(const py::dict& request) {
+py::tuple run_request(const py::dict& request) {
   RunCommand command = command_of(request);
   command.outputs = OutputChoice{true, true, true, true, false, false, false};
   ChildAnswer a;
@@ -235,7 +235,7 @@ py::tuple run(const py::dict& request) {
 
 // Result.write: `memsim run --out FOLDER` of the same request (the run is deterministic, so
 // it is the run the result came from): the files written, in order.
-py::tuple write(const py::dict& request, const std::string& out_dir, const std::string& outputs,
+py::tuple write_request(const py::dict& request, const std::string& out_dir, const std::string& outputs,
                 const std::string& trace_format) {
   RunCommand command = command_of(request);
   ChildAnswer a;
@@ -278,8 +278,8 @@ py::tuple cli(const std::vector<std::string>& args, const std::string& memsim_bi
 PYBIND11_MODULE(_memsim, m) {
   m.doc() = "memsim's C++ half: each call runs in a forked child process (see python/memsim_module.cpp)";
   m.attr("version") = MEMSIM_VERSION;
-  m.def("run", &memsim::run, py::arg("request"));
-  m.def("write", &memsim::write, py::arg("request"), py::arg("out_dir"), py::arg("outputs"),
+  m.def("run", &memsim::run_request, py::arg("request"));
+  m.def("write", &memsim::write_request, py::arg("request"), py::arg("out_dir"), py::arg("outputs"),
         py::arg("trace_format"));
   m.def("cli", &memsim::cli, py::arg("args"), py::arg("memsim_binary") = "");
 }

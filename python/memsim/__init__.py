@@ -124,7 +124,8 @@ class Result:
 
     def __init__(self, request, values, notes):
         self._request = request
-        summary, self._timeline, self._memory, self._peaks, self.explanation = (v.decode() for v in values)
+        summary, timeline, memory, peaks, self.explanation = (v.decode() for v in values)
+        self._texts = (timeline, memory, peaks)  # the CSV texts, as the files would hold them
         self.summary_json = summary
         self.summary = json.loads(summary)
         self.notes = [line[len("memsim: "):] if line.startswith("memsim: ") else line
@@ -155,17 +156,17 @@ class Result:
     @property
     def timeline(self):
         """timeline.csv: one row per op, transfer and collective as it ran."""
-        return self._get("timeline", self._timeline)
+        return self._get("timeline", self._texts[0])
 
     @property
     def memory(self):
         """memory.csv: each tier's allocated and reserved bytes over time."""
-        return self._get("memory", self._memory)
+        return self._get("memory", self._texts[1])
 
     @property
     def peaks(self):
         """peak.csv: every buffer live at each tier's peak, largest first."""
-        return self._get("peaks", self._peaks)
+        return self._get("peaks", self._texts[2])
 
     def write(self, folder, outputs=None, trace_format="pftrace"):
         """Writes the files `memsim run --out FOLDER` writes (`outputs`: names as --outputs
@@ -261,7 +262,8 @@ def list(what=None):  # noqa: A001 (memsim.list mirrors `memsim list`)
 
 def sweep(spec, out=None, jobs=None, force=False):
     """`memsim sweep SPEC`: every point of a sweep (a path, or the sweep file as a dict), as
-    a table of results.csv's rows. The points run as child `memsim run`s that write folders:
+    a table of results.csv's rows (a point that failed has status "error" and the reason in
+    its error column). The points run as child `memsim run`s that write folders:
     into `out` when given (kept, and reused by a later call), else into a temporary folder
     removed afterwards."""
     if isinstance(spec, dict):
@@ -280,5 +282,11 @@ def sweep(spec, out=None, jobs=None, force=False):
             args += ["-j", int(jobs)]
         if force:
             args.append("--force")
-        _cli(args, "memsim.sweep")
+        try:
+            _cli(args, "memsim.sweep")
+        except InputError as e:
+            # Points that failed are rows with status "error" and the reason; a sweep that
+            # could not run at all raises.
+            if "points failed" not in str(e) and "point failed" not in str(e):
+                raise
         return _table(Path(folder, "results.csv").read_text())

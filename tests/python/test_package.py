@@ -66,6 +66,7 @@ def test_same_results_as_the_cli(ms, tmp_path, platform, workload, policy, overr
     # Byte for byte: the summary (with the peaks' buffers), the timeline, the memory curve.
     assert r.summary_json == (out / "summary.json").read_text()
     assert r.status == r.summary["status"] == json.loads((out / "summary.json").read_text())["status"]
+    assert r._texts == tuple((out / name).read_text() for name in ("timeline.csv", "memory.csv", "peak.csv"))
     import pandas as pd
     for table, name in ((r.timeline, "timeline.csv"), (r.memory, "memory.csv"), (r.peaks, "peak.csv")):
         pd.testing.assert_frame_equal(table, pd.read_csv(out / name))
@@ -163,13 +164,16 @@ def test_info_and_list_are_the_commands_json(ms):
 
 def test_sweep_as_a_table(ms, tmp_path):
     spec = {"devices": ["v100-16gb", "a100-40gb"], "workloads": ["mlp"], "policies": ["none"],
-            "set": {"workload.batch": [32, 4096 * 64]}}
+            "set": {"workload.batch": [32], "gpu0.hbm.capacity": ["16GiB", "8MiB"]}}
     points = ms.sweep(spec, jobs=2)
     assert len(points) == 4
-    assert sorted(points["status"]) == ["ok", "ok", "ok", "oom"] or set(points["status"]) <= {"ok", "oom"}
-    one = points[(points["device"] == "a100-40gb") & (points["workload.batch"] == 32)].iloc[0]
-    r = ms.run("a100-40gb", "mlp", overrides={"workload.batch": 32})
+    assert sorted(points["status"]) == ["ok", "ok", "oom", "oom"]
+    one = points[(points["device"] == "a100-40gb") & (points["gpu0.hbm.capacity"] == "16GiB")].iloc[0]
+    r = ms.run("a100-40gb", "mlp", overrides={"workload.batch": 32, "gpu0.hbm.capacity": "16GiB"})
     assert one["iteration_time_s"] == pytest.approx(r.summary["iteration_time_s"], rel=1e-12)
+    # A point that fails is a row with its reason.
+    failing = ms.sweep({"devices": ["a100-40gb"], "workloads": ["mlp"], "set": {"workload.batch": [32, 2**22]}})
+    assert list(failing["status"]) == ["ok", "error"] and failing["error"].iloc[1]
     # Kept only when asked.
     ms.sweep(spec, out=tmp_path / "kept", jobs=2)
     assert (tmp_path / "kept" / "results.csv").exists()
@@ -183,3 +187,17 @@ def test_the_example_script_runs(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "llama3-8b" in r.stdout and "policy" in r.stdout
     assert (tmp_path / "policies.png").stat().st_size > 10_000
+
+
+def test_the_readme_lines_run(tmp_path):
+    """README's set-up line and its Python example, as written there."""
+    readme = (REPO / "README.md").read_text()
+    setup = next(line.strip() for line in readme.splitlines() if line.strip().startswith("PYTHONPATH=build/python"))
+    code = setup.split(" -c ", 1)[1].strip('"')
+    r = python(code, cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+    block = readme.split("## From Python", 1)[1]
+    lines = block[block.index("    import memsim"):].split("\n\n", 1)[0].splitlines()
+    r = python("import matplotlib; matplotlib.use('Agg')\n" + "\n".join(line[4:] for line in lines), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert list(tmp_path.iterdir()) == []
