@@ -22,6 +22,7 @@ if [[ $what == all ]]; then
   groups+=(
     "GNU parallel for the sweep tests|parallel"
     "Python for the plots and tests|python3-matplotlib python3-pandas python3-pytest python3-numpy"
+    "pybind11 for the Python package (docs/python.md)|pybind11-dev python3-pybind11 python3-dev"
     "PyTorch for the trace and memory_viz tests (the largest step)|python3-torch python3-torchvision"
     "clang and libFuzzer for the fuzz harnesses (make fuzz)|clang libclang-rt-14-dev"
   )

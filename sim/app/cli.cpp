@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/app/advice.h"
+#include "sim/app/run_command.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/calibrate/steps.h"
@@ -76,266 +77,44 @@ bool names_a_platform(const std::string& arg) {
   return find_preset("configs/devices", arg) != nullptr;
 }
 
-// The files `memsim run` writes (--outputs).
-struct OutputChoice {
-  bool summary = true, timeline = true, memory = true, peak = true, tiles = true, trace = true, events = false;
-};
-
-// "summary,memory": those only; empty: the default set (events with --events).
-OutputChoice parse_outputs(const std::string& list, bool events) {
-  OutputChoice c;
-  c.events = events;
-  if (list.empty()) return c;
-  c = OutputChoice{false, false, false, false, false, false, events};
-  std::stringstream in(list);
-  for (std::string name; std::getline(in, name, ',');) {
-    if (name == "summary") c.summary = true;
-    else if (name == "timeline") c.timeline = true;
-    else if (name == "memory") c.memory = true;
-    else if (name == "peak") c.peak = true;
-    else if (name == "tiles") c.tiles = true;
-    else if (name == "trace") c.trace = true;
-    else if (name == "events") c.events = true;
-    else if (name == "all") c = OutputChoice{true, true, true, true, true, true, true};
-    else
-      throw UsageError(fmt::format("--outputs '{}': expected names separated by commas from {}, got '{}'", list,
-                                   output_names_text(), name));
-  }
-  if (list.back() == ',')
-    throw UsageError(fmt::format("--outputs '{}': expected names separated by commas from {}, got an empty name",
-                                 list, output_names_text()));
-  return c;
-}
-
 int cmd_run(const std::vector<std::string>& positional, const std::string& policy_arg,
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
             const OutputChoice& outputs, std::size_t max_events, const std::string& trace_format,
             bool devices_given, const std::string& only_devices,
             const ImportOptions& import, const std::string& durations, bool explain, bool advice) {
-  std::string device = kDefaultDevice;
-  std::vector<std::string> workloads{kDefaultWorkload};
+  RunCommand command;
   if (positional.size() == 1) {
     if (names_a_platform(positional[0]))
-      device = positional[0];
+      command.platform = positional[0];
     else
-      workloads = {positional[0]};
+      command.workloads = {positional[0]};
   } else if (positional.size() >= 2) {
-    device = positional[0];
-    workloads.assign(positional.begin() + 1, positional.end());
+    command.platform = positional[0];
+    command.workloads.assign(positional.begin() + 1, positional.end());
     if (positional.size() == 2 && !names_a_platform(positional[0]) && names_a_platform(positional[1]))
       throw UsageError(fmt::format("run {} {}: the device comes first: memsim run {} {}", positional[0],
                                    positional[1], positional[1], positional[0]));
   }
-  const auto overrides = parse_overrides(sets);
-  PlatformSpec platform = load_platform_arg(device, overrides);
-  // One workload runs on every compute device (data-parallel replicas); several run one per
-  // device, in the platform's device order.
-  std::vector<std::string> device_names;
-  for (std::size_t d : platform.compute_devices()) device_names.push_back(platform.devices[d].name);
-  std::vector<std::uint32_t> slots;  // with --devices: each chosen device's index
-  if (devices_given) {
-    // --devices: run on these compute devices only; the others stay idle.
-    std::vector<std::string> chosen;
-    std::stringstream list(only_devices);
-    if (only_devices.empty() || only_devices.back() == ',')
-      throw UsageError(fmt::format("--devices '{}': give compute device names separated by commas (platform {} has {})",
-                                   only_devices, platform.name, fmt::join(device_names, ", ")));
-    for (std::string name; std::getline(list, name, ',');) {
-      if (name.empty())
-        throw UsageError(fmt::format("--devices '{}': an empty device name between commas", only_devices));
-      const auto at = std::find(device_names.begin(), device_names.end(), name);
-      if (at == device_names.end())
-        throw UsageError(fmt::format("--devices: platform {} has no compute device '{}' (it has {})",
-                                     platform.name, name, fmt::join(device_names, ", ")));
-      if (std::find(chosen.begin(), chosen.end(), name) != chosen.end()) continue;
-      chosen.push_back(name);
-      slots.push_back(static_cast<std::uint32_t>(at - device_names.begin()));
-    }
-    device_names = std::move(chosen);
-  }
-  if (workloads.size() != 1 && workloads.size() != device_names.size())
-    throw UsageError(fmt::format("platform {} has {} compute devices: give one workload (run on each) "
-                                 "or {}, got {}",
-                                 platform.name, device_names.size(), device_names.size(), workloads.size()));
-  RunInputs inputs;
-  std::vector<std::string> import_notes;
-  for (std::size_t k = 0; k < workloads.size(); ++k) {
-    inputs.workloads.push_back(load_workload_arg(workloads[k], overrides, import));
-    const Trace& t = inputs.workloads.back();
-    print_import_notes(t, std::cerr);
-    for (const auto& n : t.import_notes)
-      import_notes.push_back(workloads.size() > 1 ? t.name + ": " + n : n);
-  }
-  const std::string& workload = workloads[0];
-  auto policy = make_policy_arg(policy_arg, overrides);
-  inputs.policy = policy.get();
-  inputs.slots = slots;
-  inputs.keep_allocations = outputs.events;
-  inputs.keep_samples = outputs.memory || outputs.trace;
-  // memory.csv takes every sample as the run goes (CsvStream); the recorder keeps those the
-  // trace can show.
-  inputs.samples_kept = outputs.trace ? TraceLayout::kept_samples_for(max_events) : 0;
-  // Measured durations time the ops on the platform they were measured on, or wherever
-  // --durations measured (or a --kineto trace) asks; --durations model always uses the model.
-  if (durations == "measured" || (durations.empty() && !import.kineto.empty()))
-    inputs.durations = RunInputs::Durations::measured;
-  else if (durations == "model")
-    inputs.durations = RunInputs::Durations::model;
-  inputs.platform = std::move(platform);
-  // timeline.csv and memory.csv are written as the engine runs, on a thread of their own;
-  // the peaks are explained below, beside the trace's writer.
-  // The files go to a staging folder inside out_dir and are moved in together at the end:
-  // the folder holds the previous run's set or this one's (OutputFolder).
-  OutputFolder folder(out_dir,
-                      {"summary.json", "timeline.csv", "memory.csv", "peak.csv", "tiles.csv", "trace.json",
-                       "trace.pftrace", "events.csv"},
-                      "summary.json");
-  RunResult result;  // declared first: the stream's writer reads the step until it stops
-  CsvStream streamed(folder.staging(), outputs.timeline, outputs.memory);
-  if (outputs.timeline || outputs.memory) inputs.stream = &streamed;
-  inputs.explain_peaks = false;
-  run(std::move(inputs), result);  // the step is moved, the platform kept
-  result.plan = Plan{};  // nothing below reads it (a million-op plan is a hundred megabytes)
-  for (const std::string& note : result.notes) std::cerr << "memsim: " << note << "\n";
-  const PlatformSpec& platform_run = inputs.platform;
-  const Trace& trace = result.trace;
-  const Recorder& recorder = result.recorder;
-  Summary& summary = result.summary;
-  summary.import_notes = import_notes;
-  // Table keys that timed no op: a platform written for another model's kinds reads as
-  // tuned when it is not (`matmul` for a GPT whose layers are `linear`).
-  summary.unused_efficiency_keys = unused_efficiency_keys(trace, platform_run);
-  summary.platform_source = platform_run.source;
-  summary.workload_source = trace_file_exists(workload) ? workload : "(built in) " + workload;
-
-  // Each file through one buffer (TextOut): no output is held whole in memory. The files
-  // are independent, so they are written at once, one thread each (a million-op run writes
-  // a gigabyte): the trace first, beside the peaks' explanation, then the files that need
-  // the peaks. The list of what was written keeps their fixed order.
-  struct FileJob {
-    std::string name;
-    std::function<bool(TextOut&)> write;  // false: nothing to say, no file; empty: streamed
-    bool needs_peaks = false;             // launched once the peaks are explained
-    std::future<bool> done;
-  };
-  std::vector<FileJob> jobs;
-  jobs.reserve(8);  // a launched job is referred to by its thread: never moved
-  auto launch = [&folder](FileJob& job) {
-    job.done = std::async(std::launch::async, [&folder, &job] {
-      OutputFile f(folder.path(job.name));
-      TextOut out(f);
-      if (!job.write(out)) return false;  // f removes its temporary
-      out.finish();
-      return true;
-    });
-  };
-  using Write = std::function<bool(TextOut&)>;
-  const bool streamed_files = streamed.started();
-  if (outputs.timeline)
-    jobs.push_back({"timeline.csv", streamed_files ? Write() : [&](TextOut& o) {
-                      return write_timeline_csv(o, recorder.events(), trace, platform_run), true;
-                    }, false, {}});
-  if (outputs.memory)
-    jobs.push_back({"memory.csv", streamed_files ? Write() : [&](TextOut& o) {
-                      return write_memory_csv(o, recorder.samples(), platform_run), true;
-                    }, false, {}});
-  if (outputs.peak) jobs.push_back({"peak.csv", [&](TextOut& o) { return write_peak_csv(o, summary); }, true, {}});
-  if (outputs.tiles)
-    jobs.push_back({"tiles.csv", [&](TextOut& o) {
-                      const std::string tiles = tiles_csv(summary);
-                      o.put(tiles);
-                      return !tiles.empty();
-                    }, true, {}});
-  // The timeline: trace.pftrace (Perfetto's format) or, with --trace-format json, trace.json.
-  // It reads the summary, not its peaks.
-  const bool pftrace = trace_format == "pftrace";
-  const std::string trace_file = pftrace ? "trace.pftrace" : "trace.json";
-  std::size_t trace_written = 0, trace_total = 0;
-  double trace_until_s = 0;
-  if (outputs.trace)
-    jobs.push_back({trace_file, [&](TextOut& o) {
-                      const SampleLog& samples = recorder.samples();
-                      if (pftrace) {
-                        const PerfettoTrace pf = write_perfetto_trace(o, recorder.events(), samples, summary, trace, platform_run, max_events);
-                        trace_written = pf.events_written, trace_total = pf.events_total, trace_until_s = pf.written_until_s;
-                      } else {
-                        const ChromeTrace chrome = chrome_trace_json(recorder.events(), samples, summary, trace, platform_run, max_events);
-                        o.put(chrome.json);
-                        trace_written = chrome.events_written, trace_total = chrome.events_total, trace_until_s = chrome.written_until_s;
-                      }
-                      return true;
-                    }, false, {}});
-  if (outputs.events)
-    jobs.push_back({"events.csv", [&](TextOut& o) {
-                      return write_events_csv(o, recorder.allocations(), trace, platform_run), true;
-                    }, false, {}});
-  for (FileJob& job : jobs)
-    if (job.write && !job.needs_peaks) launch(job);
-  explain_peaks(result, platform_run);
-  if (summary.oom && advice) {
-    // What would fit, by child runs of the same inputs; for one device and one workload.
-    if (workloads.size() != 1 || !only_devices.empty() || import.step || !import.kineto.empty() ||
-        !durations.empty()) {
-      std::cerr << "memsim: no advice on what would fit for a run with --devices, several workloads, "
-                   "--step, --kineto or --durations (--no-advice hides this note)\n";
-    } else {
-      const bool tty = isatty(STDERR_FILENO);
-      AdviceProgress progress;
-      if (tty) progress = [](const std::string& line) { std::cerr << "\r\033[K" << line << std::flush; };
-      summary.oom->advice = advise(RunRequest{device, workload, policy_arg, overrides}, summary, out_dir,
-                                   memsim_executable(), step_memory_bound(trace, platform_run), progress);
-      if (tty) std::cerr << "\r\033[K" << std::flush;
-    }
-  }
-  const std::string json_text = summary_json(summary);
-  for (FileJob& job : jobs)
-    if (job.write && job.needs_peaks) launch(job);
-  std::vector<bool> wrote;
-  std::exception_ptr failed;
-  for (FileJob& job : jobs) {  // every writer finishes before the first error is passed on
-    try {
-      wrote.push_back(job.done.valid() ? job.done.get() : true);  // no future: streamed
-    } catch (...) {
-      if (!failed) failed = std::current_exception();
-      wrote.push_back(false);
-    }
-  }
-  try {
-    streamed.finish();
-  } catch (...) {
-    if (!failed) failed = std::current_exception();
-  }
-  if (failed) std::rethrow_exception(failed);
-  std::vector<std::string> written;
-  if (outputs.summary) written.push_back("summary.json");
-  for (std::size_t k = 0; k < jobs.size(); ++k)
-    if (wrote[k]) written.push_back(jobs[k].name);
-  if (outputs.trace && trace_written < trace_total && max_events > 0)  // --max-events 0 asks for none
-    std::cerr << fmt::format("memsim: {}/{}: kept the first {} of {} events{}; "
-                             "raise --max-events to keep more\n",
-                             out_dir, trace_file, trace_written, trace_total,
-                             trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s))
-                                               : std::string());
-  if (outputs.summary) write_output_file(folder.path("summary.json"), json_text);
-  folder.install();
-  // After summary.json, so that a sweep's point whose files failed reports that first.
-  if (!summary.unused_efficiency_keys.empty()) {
-    std::string kinds_command = fmt::format("memsim info {} {}", device, workloads.size() == 1 ? workload : "WORKLOAD");
-    for (const Override& o : overrides)
-      if (o.target != "policy") kinds_command += " " + o.origin;
-    kinds_command += " --op-kinds";
-    for (const std::string& line : unused_efficiency_lines(summary.unused_efficiency_keys, kinds_command))
-      std::cerr << "memsim: " << line << "\n";
-  }
-  if (json)
-    std::cout << json_text;
-  else
-    std::cout << terminal_summary(summary, out_dir, written);
-  // With --json the explanation goes to stderr, so stdout stays one JSON document.
-  if (explain) (json ? std::cerr : std::cout) << (json ? "" : "\n") << explain_text(summary);
+  command.policy = policy_arg;
+  command.sets = sets;
+  if (devices_given) command.devices = only_devices;
+  command.import = import;
+  command.durations = durations;
+  command.outputs = outputs;
+  command.max_events = max_events;
+  command.advice = advice;
+  command.advice_dir = out_dir;
   // The step, its plan and its records go with the process, not piece by piece: a million
   // ops would spend a second in destructors. Still reachable, so no leak to report.
-  [[maybe_unused]] static const RunResult* kept = new RunResult(std::move(result));
+  static RunOutcome* const outcome = new RunOutcome();
+  const RunFiles files = run_to_folder(command, out_dir, trace_format, *outcome, std::cerr);
+  const Summary& summary = outcome->result.summary;
+  if (json)
+    std::cout << files.summary_json;
+  else
+    std::cout << terminal_summary(summary, out_dir, files.written);
+  // With --json the explanation goes to stderr, so stdout stays one JSON document.
+  if (explain) (json ? std::cerr : std::cout) << (json ? "" : "\n") << explain_text(summary);
   return 0;
 }
 

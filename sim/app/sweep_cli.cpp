@@ -317,7 +317,17 @@ class Commands : public SweepCommands {
 
 }  // namespace
 
+namespace {
+std::string& executable_override() {
+  static std::string path;
+  return path;
+}
+}  // namespace
+
+void set_memsim_executable(const std::string& path) { executable_override() = path; }
+
 std::string memsim_executable() {
+  if (!executable_override().empty()) return executable_override();
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) throw InputError(fmt::format("cannot find the memsim executable: {}", ec.message()));

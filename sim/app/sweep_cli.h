@@ -19,6 +19,9 @@ class SweepCommands {
 
 /// This executable's path (/proc/self/exe), which sweeps, fits and advice run as children.
 std::string memsim_executable();
+/// Makes memsim_executable() answer `path`: in the Python package this process is Python,
+/// and the memsim binary built beside it is what runs a sweep's points.
+void set_memsim_executable(const std::string& path);
 
 /// Registers `sweep` and `fit` on `app`; the returned object holds their options.
 std::unique_ptr<SweepCommands> add_sweep_commands(CLI::App& app);

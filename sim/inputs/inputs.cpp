@@ -61,7 +61,9 @@ Override parse_override(const std::string& text) {
   return o;
 }
 
-ConfigNode open_input(const std::string& arg, const std::string& folder) {
+ConfigNode open_input(const InputArg& input, const std::string& folder) {
+  if (input.text) return ConfigNode::parse_text(*input.text, input.name);
+  const std::string& arg = input.name;
   if (path_exists(arg)) return ConfigNode::parse_file(arg);
   if (const Preset* p = find_preset(folder, arg))
     return ConfigNode::parse_text(p->text, p->path + " (built in)");
@@ -70,11 +72,11 @@ ConfigNode open_input(const std::string& arg, const std::string& folder) {
                                did_you_mean(arg, {names.begin(), names.end()}), join(names)));
 }
 
-PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides) {
+PlatformSpec load_platform_arg(const InputArg& arg, const std::vector<Override>& overrides) {
   return load_platform(platform_document_arg(arg, overrides));
 }
 
-ConfigNode platform_document_arg(const std::string& arg, const std::vector<Override>& overrides) {
+ConfigNode platform_document_arg(const InputArg& arg, const std::vector<Override>& overrides) {
   ConfigNode root = open_input(arg, "configs/devices");
   for (const auto& o : overrides) {
     if (o.target != "platform") continue;
@@ -98,14 +100,16 @@ ConfigNode platform_document_arg(const std::string& arg, const std::vector<Overr
   return root;
 }
 
-Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides,
+Trace load_workload_arg(const InputArg& input, const std::vector<Override>& overrides,
                         const ImportOptions& import) {
+  const std::string& arg = input.name;
   std::vector<const Override*> mine;
   for (const auto& o : overrides)
     if (o.target == "workload") mine.push_back(&o);
   // Traces from other tools are told by their first bytes, before any YAML parsing (an
   // Execution Trace can be large).
-  if (const ForeignTrace foreign = sniff_foreign_trace(arg); foreign != ForeignTrace::none) {
+  if (const ForeignTrace foreign = input.text ? ForeignTrace::none : sniff_foreign_trace(arg);
+      foreign != ForeignTrace::none) {
     if (!mine.empty())
       throw InputError(fmt::format("{}: {} is a trace, which has no parameters to set",
                                    mine.front()->origin, arg));
@@ -115,7 +119,7 @@ Trace load_workload_arg(const std::string& arg, const std::vector<Override>& ove
     throw UsageError(fmt::format("{} {}: only a PyTorch Execution Trace has ProfilerSteps and Kineto times; {} is none",
                                  import.step ? "--step" : "--kineto",
                                  import.step ? std::to_string(*import.step) : import.kineto, arg));
-  ConfigNode root = open_input(arg, "workloads");
+  ConfigNode root = open_input(input, "workloads");
   const InputKind kind = classify(root);
   if (kind == InputKind::trace) {
     if (!mine.empty())

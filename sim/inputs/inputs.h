@@ -2,6 +2,7 @@
 // Turning command-line arguments into inputs: a DEVICE or WORKLOAD argument is a file path,
 // or the name of a built-in preset (`a100-40gb`, `resnet50`). --set overrides are applied to
 // the parsed document before it is read, so their values get the same checks.
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,16 +30,27 @@ inline constexpr const char* kDefaultWorkload = "resnet50";
 /// "gpu0.hbm.capacity" -> {"gpu0", "hbm", "capacity"}: a --set key as a path of map keys.
 std::vector<std::string> split_dots(const std::string& key);
 
-/// A path, or a preset under `folder` ("configs/devices", "workloads").
-ConfigNode open_input(const std::string& arg, const std::string& folder);
+/// A DEVICE or WORKLOAD argument: a path or a preset name; or, with `text`, the document
+/// itself (YAML or JSON, as the Python package passes a dict), `name` standing for it in
+/// messages ("<platform dict>").
+struct InputArg {
+  std::string name;
+  std::optional<std::string> text;
+  InputArg(std::string n) : name(std::move(n)) {}
+  InputArg(const char* n) : name(n) {}
+  InputArg(std::string n, std::string t) : name(std::move(n)), text(std::move(t)) {}
+};
 
-PlatformSpec load_platform_arg(const std::string& arg, const std::vector<Override>& overrides);
+/// A path, or a preset under `folder` ("configs/devices", "workloads"), or the text given.
+ConfigNode open_input(const InputArg& arg, const std::string& folder);
+
+PlatformSpec load_platform_arg(const InputArg& arg, const std::vector<Override>& overrides);
 /// The platform document `arg` names with the platform --set overrides applied, unchecked
 /// (what load_platform_arg loads).
-ConfigNode platform_document_arg(const std::string& arg, const std::vector<Override>& overrides);
+ConfigNode platform_document_arg(const InputArg& arg, const std::vector<Override>& overrides);
 /// `import`: how to read a trace from another tool (--step, --kineto); an error for a
 /// workload that is no such trace.
-Trace load_workload_arg(const std::string& arg, const std::vector<Override>& overrides,
+Trace load_workload_arg(const InputArg& arg, const std::vector<Override>& overrides,
                         const ImportOptions& import = {});
 
 /// The import notes of `trace` (what the importer left out or chose), once, on `out`.
