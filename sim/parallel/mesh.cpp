@@ -1,5 +1,6 @@
 #include "sim/parallel/mesh.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>

@@ -623,14 +623,15 @@ void place_rank_groups(Trace& placed) {
   for (Op& op : placed.ops) {
     if (op.group.empty() || Mesh::dims_of(op.group).empty()) continue;
     const std::string kind(op.group);
-    auto [it, made] = instance.try_emplace({kind, op.device});
-    if (made) {
+    const auto made = instance.try_emplace({kind, op.device});
+    std::string& name = made.first->second;
+    if (made.second) {
       std::vector<std::uint32_t> ranks = mesh.group(kind, op.device);
-      it->second = fmt::format("{}@{}", kind, ranks.front());
-      if (std::none_of(groups.begin(), groups.end(), [&](const ProcessGroup& g) { return g.name == it->second; }))
-        groups.push_back({it->second, std::move(ranks)});
+      name = fmt::format("{}@{}", kind, ranks.front());
+      if (std::none_of(groups.begin(), groups.end(), [&](const ProcessGroup& g) { return g.name == name; }))
+        groups.push_back({name, std::move(ranks)});
     }
-    op.group = it->second;
+    op.group = name;
   }
   // Groups no op names (rank 0's, kept for the record) go; others stay as they were.
   for (ProcessGroup& g : placed.groups)
