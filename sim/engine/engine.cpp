@@ -87,8 +87,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
         arriving_(ctx.platform.tiers.size(), 0),
         short_(ctx.platform.tiers.size(), 0) {
     memory_.set_listener(&recorder_);
-    recorder_.reserve(ctx.trace.ops.size() + 16, 2 * ctx.trace.ops.size() + ctx.trace.buffers.size(),
-                      ctx.trace.buffers.size());
+    recorder_.reserve(ctx.trace.ops.size() + 16, 2 * ctx.trace.ops.size() + ctx.trace.buffers.size());
   }
 
   Summary run();
@@ -130,7 +129,8 @@ class Simulation final : public RuntimeView, private exec::Memory {
   // Communication: which ops are collectives the engine runs over the network, and running
   // one (every simulated member waits for the others, then the group's flows run).
   void find_collectives();
-  std::vector<std::vector<std::size_t>> wanted_routes() const;
+  /// The routes the run can take, per source tier; `runs` marks the devices that run ops or hold buffers.
+  std::vector<std::vector<std::size_t>> wanted_routes(std::vector<bool>& runs) const;
   void run_collective(const Op& op, const exec::Site& site);
   /// NCCL's protocol for a collective's flows on a platform with `collectives:` (the plain
   /// model otherwise: efficiency 1, no latency or floor of its own).
@@ -556,7 +556,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   if (from == Placement::kNowhere)
     throw PolicyError(fmt::format("policy {} moves buffer '{}', which is in no tier",
                                  planned_.label, buf.name));
-  if (!sg_.routed[from][to])
+  if (!sg_.routes.find(from, to))
     throw InputError(fmt::format("platform '{}' has no link from {} to {} (needed to move '{}')",
                                  platform_.name, platform_.tiers[from].name,
                                  platform_.tiers[to].name, buf.name));
@@ -810,49 +810,73 @@ void Simulation::find_collectives() {
   }
 }
 
-std::vector<std::vector<std::size_t>> Simulation::wanted_routes() const {
-  // The routes a run can take: from and to every tier of a device that runs ops (copies),
-  // between the stores (NVMe to host memory), and between ring neighbours and all-to-all
-  // peers of the groups.
+std::vector<std::vector<std::size_t>> Simulation::wanted_routes(std::vector<bool>& runs) const {
+  // The routes a run can take: between the tiers of each node where a device runs ops or
+  // holds buffers (copies to its GPUs, host memory and NVMe), both ways between those
+  // devices' tiers and any tier the plan moves or places a buffer in (a host named on another
+  // node), and between ring neighbours and all-to-all peers of the groups. Not every pair of
+  // the platform's tiers: a 16,384-GPU platform has 10^9 of them.
   const std::size_t n = platform_.tiers.size();
-  std::vector<std::vector<bool>> want(n, std::vector<bool>(n, false));
-  std::vector<bool> runs(platform_.devices.size(), false);
+  std::vector<std::vector<std::size_t>> want(n);
+  auto both = [&](std::size_t a, std::size_t b) {
+    if (a == b) return;
+    want[a].push_back(b);
+    want[b].push_back(a);
+  };
+  runs.assign(platform_.devices.size(), false);
   for (const Op& op : trace_.ops)
     if (op.device < compute_devices_.size()) runs[compute_devices_[op.device]] = true;
   for (const Buffer& b : trace_.buffers)
     if (b.device < compute_devices_.size()) runs[compute_devices_[b.device]] = true;
+  std::uint32_t nodes = 1;
+  for (const DeviceSpec& d : platform_.devices) nodes = std::max(nodes, d.node + 1);
+  std::vector<bool> node_runs(nodes, false);
+  for (std::size_t d = 0; d < platform_.devices.size(); ++d)
+    if (runs[d]) node_runs[platform_.devices[d].node] = true;
+  std::vector<std::vector<std::size_t>> node_tiers(nodes);
+  for (const DeviceSpec& d : platform_.devices)
+    if (node_runs[d.node]) node_tiers[d.node].insert(node_tiers[d.node].end(), d.tiers.begin(), d.tiers.end());
   for (std::size_t d = 0; d < platform_.devices.size(); ++d) {
     if (!runs[d]) continue;
+    const auto& local = node_tiers[platform_.devices[d].node];
     for (std::size_t t : platform_.devices[d].tiers)
-      for (std::size_t u = 0; u < n; ++u) want[t][u] = want[u][t] = true;
+      for (std::size_t u : local) both(t, u);
   }
-  for (std::size_t a = 0; a < n; ++a)
-    if (platform_.tiers[a].role == TierRole::offload)
-      for (std::size_t b = 0; b < n; ++b)
-        if (platform_.tiers[b].role == TierRole::offload) want[a][b] = true;
+  for (const auto& local : node_tiers)  // between the stores (NVMe to host memory)
+    for (std::size_t a : local)
+      for (std::size_t b : local)
+        if (a != b && platform_.tiers[a].role == TierRole::offload && platform_.tiers[b].role == TierRole::offload)
+          want[a].push_back(b);
+  auto named = [&](BufferId buffer, std::size_t tier) {
+    if (buffer >= trace_.buffers.size() || tier >= n || trace_.buffers[buffer].device >= compute_devices_.size())
+      return;
+    for (std::size_t t : platform_.devices[compute_devices_[trace_.buffers[buffer].device]].tiers) both(t, tier);
+  };
+  for (const Step& step : plan_.steps)
+    if (step.kind == StepKind::swap_out || step.kind == StepKind::swap_in || step.kind == StepKind::evict)
+      named(step.id, step.tier);
+  for (const InitialPlacement& p : plan_.placements) named(p.buffer, p.tier);
   bool all_to_all = false;
   for (const Op& op : trace_.ops) all_to_all |= collective_[op.id] != kNotCollective && op.kind == "all_to_all";
   for (const Group& g : groups_) {
     for (const auto& ring : g.rings)
-      for (std::size_t i = 0; i < ring.size(); ++i) {
-        const std::size_t a = g.tiers[ring[i]], b = g.tiers[ring[(i + 1) % ring.size()]];
-        want[a][b] = want[b][a] = true;  // both ways: reduce and broadcast run the chain back
-      }
-    for (std::size_t i = 1; i < g.tiers.size(); ++i)
-      want[g.tiers[0]][g.tiers[i]] = want[g.tiers[i]][g.tiers[0]] = true;  // scatter, gather, send
+      for (std::size_t i = 0; i < ring.size(); ++i)
+        both(g.tiers[ring[i]], g.tiers[ring[(i + 1) % ring.size()]]);  // reduce and broadcast run the chain back
+    for (std::size_t i = 1; i < g.tiers.size(); ++i) both(g.tiers[0], g.tiers[i]);  // scatter, gather, send
     if (all_to_all)
       for (std::size_t a : g.tiers)
-        for (std::size_t b : g.tiers) want[a][b] = true;
+        for (std::size_t b : g.tiers)
+          if (a != b) want[a].push_back(b);
   }
-  std::vector<std::vector<std::size_t>> out(n);
-  for (std::size_t a = 0; a < n; ++a)
-    for (std::size_t b = 0; b < n; ++b)
-      if (want[a][b] && a != b) out[a].push_back(b);
-  return out;
+  for (auto& to : want) {
+    std::sort(to.begin(), to.end());
+    to.erase(std::unique(to.begin(), to.end()), to.end());
+  }
+  return want;
 }
 
 void Simulation::count_route(std::size_t from, std::size_t to, std::uint64_t bytes) {
-  for (const RouteElement& e : sg_.routes[from][to]->elements)
+  for (const RouteElement& e : sg_.routes.find(from, to)->elements)
     if (e.kind == RouteElement::Kind::link) tally_->on_link_bytes(e.index, e.forward, bytes);
 }
 
@@ -891,12 +915,12 @@ void Simulation::run_collective(const Op& op, const exec::Site& site) {
     double latency = 0;
     for (const auto& [pair, bytes] : flows) {
       const auto [from, to] = pair;
-      if (!sg_.routed[from][to])
+      if (!sg_.routes.find(from, to))
         throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
                                      "group '{}'",
                                      platform_.name, platform_.tiers[from].name,
                                      platform_.tiers[to].name, op.kind, op.name, op.group));
-      latency = std::max(latency, sg_.routes[from][to]->latency_s);
+      latency = std::max(latency, sg_.routes.find(from, to)->latency_s);
     }
     const NcclCost nccl = nccl_cost(flows, n, pattern.steps);
     const double flows_start = now_s();
@@ -939,7 +963,7 @@ Simulation::NcclCost Simulation::nccl_cost(
   double narrowest = std::numeric_limits<double>::infinity();
   std::uint64_t most = 0;
   for (const auto& [pair, bytes] : flows) {
-    narrowest = std::min(narrowest, sg_.routes[pair.first][pair.second]->bottleneck_Bps);
+    narrowest = std::min(narrowest, sg_.routes.find(pair.first, pair.second)->bottleneck_Bps);
     most = std::max(most, bytes);
   }
   const double fill = 1.0 - model.ring_fill / std::max<std::uint32_t>(n, 2);
@@ -1050,8 +1074,9 @@ Summary Simulation::run() {
   // code is shallow (remaking is iterative, the policies' hooks loop) and a copy's more so.
   engine.set_config(fmt::format("contexts/stack-size:{}", kStreamStackBytes / 1024));
   find_collectives();
-  const auto wanted = wanted_routes();
-  sg_ = build_sg_platform(platform_, &wanted);
+  std::vector<bool> runs;
+  const auto wanted = wanted_routes(runs);
+  sg_ = build_sg_platform(platform_, &wanted, &runs);
   mutex_ = sg4::Mutex::create();
   changed_ = sg4::ConditionVariable::create();
   for (std::size_t d : compute_devices_)

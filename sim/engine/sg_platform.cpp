@@ -7,49 +7,71 @@ namespace sg4 = simgrid::s4u;
 namespace memsim {
 
 SgPlatform build_sg_platform(const PlatformSpec& platform,
-                             const std::vector<std::vector<std::size_t>>* wanted) {
+                             const std::vector<std::vector<std::size_t>>* wanted,
+                             const std::vector<bool>* running) {
   SgPlatform sg;
+  sg.routes = compute_routes(platform, wanted);
+  const RouteTable& routes = sg.routes;
+  const std::size_t n_tiers = platform.tiers.size();
+  // Only what the run's routes and streams touch becomes SimGrid's: a full zone holds a
+  // table of every pair of its hosts, and a 16,384-GPU platform has 40,000 devices and tiers
+  // where a run uses a few hundred.
+  std::vector<bool> tier_used(n_tiers, false);
+  for (std::size_t src = 0; src < n_tiers; ++src)
+    for (const auto& [dst, route] : routes.from(src)) tier_used[src] = tier_used[dst] = true;
+  std::vector<bool> device_used(platform.devices.size(), false);
+  for (std::size_t d = 0; d < platform.devices.size(); ++d) {
+    device_used[d] = running == nullptr || (d < running->size() && (*running)[d]);
+    for (std::size_t t : platform.devices[d].tiers) device_used[d] = device_used[d] || tier_used[t];
+    if (device_used[d])
+      for (std::size_t t : platform.devices[d].tiers) tier_used[t] = true;  // its memory is placed
+  }
+
   auto* zone = sg4::create_full_zone(platform.name.empty() ? "platform" : platform.name);
-  for (const auto& d : platform.devices) sg.device_hosts.push_back(zone->create_host(d.name, kHostSpeed));
-  for (const auto& t : platform.tiers) sg.tier_hosts.push_back(zone->create_host(t.name, 1.0));
+  sg.device_hosts.assign(platform.devices.size(), nullptr);
+  sg.tier_hosts.assign(n_tiers, nullptr);
+  for (std::size_t d = 0; d < platform.devices.size(); ++d)
+    if (device_used[d]) sg.device_hosts[d] = zone->create_host(platform.devices[d].name, kHostSpeed);
+  for (std::size_t t = 0; t < n_tiers; ++t)
+    if (tier_used[t]) sg.tier_hosts[t] = zone->create_host(platform.tiers[t].name, 1.0);
 
   // Links, and each tier's own memory as a shared resource: a copy reads its source and
   // writes its destination at no more than their bandwidths, and copies into one host memory
-  // share it. Routes (platform/routes.h) say which of them each copy crosses.
-  std::vector<sg4::Link*> links;
-  for (const auto& l : platform.links) {
-    sg4::Link* link = l.full_duplex ? zone->create_split_duplex_link(l.name, l.bandwidth_Bps)
-                                    : zone->create_link(l.name, l.bandwidth_Bps);
-    link->set_latency(l.latency_s);
-    links.push_back(link);
-  }
-  std::vector<sg4::Link*> memory_port;
-  for (const auto& t : platform.tiers) {
-    auto* port = zone->create_link(t.name + ".memory", t.bandwidth_Bps);
-    port->set_latency(t.latency_s);
-    memory_port.push_back(port);
-  }
-  const std::size_t n_tiers = platform.tiers.size();
-  sg.routed.assign(n_tiers, std::vector<bool>(n_tiers, false));
-  sg.routes = compute_routes(platform, wanted);
-  const RouteTable& routes = sg.routes;
+  // share it. Routes (platform/routes.h) say which of them each copy crosses; a link or a
+  // memory no route crosses is not made.
+  std::vector<sg4::Link*> links(platform.links.size(), nullptr);
+  auto link = [&](std::size_t l) {
+    if (!links[l]) {
+      const LinkSpec& spec = platform.links[l];
+      links[l] = spec.full_duplex ? zone->create_split_duplex_link(spec.name, spec.bandwidth_Bps)
+                                  : zone->create_link(spec.name, spec.bandwidth_Bps);
+      links[l]->set_latency(spec.latency_s);
+    }
+    return links[l];
+  };
+  std::vector<sg4::Link*> memory_ports(n_tiers, nullptr);
+  auto memory_port = [&](std::size_t t) {
+    if (!memory_ports[t]) {
+      memory_ports[t] = zone->create_link(platform.tiers[t].name + ".memory", platform.tiers[t].bandwidth_Bps);
+      memory_ports[t]->set_latency(platform.tiers[t].latency_s);
+    }
+    return memory_ports[t];
+  };
   for (std::size_t src = 0; src < n_tiers; ++src)
-    for (std::size_t dst = 0; dst < n_tiers; ++dst) {
-      if (!routes[src][dst]) continue;
+    for (const auto& [dst, r] : routes.from(src)) {
       std::vector<sg4::LinkInRoute> route;
-      for (const RouteElement& e : routes[src][dst]->elements) {
+      for (const RouteElement& e : r.elements) {
         if (e.kind == RouteElement::Kind::tier) {
-          route.emplace_back(memory_port[e.index]);
+          route.emplace_back(memory_port(e.index));
         } else if (platform.links[e.index].full_duplex) {
-          route.emplace_back(links[e.index], e.forward ? sg4::LinkInRoute::Direction::UP
-                                                       : sg4::LinkInRoute::Direction::DOWN);
+          route.emplace_back(link(e.index), e.forward ? sg4::LinkInRoute::Direction::UP
+                                                      : sg4::LinkInRoute::Direction::DOWN);
         } else {
-          route.emplace_back(links[e.index]);
+          route.emplace_back(link(e.index));
         }
       }
       zone->add_route(sg.tier_hosts[src]->get_netpoint(), sg.tier_hosts[dst]->get_netpoint(), nullptr,
                       nullptr, route, false);
-      sg.routed[src][dst] = true;
     }
   zone->seal();
   for (const auto& d : platform.devices)

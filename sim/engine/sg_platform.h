@@ -1,8 +1,8 @@
 #pragma once
-// The platform as SimGrid sees it, built once per run: every device and every tier is a
-// host, every link a link (split-duplex where the YAML says full duplex), and each tier's
-// own memory a link of its bandwidth that every copy into or out of it crosses, so copies
-// into one host memory share it. Routes between tiers follow platform/routes.h. Part of the
+// The platform as SimGrid sees it, built once per run: every device and tier the run uses is
+// a host, every link its routes cross a link (split-duplex where the YAML says full duplex),
+// and each tier's own memory a link of its bandwidth that every copy into or out of it
+// crosses, so copies into one host memory share it. Routes between tiers follow platform/routes.h. Part of the
 // engine: the only other file that includes SimGrid.
 #include <vector>
 
@@ -18,16 +18,17 @@ namespace memsim {
 inline constexpr double kHostSpeed = 1e9;
 
 struct SgPlatform {
-  std::vector<simgrid::s4u::Host*> device_hosts;  // by platform device index
-  std::vector<simgrid::s4u::Host*> tier_hosts;    // by tier index
-  std::vector<std::vector<bool>> routed;          // tier x tier: a route exists
+  std::vector<simgrid::s4u::Host*> device_hosts;  // by platform device index; null: unused
+  std::vector<simgrid::s4u::Host*> tier_hosts;    // by tier index; null: unused
   RouteTable routes;                              // what each route crosses (link traffic)
   std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines
 };
 
 /// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist): the
-/// routes `wanted` lists (compute_routes), or all of them.
+/// routes `wanted` lists (compute_routes), or all of them; hosts for the devices `running`
+/// marks (all without it) and for the devices and tiers the routes join.
 SgPlatform build_sg_platform(const PlatformSpec& platform,
-                             const std::vector<std::vector<std::size_t>>* wanted = nullptr);
+                             const std::vector<std::vector<std::size_t>>* wanted = nullptr,
+                             const std::vector<bool>* running = nullptr);
 
 }  // namespace memsim

@@ -28,16 +28,39 @@ struct Route {
   double transfer_time_s(double bytes) const { return bytes / bottleneck_Bps + latency_s; }
 };
 
-/// routes[from][to]; nullopt when no links join them (and on the diagonal).
-using RouteTable = std::vector<std::vector<std::optional<Route>>>;
+/// The routes of a run, from tier to tier: only those asked for are held, so a platform of
+/// 16,384 GPUs (270 M pairs) costs what the few thousand routes a run takes cost.
+class RouteTable {
+ public:
+  explicit RouteTable(std::size_t tiers = 0) : from_(tiers) {}
+  /// The route from `from` to `to`; nullptr when none is held (no links join them, it was
+  /// not asked for, or from == to).
+  const Route* find(std::size_t from, std::size_t to) const;
+  /// Holds `route`; routes from one tier are set in increasing `to`, once each.
+  void set(std::size_t from, std::size_t to, Route route);
+  std::size_t tiers() const { return from_.size(); }
+  /// The routes held from `from`, by destination in increasing order.
+  const std::vector<std::pair<std::size_t, Route>>& from(std::size_t from) const { return from_[from]; }
+
+ private:
+  std::vector<std::vector<std::pair<std::size_t, Route>>> from_;
+};
+
 /// Every pair's route, or with `wanted` only those from each tier to the tiers it lists
-/// (the others nullopt): a 1,024-GPU platform has 1.6 M pairs and a run needs a few thousand.
+/// (sorted, no repeats): a 1,024-GPU platform has 1.6 M pairs and a run needs a few thousand.
+/// The search from a tier stops once what it wants is settled.
 RouteTable compute_routes(const PlatformSpec& platform,
                           const std::vector<std::vector<std::size_t>>* wanted = nullptr);
 
-/// The offload tier a compute tier swaps to: the one with the widest route (then the
-/// fewest hops, then file order); nullopt when none is reachable.
-std::optional<std::size_t> nearest_offload_tier(const PlatformSpec& platform,
-                                                const RouteTable& routes, std::size_t from);
+/// The offload tier a compute tier swaps to and the routes there and back.
+struct OffloadRoute {
+  std::size_t tier = 0;
+  Route out, in;
+};
+/// For each tier of `from`, the offload tier it swaps to: the one with the widest route (then
+/// the fewest route elements, then file order); nullopt when none is reachable. One search
+/// from each, stopped once no wider route is left, and one back.
+std::vector<std::optional<OffloadRoute>> nearest_offloads(const PlatformSpec& platform,
+                                                          const std::vector<std::size_t>& from);
 
 }  // namespace memsim

@@ -27,9 +27,7 @@ PeakLiveSet::Entry entry_of(std::size_t buffer, std::uint64_t category, std::uin
 
 PeakLiveSet::TierState& PeakLiveSet::state(std::size_t tier) {
   if (tier >= tiers_.size()) tiers_.resize(tier + 1);
-  TierState& s = tiers_[tier];
-  if (s.buffers.capacity() < expected_buffers_) s.buffers.reserve(expected_buffers_);  // not resident until used
-  return s;
+  return tiers_[tier];
 }
 
 void PeakLiveSet::on_allocation(const AllocationChange& c) {
@@ -51,9 +49,18 @@ void PeakLiveSet::on_allocation(const AllocationChange& c) {
       }
     return;
   }
-  // Grown to the id seen (the vector's own doubling leaves the rest untouched, not resident).
-  if (c.buffer >= s.buffers.size()) s.buffers.resize(std::size_t{c.buffer} + 1);
-  Held& h = s.buffers[c.buffer];
+  // The ids from the tier's lowest seen up to its highest: a tier holds one replica's or one
+  // rank's buffers, whose ids are a stretch of the whole step's (indexing by the step's ids
+  // made a platform of 1,000 replicas hold 1,000 x the step's ids).
+  if (s.buffers.empty()) {
+    s.first = c.buffer;
+  } else if (c.buffer < s.first) {
+    s.buffers.insert(s.buffers.begin(), std::size_t{s.first} - c.buffer, Held{});
+    s.first = c.buffer;
+  }
+  const std::size_t at = std::size_t{c.buffer} - s.first;
+  if (at >= s.buffers.size()) s.buffers.resize(at + 1);
+  Held& h = s.buffers[at];
   if (c.allocated) {
     h.since = s.changes;
     h.category = static_cast<std::uint8_t>(c.category);
@@ -79,7 +86,7 @@ std::vector<PeakLiveSet::Entry> PeakLiveSet::live_at_peak(std::size_t tier) cons
   std::vector<Entry> out = s.released;
   for (std::size_t b = 0; b < s.buffers.size(); ++b)
     if (const Held& h = s.buffers[b]; h.since != 0 && h.since <= s.peak_change)
-      out.push_back(entry_of(b, h.category, h.bytes));
+      out.push_back(entry_of(s.first + b, h.category, h.bytes));
   for (const HeldAnonymous& h : s.anonymous)
     if (h.since <= s.peak_change) out.push_back(h.entry);
   return out;

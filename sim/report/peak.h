@@ -30,9 +30,6 @@ class PeakLiveSet {
   void on_memory_change(std::size_t tier, const TierUsage& usage);
   /// What was live in `tier` at its peak, in no particular order.
   std::vector<Entry> live_at_peak(std::size_t tier) const;
-  /// Room for buffer ids below `n` in each tier, made as a tier is first seen: no vector
-  /// doubles (and holds two copies at once) as a million-buffer step runs.
-  void expect_buffers(std::size_t n) { expected_buffers_ = n; }
 
  private:
   struct Held {  // 16 bytes: a million-buffer step holds one per buffer and tier
@@ -48,13 +45,13 @@ class PeakLiveSet {
     std::uint64_t changes = 0;
     std::uint64_t peak_change = 0;
     std::uint64_t peak_bytes = 0;
-    std::vector<Held> buffers;    // by buffer id
+    BufferId first = 0;           // the id of buffers[0]: a replica's tier sees its own ids
+    std::vector<Held> buffers;    // by buffer id - first
     std::vector<HeldAnonymous> anonymous;  // workspace, released last-in first-out
     std::vector<Entry> released;  // live at the current peak, released after it
   };
   TierState& state(std::size_t tier);
   std::vector<TierState> tiers_;
-  std::size_t expected_buffers_ = 0;
 };
 
 /// Fills each tier's `peak` from the recorder: the op running on the tier's device when the

@@ -112,9 +112,8 @@ void SampleLog::iterator::load() {
   at_ = static_cast<std::size_t>(replay_.next(first + at_, current_) - first);
 }
 
-void Recorder::reserve(std::size_t events, std::size_t samples, std::size_t buffers) {
+void Recorder::reserve(std::size_t events, std::size_t samples) {
   events_.reserve(events);
-  peak_live_.expect_buffers(buffers);
   if (keep_samples_) samples_.reserve(samples);
 }
 

@@ -177,8 +177,8 @@ class Recorder final : public MemoryListener {
     peak_live_.on_allocation(change);
     if (keep_allocations_) allocations_.push_back(change);
   }
-  /// Room for the events and samples a step is expected to make, and for its buffer ids.
-  void reserve(std::size_t events, std::size_t samples, std::size_t buffers = 0);
+  /// Room for the events and samples a step is expected to make.
+  void reserve(std::size_t events, std::size_t samples);
 
   const std::vector<Event>& events() const { return events_; }
   /// The memory samples, replayed in order (see SampleLog); a vector with samples_vector().

@@ -184,16 +184,16 @@ PlanResult HybridPolicy::plan(const PlanningContext& ctx) const {
   };
   std::vector<Candidate> candidates;
   // Per compute device: the route to the offload tier it swaps to.
-  const RouteTable table = compute_routes(platform);
+  std::vector<std::size_t> computes;
+  for (std::size_t d : devices) computes.push_back(*platform.devices[d].operand_tier());
+  std::vector<std::optional<OffloadRoute>> nearest = nearest_offloads(platform, computes);
   std::vector<std::optional<Route>> routes(devices.size());
   std::vector<std::size_t> offload(devices.size(), 0);
-  for (std::size_t d = 0; d < devices.size(); ++d) {
-    const std::size_t from = *platform.devices[devices[d]].operand_tier();
-    if (auto to = nearest_offload_tier(platform, table, from)) {
-      routes[d] = table[from][*to];
-      offload[d] = *to;
+  for (std::size_t d = 0; d < devices.size(); ++d)
+    if (nearest[d]) {
+      routes[d] = std::move(nearest[d]->out);
+      offload[d] = nearest[d]->tier;
     }
-  }
   for (const Buffer& b : trace.buffers) {
     if (b.persistent || b.producer == kNoOp || first_bwd[b.id] == kNoOp) continue;
     const Op& producer = trace.ops[b.producer];

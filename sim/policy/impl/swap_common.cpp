@@ -9,16 +9,17 @@
 namespace memsim {
 
 std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
-  const RouteTable routes = compute_routes(platform);
+  std::vector<std::size_t> computes;
+  for (std::size_t d : platform.op_devices()) computes.push_back(*platform.devices[d].operand_tier());
+  std::vector<std::optional<OffloadRoute>> offloads = nearest_offloads(platform, computes);
   std::vector<SwapTiers> out;
-  for (std::size_t d : platform.op_devices()) {
+  for (std::size_t k = 0; k < computes.size(); ++k) {
     SwapTiers s;
-    s.compute = static_cast<std::uint32_t>(*platform.devices[d].operand_tier());
-    if (const auto offload = nearest_offload_tier(platform, routes, s.compute))
-      s.offload = static_cast<std::uint32_t>(*offload);
-    if (s.offload) {
-      s.out = routes[s.compute][*s.offload];
-      s.in = routes[*s.offload][s.compute];
+    s.compute = static_cast<std::uint32_t>(computes[k]);
+    if (offloads[k]) {
+      s.offload = static_cast<std::uint32_t>(offloads[k]->tier);
+      s.out = std::move(offloads[k]->out);
+      s.in = std::move(offloads[k]->in);
     }
     out.push_back(std::move(s));
   }
