@@ -81,7 +81,8 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
             const std::vector<std::string>& sets, const std::string& out_dir, bool json,
             const OutputChoice& outputs, std::size_t max_events, const std::string& trace_format,
             bool devices_given, const std::string& only_devices,
-            const ImportOptions& import, const std::string& durations, bool explain, bool advice) {
+            const ImportOptions& import, const std::string& durations, bool explain, bool advice,
+            bool progress) {
   RunCommand command;
   if (positional.size() == 1) {
     if (names_a_platform(positional[0]))
@@ -104,6 +105,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   command.max_events = max_events;
   command.advice = advice;
   command.advice_dir = out_dir;
+  command.progress = progress;
   // The step, its plan and its records go with the process, not piece by piece: a million
   // ops would spend a second in destructors. Still reachable, so no leak to report.
   static RunOutcome* const outcome = new RunOutcome();
@@ -664,6 +666,10 @@ int cli_main(int argc, char** argv) {
                 "on oom, run the candidates that find what would fit (a smaller batch, another policy); "
                 "the default, but not with --json");
   run->add_flag("--no-advice", no_advice, "on oom, do not look for what would fit");
+  bool quiet = false;
+  run->add_flag("--quiet,-q", quiet,
+                "no progress line on standard error (there is one for a run of more than a few seconds "
+                "when standard error is a terminal)");
   bool explain = false;
   run->add_flag("--explain", explain,
                 "after the summary, every buffer live at each tier's peak, by layer and category");
@@ -774,7 +780,8 @@ int cli_main(int argc, char** argv) {
     if (run->parsed())
       return cmd_run(positional, policy, sets, out_dir, json, parse_outputs(outputs, events), max_events,
                      trace_format, run->count("--devices") > 0,
-                     only_devices, import, durations, explain, !no_advice && (advice || !json));
+                     only_devices, import, durations, explain, !no_advice && (advice || !json),
+                     !quiet && ::isatty(STDERR_FILENO));
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) {
       if (op_kinds) {

@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
 #include <exception>
 #include <functional>
 #include <future>
@@ -16,6 +19,7 @@
 #include "sim/app/sweep_cli.h"
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/limits.h"
 #include "sim/core/text_out.h"
 #include "sim/inputs/policy_args.h"
 #include "sim/report/chrome_trace.h"
@@ -63,6 +67,32 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
   for (const auto& s : sets) out.push_back(parse_override(s));
   return out;
 }
+
+// The progress line: shown once a run has taken kAfter_s, rewritten at most every
+// kEvery_s, cleared when the run ends. Wall-clock time decides only what a terminal shows.
+class ProgressLine {
+ public:
+  void show(std::uint64_t done, std::uint64_t total, double simulated_s) {
+    const auto now = Clock::now();
+    const double elapsed = std::chrono::duration<double>(now - start_).count();
+    if (elapsed < kAfter_s || (shown_ && std::chrono::duration<double>(now - last_).count() < kEvery_s)) return;
+    last_ = now;
+    shown_ = true;
+    std::cerr << fmt::format("\r\033[Kmemsim: {} of {} ops run, {} simulated, {} ops/s", format_count(done),
+                             format_count(total), format_seconds(simulated_s), format_count(std::floor(done / elapsed)))
+              << std::flush;
+  }
+  void clear() {
+    if (shown_) std::cerr << "\r\033[K" << std::flush;
+    shown_ = false;
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  static constexpr double kAfter_s = 3, kEvery_s = 0.5;
+  Clock::time_point start_ = Clock::now(), last_ = start_;
+  bool shown_ = false;
+};
 
 }  // namespace
 
@@ -133,8 +163,17 @@ void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& ho
   inputs.platform = std::move(platform);
   inputs.stream = hooks.stream;
   inputs.explain_peaks = false;
+  auto line = std::make_shared<ProgressLine>();
+  if (command.progress)
+    inputs.progress = [line](std::uint64_t done, std::uint64_t total, double at_s) { line->show(done, total, at_s); };
   RunResult& result = out.result;
-  run(std::move(inputs), result);  // the step is moved, the platform kept
+  try {
+    run(std::move(inputs), result);  // the step is moved, the platform kept
+  } catch (...) {
+    line->clear();
+    throw;
+  }
+  line->clear();
   result.plan = Plan{};  // nothing below reads it (a million-op plan is a hundred megabytes)
   for (const std::string& note : result.notes) log << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;

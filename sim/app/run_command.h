@@ -43,6 +43,9 @@ struct RunCommand {
   bool advice = false;
   std::string advice_dir = "out";
   std::string memsim;               // the executable of those runs (default: this one)
+  /// A progress line on standard error for a run of more than a few seconds (ops run,
+  /// simulated time, rate), rewritten in place and cleared at the end: for a terminal.
+  bool progress = false;
 };
 
 /// What a run gave: the pipeline's result, and its inputs (the platform it ran on), kept in

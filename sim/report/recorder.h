@@ -11,7 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdint>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -166,7 +166,14 @@ class Recorder final : public MemoryListener {
   void keep_samples(bool on) { keep_samples_ = on; }
   void record(const Event& e) {
     events_.push_back(e);
+    if (e.kind == EventKind::compute) ++ops_done_;
     if (stream_ && events_.size() - events_streamed_ >= kStreamBlock) pass_events();
+    if (progress_ && (events_.size() & (kProgressEvery - 1)) == 0) progress_(ops_done_, e.end_s);
+  }
+  /// Also tell `progress` every few thousand events how many ops have run and the simulated
+  /// time the last event ended at (a terminal's progress line); empty: not any more.
+  void report_progress(std::function<void(std::uint64_t ops_done, double simulated_s)> progress) {
+    progress_ = std::move(progress);
   }
   /// Also pass the records to `stream` as they come (nullptr: not any more); flush_stream()
   /// passes on what is left.
@@ -194,12 +201,15 @@ class Recorder final : public MemoryListener {
 
  private:
   static constexpr std::size_t kStreamBlock = 4096;  // records per block passed on
+  static constexpr std::size_t kProgressEvery = 4096;  // events per progress report (a power of 2)
   void pass_events();
   void pass_samples();
 
   bool keep_samples_;
   bool keep_allocations_ = false;
   RecordStream* stream_ = nullptr;
+  std::function<void(std::uint64_t, double)> progress_;
+  std::uint64_t ops_done_ = 0;
   std::size_t events_streamed_ = 0, entries_streamed_ = 0;
   std::vector<Event> events_;
   SampleLog samples_;

@@ -189,7 +189,12 @@ void run(RunInputs&& in, RunResult& out) {
     in.stream->start(out.trace, platform);
     out.recorder.stream_to(in.stream);
   }
+  if (in.progress)
+    out.recorder.report_progress([&in, total = out.trace.ops.size()](std::uint64_t done, double at_s) {
+      in.progress(done, total, at_s);
+    });
   out.summary = simulate(ctx, planned, out.recorder);
+  out.recorder.report_progress({});
   out.recorder.flush_stream();
   out.recorder.stream_to(nullptr);
   // Which ops the measured durations timed, and which the cost model.

@@ -13,6 +13,7 @@
 // budget side by side.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ struct RunInputs {
   /// Name what was live at each tier's peak (summary.peaks) before returning; false leaves
   /// that to explain_peaks(RunResult&), which the caller may run beside other work.
   bool explain_peaks = true;
+  /// Told every few thousand events how many ops have run, of how many, and the simulated
+  /// time (a terminal's progress line); empty: none.
+  std::function<void(std::uint64_t ops_done, std::uint64_t ops_total, double simulated_s)> progress;
 };
 
 struct RunResult {
