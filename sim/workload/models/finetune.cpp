@@ -87,7 +87,10 @@ std::string FineTune::summary() const {
   switch (freeze) {
     case Freeze::none: break;
     case Freeze::embeddings: frozen = "embeddings frozen"; break;
-    case Freeze::first_layers: frozen = fmt::format("embeddings and first {} layers frozen", first_layers); break;
+    case Freeze::first_layers:
+      frozen = first_layers == 1 ? "embeddings and first layer frozen"
+                                 : fmt::format("embeddings and first {} layers frozen", first_layers);
+      break;
     case Freeze::all_but_head: frozen = "all but the head frozen"; break;
     case Freeze::all: frozen = "base frozen"; break;
   }

@@ -155,7 +155,7 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
     if (!(d.capacity_factor > 0 && d.capacity_factor <= 1e6))
       factor.fail_expected("a number above 0 (1: perfectly balanced experts)");
   }
-  check_decoder_size(d, settings.fused,
+  check_decoder_size(d, settings,
                      cfg.at(arch == "MixtralForCausalLM"    ? "num_local_experts"
                             : arch == "DeepseekForCausalLM" ? "n_routed_experts"
                                                             : "num_hidden_layers"));

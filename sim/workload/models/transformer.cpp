@@ -664,7 +664,8 @@ Trace generate_gpt(const Params& params) {
 
 }  // namespace
 
-void check_decoder_size(const DecoderShape& d, const FusedKernels& fused, const ConfigNode& at) {
+void check_decoder_size(const DecoderShape& d, const TrainingSettings& settings, const ConfigNode& at) {
+  const FusedKernels& fused = settings.fused;
   // Counted from the generator (ops per layer of the step, forward to optimizer): a dense
   // layer 44, a mixture of experts 35 and 20 per routed expert, 15 for its shared experts;
   // a fused SwiGLU 6 fewer in each, an unfused norm 14 more (two per layer and the final
@@ -672,9 +673,22 @@ void check_decoder_size(const DecoderShape& d, const FusedKernels& fused, const 
   const double swiglu = fused.swiglu ? -6 : 0, norm = fused.layer_norm ? 0 : 14, softmax = fused.softmax ? 0 : 8;
   const auto layers = static_cast<double>(d.layers);
   const double moe_layers = d.experts > 0 ? static_cast<double>(d.layers - d.first_dense) : 0;
-  const double ops = 13 + norm + layers * (2 * norm + softmax) + (44 + swiglu) * (layers - moe_layers) +
+  double ops = 13 + norm + layers * (2 * norm + softmax) + (44 + swiglu) * (layers - moe_layers) +
                      moe_layers * (35 + (20 + swiglu) * static_cast<double>(d.experts) +
                                    (d.shared_experts > 0 ? 15 + swiglu : 0));
+  // A LoRA adapter: A, B, the scale and the add, their backward and a sum into the input's
+  // gradient, two optimizer steps; two more ops with its dropout. The MLP's targets are on
+  // every expert's projections too.
+  const FineTune& tune = settings.finetune;
+  if (tune.lora()) {
+    const double per_adapter = tune.lora_dropout > 0 ? 12 : 10;
+    double attention = 0, mlp = 0;
+    for (const std::string& t : tune.lora_targets)
+      (t == "q" || t == "k" || t == "v" || t == "o" ? attention : mlp) += 1;
+    if (tune.lora_targets.empty()) attention = 2;  // q and v
+    const double mlps = (layers - moe_layers) + moe_layers * static_cast<double>(d.experts + (d.shared_experts > 0));
+    ops += per_adapter * (attention * layers + mlp * mlps);
+  }
   if (!over_op_limit(ops)) return;
   if (d.experts > 0)
     at.fail(fmt::format("{} experts in each of {} layers make {}", d.experts, d.layers, ops_over_limit(ops)));
@@ -767,7 +781,7 @@ Trace generate_llama(const Params& params) {
   const TrainingSettings settings = read_training_settings(params);
   if (settings.ep > 1 && d.experts % settings.ep != 0)
     params.extra("parallel")->find("ep")->fail_expected(fmt::format("a divisor of the {} experts", d.experts));
-  check_decoder_size(d, settings.fused, params.get(d.experts > 0 ? "num_experts" : "layers"));
+  check_decoder_size(d, settings, params.get(d.experts > 0 ? "num_experts" : "layers"));
   return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 
