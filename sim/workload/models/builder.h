@@ -101,7 +101,7 @@ struct FineTune {
   }
   bool trains_final_norm() const { return freeze != Freeze::all_but_head && freeze != Freeze::all; }
   bool trains_head() const { return freeze != Freeze::all; }
-  /// "lora r16 on q, v (alpha 32), frozen base" and the like, for Trace::description.
+  /// "lora r16 on q, v (alpha 32), base frozen" and the like, for Trace::description.
   std::string summary() const;
 };
 
