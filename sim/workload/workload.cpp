@@ -1,5 +1,7 @@
 #include "sim/workload/workload.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
@@ -41,6 +43,13 @@ Trace generate_workload(const ConfigNode& spec) {
     for (const auto& m : builtin_models()) names.push_back(m.name);
     model_node.as_choice(names);  // throws, listing the models
   }
+  if (auto finetune = spec.find("finetune");
+      finetune && std::none_of(info->params.begin(), info->params.end(),
+                               [](const ParamSpec& p) { return p.name == "finetune"; }))
+    spec.key_node("finetune").fail(fmt::format(
+        "applies only to the transformer models (bert, gpt2, gpt, llama, hf); model {} has no frozen weights or LoRA "
+        "adapters",
+        model));
   Params params(spec, info->params, "model " + model, {"model", "name", "parallel"});
   Trace trace;
   try {

@@ -30,6 +30,15 @@ std::vector<BufferId> distinct(std::vector<BufferId> ids) {
   return out;
 }
 
+// The gradient buffers a backward makes (kNoOp: one an operand does not need), and how many.
+std::vector<BufferId> present(std::initializer_list<BufferId> ids) {
+  std::vector<BufferId> out;
+  for (BufferId b : ids)
+    if (b != kNoOp) out.push_back(b);
+  return out;
+}
+double count(std::initializer_list<BufferId> ids) { return static_cast<double>(present(ids).size()); }
+
 }  // namespace
 
 Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v,
@@ -103,12 +112,13 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
   const double mm_flops = 2.0 * static_cast<double>(batch * heads * seq * seq * head_dim);
   const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
                   values_[v.id].requires_grad;
+  auto wants = [this](Value x) { return values_[x.id].requires_grad; };
   auto grad_of = [this, qkv_bytes](const std::string& n) {
     return trace_.add_buffer(n, static_cast<std::uint64_t>(qkv_bytes), Category::activation_grad);
   };
 
   // scores = q k^T / sqrt(head_dim), one batched matmul (baddbmm folds in the scale).
-  const Value scores = new_value(name + ".scores", {batch, heads, seq, seq}, rg);
+  const Value scores = new_value(name + ".scores", {batch, heads, seq, seq}, wants(q) || wants(k));
   OpId id = emit(name + ".qk", "bmm", distinct({buffer(q), buffer(k)}), {buffer(scores)}, {},
                  mm_flops);
   trace_.ops[id].bytes_moved = 2 * qkv_bytes + scores_bytes;
@@ -116,12 +126,14 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
   tape_.push_back([=, this] {
     if (!has_grad(scores)) return;
     const BufferId g = take_grad(scores);
-    const BufferId gq = grad_of(name + ".qk.grad_q"), gk = grad_of(name + ".qk.grad_k");
+    // Only the gradients an operand needs (a frozen projection below none).
+    const BufferId gq = wants(q) ? grad_of(name + ".qk.grad_q") : kNoBuffer;
+    const BufferId gk = wants(k) ? grad_of(name + ".qk.grad_k") : kNoBuffer;
     const OpId bw = emit(name + ".qk.backward", "bmm_backward", distinct({g, buffer(q), buffer(k)}),
-                         {gq, gk}, {}, 2 * mm_flops);
-    trace_.ops[bw].bytes_moved = scores_bytes + 4 * qkv_bytes;
-    contribute(q, gq, name);
-    contribute(k, gk, name);
+                         present({gq, gk}), {}, mm_flops * count({gq, gk}));
+    trace_.ops[bw].bytes_moved = scores_bytes + 2 * qkv_bytes + qkv_bytes * count({gq, gk});
+    if (gq != kNoBuffer) contribute(q, gq, name);
+    if (gk != kNoBuffer) contribute(k, gk, name);
   });
 
   const Value probs = settings_.fused.softmax ? softmax(name + ".softmax", scores)
@@ -137,13 +149,13 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
   tape_.push_back([=, this] {
     if (!has_grad(context)) return;
     const BufferId g = take_grad(context);
-    const BufferId gp = grad_buffer(name + ".pv", dropped);
-    const BufferId gv = grad_of(name + ".pv.grad_v");
+    const BufferId gp = wants(dropped) ? grad_buffer(name + ".pv", dropped) : kNoBuffer;
+    const BufferId gv = wants(v) ? grad_of(name + ".pv.grad_v") : kNoBuffer;
     const OpId bw = emit(name + ".pv.backward", "bmm_backward", {g, buffer(dropped), buffer(v)},
-                         {gp, gv}, {}, 2 * mm_flops);
-    trace_.ops[bw].bytes_moved = 2 * scores_bytes + 3 * qkv_bytes;
-    contribute(dropped, gp, name);
-    contribute(v, gv, name);
+                         present({gp, gv}), {}, mm_flops * count({gp, gv}));
+    trace_.ops[bw].bytes_moved = (gp != kNoBuffer ? 2 : 1) * scores_bytes + (gv != kNoBuffer ? 3 : 2) * qkv_bytes;
+    if (gp != kNoBuffer) contribute(dropped, gp, name);
+    if (gv != kNoBuffer) contribute(v, gv, name);
   });
   return context;
 }
@@ -166,6 +178,7 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
   const double mm_flops = 2.0 * static_cast<double>(batch * heads * seq * seq * head_dim);
   const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
                   values_[v.id].requires_grad;
+  auto wants = [this](Value x) { return values_[x.id].requires_grad; };
   const bool drops = dropout_p > 0;
 
   // The core attention's ops; `tag` is "" forward and ".recompute" in the backward.
@@ -209,10 +222,17 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
     auto scores_grad = [&](const std::string& n) {
       return trace_.add_buffer(n, static_cast<std::uint64_t>(scores_bytes), Category::activation_grad);
     };
-    BufferId gp = scores_grad(name + ".pv.grad_probs");
-    const BufferId gv = qkv_grad(name + ".pv.grad_v");
-    OpId bw = emit(name + ".pv.backward", "bmm_backward", {g, c.dropped, buffer(v)}, {gp, gv}, {}, 2 * mm_flops);
+    // Only the gradients an operand needs (a frozen projection below none).
+    const bool to_scores = wants(q) || wants(k);
+    BufferId gp = to_scores ? scores_grad(name + ".pv.grad_probs") : kNoBuffer;
+    const BufferId gv = wants(v) ? qkv_grad(name + ".pv.grad_v") : kNoBuffer;
+    OpId bw = emit(name + ".pv.backward", "bmm_backward", {g, c.dropped, buffer(v)}, present({gp, gv}), {},
+                   mm_flops * count({gp, gv}));
     trace_.ops[bw].bytes_moved = 2 * scores_bytes + 3 * qkv_bytes;
+    if (!to_scores) {
+      contribute(v, gv, name);
+      return;
+    }
     if (drops) {
       const BufferId gd = scores_grad(name + ".dropout.grad_input");
       emit(name + ".dropout.backward", "dropout_backward", {gp, c.mask}, {gd}, {}, elements);
@@ -225,12 +245,14 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
     } else {
       gs = unfused_softmax_backward(name, c.softmax, gp, scores_elements);
     }
-    const BufferId gq = qkv_grad(name + ".qk.grad_q"), gk = qkv_grad(name + ".qk.grad_k");
-    bw = emit(name + ".qk.backward", "bmm_backward", distinct({gs, buffer(q), buffer(k)}), {gq, gk}, {}, 2 * mm_flops);
-    trace_.ops[bw].bytes_moved = scores_bytes + 4 * qkv_bytes;
-    contribute(q, gq, name);
-    contribute(k, gk, name);
-    contribute(v, gv, name);
+    const BufferId gq = wants(q) ? qkv_grad(name + ".qk.grad_q") : kNoBuffer;
+    const BufferId gk = wants(k) ? qkv_grad(name + ".qk.grad_k") : kNoBuffer;
+    bw = emit(name + ".qk.backward", "bmm_backward", distinct({gs, buffer(q), buffer(k)}), present({gq, gk}), {},
+              mm_flops * count({gq, gk}));
+    trace_.ops[bw].bytes_moved = scores_bytes + 2 * qkv_bytes + qkv_bytes * count({gq, gk});
+    if (gq != kNoBuffer) contribute(q, gq, name);
+    if (gk != kNoBuffer) contribute(k, gk, name);
+    if (gv != kNoBuffer) contribute(v, gv, name);
   });
   return context;
 }
@@ -254,6 +276,7 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
                        (causal ? 0.5 : 1.0);
   const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
                   values_[v.id].requires_grad;
+  auto wants = [this](Value x) { return values_[x.id].requires_grad; };
 
   const Value out = new_value(name + ".out", {tokens, hidden}, rg);
   const BufferId lse = activation_buffer(name + ".logsumexp", rows, DType::fp32);
@@ -267,20 +290,22 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
     auto grad_of = [&](const std::string& n, double bytes) {
       return trace_.add_buffer(n, static_cast<std::uint64_t>(bytes), Category::activation_grad);
     };
-    const BufferId gq = grad_of(name + ".grad_q", q_bytes),
-                   gk = grad_of(name + ".grad_k", kv_bytes),
-                   gv = grad_of(name + ".grad_v", kv_bytes);
+    // Only the gradients an operand needs (a frozen projection below none); the kernel's
+    // work is the same.
+    const BufferId gq = wants(q) ? grad_of(name + ".grad_q", q_bytes) : kNoBuffer,
+                   gk = wants(k) ? grad_of(name + ".grad_k", kv_bytes) : kNoBuffer,
+                   gv = wants(v) ? grad_of(name + ".grad_v", kv_bytes) : kNoBuffer;
     const OpId bw = emit(name + ".backward", "flash_attention_backward",
                          distinct({g, buffer(q), buffer(k), buffer(v), buffer(out), lse}),
-                         {gq, gk, gv}, {}, kFlashBackwardRatio * flops);
+                         present({gq, gk, gv}), {}, kFlashBackwardRatio * flops);
     Op& op = trace_.ops[bw];
     // Scratch is written and read back, counted twice as bytes_moved() counts workspace.
     op.workspace_bytes = static_cast<std::uint64_t>(tokens * hidden) * 4 + rows * 4;
     op.bytes_moved = 4 * q_bytes + 4 * kv_bytes + 4.0 * static_cast<double>(rows) +
                      2.0 * static_cast<double>(op.workspace_bytes);
-    contribute(q, gq, name);
-    contribute(k, gk, name);
-    contribute(v, gv, name);
+    if (gq != kNoBuffer) contribute(q, gq, name);
+    if (gk != kNoBuffer) contribute(k, gk, name);
+    if (gv != kNoBuffer) contribute(v, gv, name);
   });
   return out;
 }

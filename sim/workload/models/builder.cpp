@@ -84,6 +84,7 @@ std::string TrainingSettings::summary() const {
   if (fused.softmax != usual.softmax) s += ", unfused softmax";
   if (fused.bias_gelu != usual.bias_gelu) s += ", unfused bias-gelu";
   if (fused.swiglu != usual.swiglu) s += ", fused swiglu";
+  if (finetune.freeze != FineTune::Freeze::none || finetune.lora()) s += ", " + finetune.summary();
   return s;
 }
 
@@ -164,6 +165,7 @@ TrainingSettings read_training_settings(const Params& params) {
     if (spec.name == "fused_softmax") s.fused.softmax = params.get(spec.name).as_bool();
     if (spec.name == "fused_bias_gelu") s.fused.bias_gelu = params.get(spec.name).as_bool();
     if (spec.name == "fused_swiglu") s.fused.swiglu = params.get(spec.name).as_bool();
+    if (spec.name == "finetune") s.finetune = read_finetune(params.get(spec.name));
   }
   if (auto section = params.extra("parallel"); section && section->is_map()) {
     // The workload's parallel section, read again in full by generate_workload.
@@ -172,6 +174,14 @@ TrainingSettings read_training_settings(const Params& params) {
     s.sp = p.sp;
     s.ep = p.ep;
     s.parallel = *section;
+    if (const FineTune& f = s.finetune; f.node) {
+      if (f.lora() && p.tp > 1)
+        f.node->at("lora").fail(fmt::format(
+            "LoRA adapters with tensor parallelism (parallel.tp {}) are not modelled; use dp or pp", p.tp));
+      if (f.freeze != FineTune::Freeze::none && p.zero == 3)
+        f.node->find("freeze").value_or(*f.node).fail(
+            "frozen weights with parallel.zero 3 are not modelled (ZeRO-3 would shard them too); use zero 0 to 2");
+    }
   }
   return s;
 }
@@ -252,10 +262,22 @@ Value ModelBuilder::input(const std::string& name, Shape shape, DType dtype) {
   return Value{static_cast<std::uint32_t>(values_.size() - 1)};
 }
 
+bool ModelBuilder::set_trainable(bool on) {
+  const bool was = trainable_;
+  trainable_ = on;
+  return was;
+}
+
 std::uint32_t ModelBuilder::parameter(std::string name, std::uint64_t elements) {
   const std::uint64_t bytes = elements * dtype_bytes(settings_.dtype);
   Parameter p{name, trace_.add_buffer(name, bytes, Category::weight, true), {}, elements,
               kNoBuffer};
+  if (!trainable_) {
+    // Frozen: the weight alone, in dtype; no optimizer ever reads or writes it.
+    p.trainable = false;
+    params_.push_back(std::move(p));
+    return static_cast<std::uint32_t>(params_.size() - 1);
+  }
   // Master weights and optimizer state are in state_dtype() (fp32 under mixed precision).
   const std::uint64_t state_bytes = elements * dtype_bytes(settings_.state_dtype());
   if (settings_.mixed_precision)
@@ -276,6 +298,7 @@ std::uint32_t ModelBuilder::parameter(std::string name, std::uint64_t elements) 
 
 BufferId ModelBuilder::parameter_grad(std::uint32_t p) {
   Parameter& param = params_[p];
+  if (!param.trainable) throw std::logic_error(fmt::format("a gradient for frozen parameter '{}'", param.name));
   // Created by the backward op; AccumulateGrad then steals it as .grad (grads start as None
   // after zero_grad(set_to_none=True)), so no copy op.
   param.grad = trace_.add_buffer(param.name + ".grad", trace_.buffers[param.weight].bytes,
@@ -381,9 +404,11 @@ void ModelBuilder::begin_recompute() {
   tape_.push_back([this] { remap_.clear(); });
 }
 
-void ModelBuilder::end_recompute() {
+void ModelBuilder::end_recompute(Value out) {
   const OpId from = recompute_from_, to = static_cast<OpId>(trace_.ops.size());
   recompute_from_ = kNoOp;
+  // Frozen and below everything that trains: no backward reads the region.
+  if (!values_[out.id].requires_grad) return;
   // Runs first of the region's backward: the forward ops again, on buffers of their own.
   tape_.push_back([this, from, to] {
     for (OpId id = from; id < to; ++id) {
@@ -419,6 +444,11 @@ Trace ModelBuilder::finish(std::string name, std::string description) {
                        name));
   if (settings_.ep > 1 && !ep_used_)
     refuse("ep", settings_.ep, fmt::format("model {} has no experts to split over expert-parallel ranks", name));
+  const FineTune& tune = settings_.finetune;
+  if (tune.node && std::none_of(params_.begin(), params_.end(), [](const Parameter& p) { return p.trainable; }))
+    tune.node->fail(fmt::format("freezes every weight of {} and adds no LoRA adapter: nothing is left to train (a "
+                                "head tied to the token embeddings is frozen with them)",
+                                name));
   phase_ = Phase::backward;
   for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) (*it)();
   tape_.clear();

@@ -70,6 +70,41 @@ struct FusedKernels {
   bool swiglu = false;
 };
 
+/// Fine-tuning (the transformer generators' `finetune` key; docs/workloads.md): which
+/// weights are frozen, and the LoRA adapters added beside the frozen projections. A frozen
+/// weight has no gradient, no optimizer state and no master copy; a layer whose weights are
+/// frozen computes only its input's gradient, and only where something below it trains.
+struct FineTune {
+  /// none: every weight trains. embeddings: the embedding tables (and BERT's embedding
+  /// LayerNorm). first_layers: those and the first `first_layers` blocks. all_but_head:
+  /// everything but the head after the final norm. all: every weight of the model (the
+  /// LoRA adapters train).
+  enum class Freeze : std::uint8_t { none, embeddings, first_layers, all_but_head, all };
+  Freeze freeze = Freeze::none;
+  std::int64_t first_layers = 0;
+  /// LoRA (Hu et al.; PEFT's LoraConfig): per targeted projection W (d_in x d_out) a
+  /// trainable A (d_in x rank) and B (rank x d_out); 0: no adapters.
+  std::int64_t lora_rank = 0;
+  double lora_alpha = 0;    // the output of B is scaled by alpha / rank
+  double lora_dropout = 0;  // dropout on the adapter's input (PEFT's lora_dropout)
+  /// The projections that get an adapter, by short name: q, k, v, qkv (a fused
+  /// projection), o, gate, up, gate_up (fused_swiglu), down.
+  std::vector<std::string> lora_targets;
+  /// The `finetune` section, for messages about the model it does not fit; none without one.
+  std::optional<ConfigNode> node;
+
+  bool lora() const { return lora_rank > 0; }
+  bool targets(std::string_view projection) const;
+  bool trains_embeddings() const { return freeze == Freeze::none; }
+  bool trains_layer(std::int64_t i) const {
+    return freeze == Freeze::none || freeze == Freeze::embeddings || (freeze == Freeze::first_layers && i >= first_layers);
+  }
+  bool trains_final_norm() const { return freeze != Freeze::all_but_head && freeze != Freeze::all; }
+  bool trains_head() const { return freeze != Freeze::all; }
+  /// "lora r16 on q, v (alpha 32), base frozen" and the like, for Trace::description.
+  std::string summary() const;
+};
+
 struct TrainingSettings {
   std::int64_t batch = 32;
   /// Element type of activations, weights and gradients; of the optimizer state too, unless
@@ -103,6 +138,8 @@ struct TrainingSettings {
   std::uint32_t ep = 1;  // expert-parallel ranks (parallel.ep)
   /// The fused_* parameters of the models that declare them; else the defaults.
   FusedKernels fused;
+  /// The `finetune` key of the models that declare it (the transformers); else none.
+  FineTune finetune;
   /// The workload's `parallel:` section, where tp and ep were read (for the message of a
   /// model that cannot split over them); none without one.
   std::optional<ConfigNode> parallel;
@@ -116,6 +153,11 @@ struct TrainingSettings {
   /// ", unfused softmax", ... where not the default), for Trace::description.
   std::string summary() const;
 };
+
+/// The declaration of `finetune`, for the transformer generators to append to their own.
+ParamSpec finetune_param_spec();
+/// Reads a `finetune` value (finetune.cpp); a bad one is an InputError located at it.
+FineTune read_finetune(const ConfigNode& node);
 
 /// Declarations of `batch`, `dtype`, `mixed_precision`, `optimizer`, `inplace` and
 /// `conv_algo`, for a model to append to its own.
@@ -216,6 +258,19 @@ class ModelBuilder {
   /// history of 1024 fp32 (TE's default amax_history_len) plus scale and inverse scale.
   /// The backward casts the output gradient to fp8 in a workspace.
   Value linear(const std::string& name, Value x, std::int64_t out_features, bool bias);
+  /// Whether parameters made from now on train (the default) or are frozen: a frozen
+  /// parameter has no gradient, optimizer state, master copy or main_grad, and a layer's
+  /// output needs a gradient only when its input does or one of its weights trains.
+  /// Returns the previous setting.
+  bool set_trainable(bool on);
+  /// A LoRA adapter (settings().finetune) on the linear `name` that made y from x:
+  /// y + (dropout(x) A B) x alpha / rank, with A (`name.lora_A`, d_in x rank) and B
+  /// (`name.lora_B`, rank x d_out) trainable linears in the compute type whatever
+  /// set_trainable says, then a scale and an out-of-place add, as PEFT's lora.Linear runs.
+  Value lora(const std::string& name, Value x, Value y);
+  /// x times a constant into a new buffer (kind mul); saves nothing, and its backward
+  /// scales the gradient into a new buffer.
+  Value scale(const std::string& name, Value x);
   /// Whether linear() runs in fp8 from now on (when settings().fp8; on by default then).
   /// Transformer generators keep the LM head and MoE routers in the compute type, as
   /// Megatron with TransformerEngine does. Returns the previous setting.
@@ -316,8 +371,9 @@ class ModelBuilder {
   /// end_recompute() (Megatron's --recompute-granularity full, torch.utils.checkpoint): the
   /// backward first runs their forward ops again ("NAME@recompute", from the region's
   /// input) and its ops read what that made, so the forward keeps only the region's input.
+  /// `out` is the region's output: a region that needs no gradient is not run again.
   void begin_recompute();
-  void end_recompute();
+  void end_recompute(Value out);
 
   enum class AttentionImpl : std::uint8_t { materialized, fused, selective };
   /// Multi-head scaled dot-product attention over q (`tokens x hidden`, split into `heads`)
@@ -403,6 +459,7 @@ class ModelBuilder {
     BufferId master = kNoOp;  // the fp32 copy under mixed precision, else none
     BufferId main_grad = kNoOp;  // the persistent fp32 gradient with fp32_main_grads
     BufferId fp8 = kNoOp;        // the weight's fp8 copy, for an fp8 linear
+    bool trainable = true;       // false: frozen (set_trainable)
   };
   static constexpr BufferId kNoBuffer = kNoOp;
 
@@ -482,6 +539,7 @@ class ModelBuilder {
   // fp32_main_grads: bf16 gradients made by the op being emitted, to add into main_grad.
   std::vector<std::pair<std::uint32_t, BufferId>> pending_main_grads_;
   bool fp8_linears_ = false;                          // linear() runs in fp8 now
+  bool trainable_ = true;                             // parameters made now train
   std::unordered_map<std::uint32_t, BufferId> fp8_inputs_;  // value id -> its fp8 cast
   struct Regather {
     Value shard;

@@ -56,14 +56,15 @@ Value ModelBuilder::bias_add(const std::string& name, Value x, const std::string
   const Shape s = shape(x);
   const double elements = static_cast<double>(element_count(s));
   const auto b = parameter(bias_name, static_cast<std::uint64_t>(s.back()));
-  const Value y = new_value(name + ".out", s, true);
+  const bool trains = params_[b].trainable;
+  const Value y = new_value(name + ".out", s, trains || values_[x.id].requires_grad);
   emit(name, "add", {buffer(x), params_[b].weight}, {buffer(y)}, {}, kEltwiseFlops * elements);
   // AddBackward0 saves nothing: x receives the output's gradient itself, the bias its sum
   // over the rows.
   tape_.push_back([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
-    emit(name + ".backward", "sum", {g}, {parameter_grad(b)}, {}, kEltwiseFlops * elements);
+    if (trains) emit(name + ".backward", "sum", {g}, {parameter_grad(b)}, {}, kEltwiseFlops * elements);
     if (values_[x.id].requires_grad) contribute(x, g, name);
   });
   return y;
@@ -109,7 +110,8 @@ Value ModelBuilder::unfused_layer_norm(const std::string& name, Value x) {
   emit(name + ".div", "mul", {centred_again, std_dev}, {normed}, {}, e);
   const BufferId scaled = out(".mul_weight", elements);
   emit(name + ".mul_weight", "mul", {params_[gamma].weight, normed}, {scaled}, {}, e);
-  const Value y = new_value(name + ".out", s, true);
+  const bool trains = params_[gamma].trainable;
+  const Value y = new_value(name + ".out", s, trains || values_[x.id].requires_grad);
   emit(name + ".add_bias", "add", {scaled, params_[beta].weight}, {buffer(y)}, {}, e);
 
   // In autograd's order: the bias, the weight, the division, then the sqrt, the second
@@ -120,14 +122,17 @@ Value ModelBuilder::unfused_layer_norm(const std::string& name, Value x) {
     auto grad = [&](const std::string& of, std::uint64_t n) {
       return trace_.add_buffer(name + of, n * dtype_bytes(d), Category::activation_grad);
     };
-    emit(name + ".add_bias.backward", "sum", {g}, {parameter_grad(beta)}, {}, e);
+    if (trains) emit(name + ".add_bias.backward", "sum", {g}, {parameter_grad(beta)}, {}, e);
     if (!values_[x.id].requires_grad) {
       emit(name + ".mul_weight.backward", "mul_backward", {g, normed}, {parameter_grad(gamma)}, {}, 2 * e);
       return;
     }
     const BufferId g_normed = grad(".mul_weight.grad_input", elements);
-    emit(name + ".mul_weight.backward", "mul_backward", {g, normed, params_[gamma].weight},
-         {g_normed, parameter_grad(gamma)}, {}, 3 * e);
+    if (trains)
+      emit(name + ".mul_weight.backward", "mul_backward", {g, normed, params_[gamma].weight},
+           {g_normed, parameter_grad(gamma)}, {}, 3 * e);
+    else  // frozen: the weight's product alone, normed not read
+      emit(name + ".mul_weight.backward", "mul_backward", {g, params_[gamma].weight}, {g_normed}, {}, e);
     // (x - u) / std: g / std, and -(g (x - u)).sum(-1) / std^2.
     const BufferId g_centred_again = grad(".div.grad_a", elements), g_std = grad(".div.grad_b", rows);
     emit(name + ".div.backward", "mul_backward", {g_normed, centred_again, std_dev}, {g_centred_again, g_std}, {},
@@ -193,7 +198,8 @@ Value ModelBuilder::unfused_rms_norm(const std::string& name, Value x) {
     normed = activation_buffer(name + ".to_dtype.out", elements, d);
     emit(name + ".to_dtype", "copy", {normed32}, {normed}, {}, 0);
   }
-  const Value y = new_value(name + ".out", s, true);
+  const bool trains = params_[gamma].trainable;
+  const Value y = new_value(name + ".out", s, trains || values_[x.id].requires_grad);
   emit(name + ".mul_weight", "mul", {params_[gamma].weight, normed}, {buffer(y)}, {}, e);
 
   tape_.push_back([=, this] {
@@ -207,8 +213,11 @@ Value ModelBuilder::unfused_rms_norm(const std::string& name, Value x) {
       return;
     }
     const BufferId g_normed = grad(".mul_weight.grad_input", elements, d);
-    emit(name + ".mul_weight.backward", "mul_backward", {g, normed, params_[gamma].weight},
-         {g_normed, parameter_grad(gamma)}, {}, 3 * e);
+    if (trains)
+      emit(name + ".mul_weight.backward", "mul_backward", {g, normed, params_[gamma].weight},
+           {g_normed, parameter_grad(gamma)}, {}, 3 * e);
+    else  // frozen: the weight's product alone, normed not read
+      emit(name + ".mul_weight.backward", "mul_backward", {g, params_[gamma].weight}, {g_normed}, {}, e);
     BufferId g_normed32 = g_normed;
     if (cast) {
       g_normed32 = grad(".to_dtype.grad_input", elements, DType::fp32);

@@ -155,7 +155,7 @@ Trace llama_like(const std::string& arch, const ConfigNode& cfg, const Params& p
     if (!(d.capacity_factor > 0 && d.capacity_factor <= 1e6))
       factor.fail_expected("a number above 0 (1: perfectly balanced experts)");
   }
-  check_decoder_size(d, settings.fused,
+  check_decoder_size(d, settings,
                      cfg.at(arch == "MixtralForCausalLM"    ? "num_local_experts"
                             : arch == "DeepseekForCausalLM" ? "n_routed_experts"
                                                             : "num_hidden_layers"));
@@ -258,6 +258,7 @@ std::vector<ParamSpec> hf_specs() {
        "1.0"},
       {"num_labels", "BERT without an LM head: outputs of the classifier on the pooler", "2"}};
   for (ParamSpec& spec : fused_kernel_specs(FusedFor::either)) specs.push_back(std::move(spec));
+  specs.push_back(finetune_param_spec());
   specs = with_training_params(std::move(specs));
   // Fine-tuning as Hugging Face's Trainer does it with `bf16=True`: autocast to bf16 over
   // fp32 master weights, and its default optimizer, AdamW (adamw_torch). A key given in the

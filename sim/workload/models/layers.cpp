@@ -429,31 +429,35 @@ Value ModelBuilder::linear(const std::string& name, Value x, std::int64_t out_fe
       fp8_inputs_.emplace(x.id, input);
     }
   }
-  const Value y = new_value(name + ".out", {n, out_features}, true);
+  const bool trains = params_[w].trainable;  // the bias is made with the weight
+  const Value y = new_value(name + ".out", {n, out_features}, trains || values_[x.id].requires_grad);
   std::vector<BufferId> reads{input, weight};
   if (bias) reads.push_back(params_[b].weight);
   emit(name, "linear", std::move(reads), {buffer(y)}, {}, mm_flops + bias_flops);
 
   // Saves input and weight (their fp8 casts in fp8). Backward: grad_out W (input),
-  // grad_out^T x (weight), and a column sum of grad_out (bias).
+  // grad_out^T x (weight), and a column sum of grad_out (bias). A frozen weight needs
+  // neither the input nor its GEMM: only grad_out W, for a trainable layer below.
   const bool fp8 = fp8_linears_;
   tape_.push_back([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
+    std::vector<BufferId> bw_reads{g};
     // An fp8 input is saved as cast (with sequence parallelism too: the full fp8 tensor);
     // a half input is the shard to gather again under sequence parallelism.
-    std::vector<BufferId> bw_reads{g, input == buffer(x) ? saved_input(x) : input};
+    if (trains) bw_reads.push_back(input == buffer(x) ? saved_input(x) : input);
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) {
       bw_reads.push_back(weight);
       outs.push_back(gi = grad_buffer(name, x));
     }
-    outs.push_back(parameter_grad(w));
-    if (bias) outs.push_back(parameter_grad(b));
+    if (trains) outs.push_back(parameter_grad(w));
+    if (bias && trains) outs.push_back(parameter_grad(b));
+    const double gemms = (wants_input ? 1 : 0) + (trains ? 1 : 0);
     const OpId bw = emit(name + ".backward", "linear_backward", std::move(bw_reads),
-                         std::move(outs), {}, mm_flops * (wants_input ? 2 : 1) + bias_flops);
+                         std::move(outs), {}, mm_flops * gemms + (trains ? bias_flops : 0));
     if (fp8) {
       // The output gradient's fp8 cast, written and read back.
       Op& op = trace_.ops[bw];
@@ -469,7 +473,8 @@ Value ModelBuilder::matmul(const std::string& name, Value x, std::int64_t out_fe
   require_rank(shape(x), 2, name);
   const std::int64_t n = shape(x)[0], in = shape(x)[1];
   const auto w = parameter(name + ".weight", static_cast<std::uint64_t>(out_features * in));
-  const Value y = new_value(name + ".out", {n, out_features}, true);
+  const bool trains = params_[w].trainable;
+  const Value y = new_value(name + ".out", {n, out_features}, trains || values_[x.id].requires_grad);
   const double flops = 2.0 * static_cast<double>(n * in * out_features);
   emit(name, "matmul", {buffer(x), params_[w].weight}, {buffer(y)}, {}, flops);
 
@@ -481,8 +486,9 @@ Value ModelBuilder::matmul(const std::string& name, Value x, std::int64_t out_fe
       gi = grad_buffer(name, x);
       emit(name + ".backward_input", "matmul_backward", {g, params_[w].weight}, {gi}, {}, flops);
     }
-    emit(name + ".backward_weight", "matmul_backward", {g, saved_input(x)}, {parameter_grad(w)}, {},
-         flops);
+    if (trains)
+      emit(name + ".backward_weight", "matmul_backward", {g, saved_input(x)}, {parameter_grad(w)}, {},
+           flops);
     if (gi != kNoBuffer) contribute(x, gi, name);
   });
   return y;
@@ -495,7 +501,9 @@ void ModelBuilder::cross_entropy(Value logits, Value labels) {
   require_rank(shape(logits), 2, "cross_entropy");
   const double n = static_cast<double>(shape(logits)[0]);
   const double elements = static_cast<double>(element_count(shape(logits)));
-  const Value log_probs = new_value("log_softmax.out", shape(logits), true);
+  // Nothing trains below the logits (every weight frozen): no backward at all.
+  const bool rg = values_[logits.id].requires_grad;
+  const Value log_probs = new_value("log_softmax.out", shape(logits), rg);
   emit("log_softmax", "log_softmax", {buffer(logits)}, {buffer(log_probs)}, {},
        kLogSoftmaxForwardFlops * elements);
   const BufferId loss = activation_buffer("loss", 1, settings_.dtype);
@@ -513,6 +521,7 @@ void ModelBuilder::cross_entropy(Value logits, Value labels) {
     contribute(logits, gi, "log_softmax");
   });
   tape_.push_back([=, this] {
+    if (!rg) return;
     const BufferId gi = grad_buffer("nll_loss", log_probs);
     // Writes the whole (mostly zero) gradient, then scatters -1/N at the labels.
     emit("nll_loss.backward", "nll_loss_backward",
@@ -528,6 +537,7 @@ void ModelBuilder::mse_loss(Value y, Value target) {
   const BufferId loss = activation_buffer("loss", 1, settings_.dtype);
   emit("mse_loss", "mse_loss", {buffer(y), buffer(target)}, {loss}, {}, kMseFlops * elements);
   tape_.push_back([=, this] {
+    if (!values_[y.id].requires_grad) return;
     const BufferId gi = grad_buffer("mse_loss", y);
     emit("mse_loss.backward", "mse_loss_backward", {buffer(y), buffer(target)}, {gi}, {},
          kMseFlops * elements);

@@ -71,7 +71,7 @@ Value ModelBuilder::embedding(const std::string& name, Value indices, std::int64
   require_rank(shape(indices), 1, name);
   const std::int64_t k = shape(indices)[0];
   const auto w = parameter(name + ".weight", static_cast<std::uint64_t>(rows * dim));
-  const Value y = new_value(name + ".out", {k, dim}, true);
+  const Value y = new_value(name + ".out", {k, dim}, params_[w].trainable);
   const OpId id = emit(name, "embedding", {buffer(indices), params_[w].weight}, {buffer(y)}, {}, 0);
   // A gather reads at most k rows of the table, not all of it, and writes k rows.
   const double row_bytes = static_cast<double>(dim * dtype_bytes(settings_.dtype));
@@ -102,7 +102,9 @@ Value ModelBuilder::tied_linear(const std::string& name, Value x, const std::str
         fmt::format("layer '{}': '{}' has no rows of {} features", name, weight_name, in));
   const std::uint32_t b =
       bias ? parameter(name + ".bias", static_cast<std::uint64_t>(out_features)) : 0;
-  const Value y = new_value(name + ".out", {n, out_features}, true);
+  // W frozen with its other user (the embeddings); the bias may train on its own.
+  const bool trains = params_[w].trainable, bias_trains = bias && params_[b].trainable;
+  const Value y = new_value(name + ".out", {n, out_features}, trains || bias_trains || values_[x.id].requires_grad);
   const double mm_flops = 2.0 * static_cast<double>(n * in * out_features);
   const double bias_flops = bias ? static_cast<double>(n * out_features) : 0;
   std::vector<BufferId> reads{buffer(x), params_[w].weight};
@@ -114,19 +116,21 @@ Value ModelBuilder::tied_linear(const std::string& name, Value x, const std::str
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
-    std::vector<BufferId> bw_reads{g, saved_input(x)};
+    std::vector<BufferId> bw_reads{g};
+    if (trains) bw_reads.push_back(saved_input(x));
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) {
       bw_reads.push_back(params_[w].weight);
       outs.push_back(gi = grad_buffer(name, x));
     }
-    const BufferId wg = param_grad_target(w, name + ".weight.grad_part");
-    outs.push_back(wg);
-    if (bias) outs.push_back(param_grad_target(b, name + ".bias.grad_part"));
+    const BufferId wg = trains ? param_grad_target(w, name + ".weight.grad_part") : kNoBuffer;
+    if (trains) outs.push_back(wg);
+    if (bias_trains) outs.push_back(param_grad_target(b, name + ".bias.grad_part"));
+    const double gemms = (wants_input ? 1 : 0) + (trains ? 1 : 0);
     emit(name + ".backward", "linear_backward", std::move(bw_reads), std::move(outs), {},
-         mm_flops * (wants_input ? 2 : 1) + bias_flops);
-    add_param_grad(w, wg, name + ".weight.accumulate_grad");
+         mm_flops * gemms + (bias_trains ? bias_flops : 0));
+    if (trains) add_param_grad(w, wg, name + ".weight.accumulate_grad");
     if (wants_input) contribute(x, gi, name);
   });
   return y;
@@ -143,7 +147,8 @@ Value ModelBuilder::layer_norm(const std::string& name, Value x) {
   const double elements = static_cast<double>(element_count(s));
   const auto gamma = parameter(name + ".weight", static_cast<std::uint64_t>(features));
   const auto beta = parameter(name + ".bias", static_cast<std::uint64_t>(features));
-  const Value y = new_value(name + ".out", s, true);
+  const bool trains = params_[gamma].trainable;
+  const Value y = new_value(name + ".out", s, trains || values_[x.id].requires_grad);
   // The row statistics are kept in fp32 whatever the input type (CUDA's acc_type).
   const auto stat_rows = static_cast<std::uint64_t>(rows);
   const BufferId mean = activation_buffer(name + ".mean", stat_rows, DType::fp32);
@@ -159,8 +164,10 @@ Value ModelBuilder::layer_norm(const std::string& name, Value x) {
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) outs.push_back(gi = grad_buffer(name, x));
-    outs.push_back(parameter_grad(gamma));
-    outs.push_back(parameter_grad(beta));
+    if (trains) {
+      outs.push_back(parameter_grad(gamma));
+      outs.push_back(parameter_grad(beta));
+    }
     emit(name + ".backward", "layer_norm_backward",
          {g, buffer(x), mean, rstd, params_[gamma].weight}, std::move(outs), {},
          kNormBackwardFlops * elements);
@@ -175,7 +182,8 @@ Value ModelBuilder::rms_norm(const std::string& name, Value x) {
   const std::int64_t features = s.back();
   const double elements = static_cast<double>(element_count(s));
   const auto gamma = parameter(name + ".weight", static_cast<std::uint64_t>(features));
-  const Value y = new_value(name + ".out", s, true);
+  const bool trains = params_[gamma].trainable;
+  const Value y = new_value(name + ".out", s, trains || values_[x.id].requires_grad);
   const BufferId rstd = activation_buffer(
       name + ".rstd", static_cast<std::uint64_t>(element_count(s) / features), DType::fp32);
   emit(name, "rms_norm", {buffer(x), params_[gamma].weight}, {buffer(y), rstd}, {},
@@ -190,7 +198,7 @@ Value ModelBuilder::rms_norm(const std::string& name, Value x) {
     std::vector<BufferId> outs;
     BufferId gi = kNoBuffer;
     if (wants_input) outs.push_back(gi = grad_buffer(name, x));
-    outs.push_back(parameter_grad(gamma));
+    if (trains) outs.push_back(parameter_grad(gamma));
     emit(name + ".backward", "rms_norm_backward", {g, buffer(x), rstd, params_[gamma].weight},
          std::move(outs), {}, kRmsNormBackwardFlops * elements);
     if (wants_input) contribute(x, gi, name);

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "sim/core/limits.h"
 #include "sim/workload/models/builder.h"
@@ -113,6 +114,14 @@ Value tp_leave(ModelBuilder& m, const std::string& name, Value x) {
 
 Value moe_mlp(const Stack& s, const std::string& p, Value h);
 
+// A linear of a block, with a LoRA adapter beside it when the workload's finetune.lora
+// targets it (`target`: q, k, v, qkv, o, gate, up, gate_up, down).
+Value project(ModelBuilder& m, const std::string& name, const char* target, Value x, std::int64_t out, bool bias) {
+  const Value y = m.linear(name, x, out, bias);
+  const FineTune& f = m.settings().finetune;
+  return f.lora() && f.targets(target) ? m.lora(name, x, y) : y;
+}
+
 // Module names of a SwiGLU MLP under its prefix.
 struct GluNames {
   const char* gate;
@@ -130,12 +139,12 @@ Value swiglu_mlp(ModelBuilder& m, const std::string& p, const GluNames& n, Value
                  std::int64_t ffn, bool bias) {
   Value y;
   if (m.settings().fused.swiglu) {
-    y = m.swiglu(p + n.act, m.linear(p + n.gate_up, x, 2 * ffn, bias));
+    y = m.swiglu(p + n.act, project(m, p + n.gate_up, "gate_up", x, 2 * ffn, bias));
   } else {
-    const Value gate = m.silu(p + n.act, m.linear(p + n.gate, x, ffn, bias));
-    y = m.mul(p + n.mul, gate, m.linear(p + n.up, x, ffn, bias));
+    const Value gate = m.silu(p + n.act, project(m, p + n.gate, "gate", x, ffn, bias));
+    y = m.mul(p + n.mul, gate, project(m, p + n.up, "up", x, ffn, bias));
   }
-  return m.linear(p + n.down, y, hidden, bias);
+  return project(m, p + n.down, "down", y, hidden, bias);
 }
 
 // One block: attention and MLP sublayers with residuals, norms pre or post; `moe` puts the
@@ -156,21 +165,21 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
   h = tp_enter(m, p + n.attn, h);
   Value q, k, v;
   if (a.fused_qkv) {
-    const Value qkv = m.linear(p + n.q, h, 3 * a.hidden / t, a.bias);
+    const Value qkv = project(m, p + n.q, "qkv", h, 3 * a.hidden / t, a.bias);
     const std::vector<Value> parts = m.split(p + n.q + ".split", qkv, 3);
     q = parts[0], k = parts[1], v = parts[2];
   } else {
     const std::int64_t kv_width = (a.kv_heads > 0 ? a.kv_heads : a.heads) * (a.hidden / a.heads);
-    q = m.linear(p + n.q, h, a.hidden / t, a.bias || a.qkv_bias);
-    k = m.linear(p + n.k, h, kv_width / t, a.bias || a.qkv_bias);
-    v = m.linear(p + n.v, h, kv_width / t, a.bias || a.qkv_bias);
+    q = project(m, p + n.q, "q", h, a.hidden / t, a.bias || a.qkv_bias);
+    k = project(m, p + n.k, "k", h, kv_width / t, a.bias || a.qkv_bias);
+    v = project(m, p + n.v, "v", h, kv_width / t, a.bias || a.qkv_bias);
   }
   if (s.rotary != nullptr) {
     q = m.rotary(p + n.attn + ".rotary_q", q, s.rotary[0], s.rotary[1]);
     k = m.rotary(p + n.attn + ".rotary_k", k, s.rotary[0], s.rotary[1]);
   }
   h = m.attention(p + n.attn, q, k, v, s.batch, a.heads / t, a.causal, s.impl, a.dropout);
-  h = m.linear(p + n.out, h, a.hidden, a.bias);
+  h = project(m, p + n.out, "o", h, a.hidden, a.bias);
   h = tp_leave(m, p + n.out, h);
   if (n.attn_dropout != nullptr) h = drop(m, p + n.attn_dropout, h, a.dropout);
   x = m.add(p + n.attn_residual, h, x);
@@ -187,11 +196,11 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
     // Fused: the bias in the GEMM, then one GeLU kernel (the kernels, bytes and saved input
     // of Megatron's bias_gelu_fusion); unfused: the GEMM, a bias add, the GeLU.
     if (a.bias && !m.settings().fused.bias_gelu)
-      h = m.bias_add(p + n.up + ".bias_add", m.linear(p + n.up, h, a.ffn / t, false), p + n.up + ".bias");
+      h = m.bias_add(p + n.up + ".bias_add", project(m, p + n.up, "up", h, a.ffn / t, false), p + n.up + ".bias");
     else
-      h = m.linear(p + n.up, h, a.ffn / t, a.bias);
+      h = project(m, p + n.up, "up", h, a.ffn / t, a.bias);
     h = m.gelu(p + n.act, h);
-    h = m.linear(p + n.down, h, a.hidden, a.bias);
+    h = project(m, p + n.down, "down", h, a.hidden, a.bias);
   }
   h = tp_leave(m, p + (moe ? "moe" : n.down), h);
   if (n.mlp_dropout != nullptr) h = drop(m, p + n.mlp_dropout, h, a.dropout);
@@ -204,10 +213,12 @@ Value blocks(const Stack& s, const std::string& prefix, Value x) {
   const Moe* moe = s.arch.moe;
   const bool full = s.m.settings().full_recompute;
   for (std::int64_t i = 0; i < s.arch.layers; ++i) {
+    s.m.set_trainable(s.m.settings().finetune.trains_layer(i));
     if (full) s.m.begin_recompute();
     x = block(s, fmt::format("{}{}.", prefix, i), x, moe != nullptr && i >= moe->first_dense);
-    if (full) s.m.end_recompute();
+    if (full) s.m.end_recompute(x);
   }
+  s.m.set_trainable(s.m.settings().finetune.trains_final_norm());
   return x;
 }
 
@@ -351,6 +362,7 @@ std::vector<ParamSpec> with_common(std::vector<ParamSpec> specs, FusedFor family
                    "(Megatron's --recompute-granularity full, torch.utils.checkpoint per layer)",
                    "none"});
   for (ParamSpec& spec : fused_kernel_specs(family)) specs.push_back(std::move(spec));
+  specs.push_back(finetune_param_spec());
   specs = with_training_params(std::move(specs));
   return specs;
 }
@@ -376,6 +388,58 @@ void check_tp(const Params& params, const Arch& a, std::int64_t seq, std::int64_
   if (read_training_settings(params).sp && (seq * batch) % t != 0)
     tp.fail_expected(fmt::format("a divisor of the {} tokens per micro-batch (sequence parallelism splits them)",
                                  seq * batch));
+}
+
+// The settings with the workload's finetune section checked against the model (the layers
+// it may freeze, the projections LoRA may target, the parts blocks_only leaves out) and its
+// default targets filled in: q and v (PEFT's default for Llama and BERT), or the fused qkv.
+TrainingSettings tuned(const TrainingSettings& settings, const std::string& name, const Arch& a, bool blocks_only) {
+  TrainingSettings s = settings;
+  FineTune& f = s.finetune;
+  if (!f.node) return s;
+  const ConfigNode& node = *f.node;
+  using Freeze = FineTune::Freeze;
+  if (f.freeze == Freeze::first_layers && f.first_layers > a.layers)
+    node.at("freeze").at("first_layers").fail_expected(fmt::format("at most the {} layers of {}", a.layers, name));
+  if (blocks_only && (f.freeze == Freeze::embeddings || f.freeze == Freeze::all_but_head))
+    node.at("freeze").fail(fmt::format("model {} with blocks_only: true has no {}", name,
+                                       f.freeze == Freeze::embeddings ? "embeddings" : "head"));
+  if (!f.lora()) return s;
+  std::vector<std::string> allowed;
+  if (a.fused_qkv)
+    allowed = {"qkv"};
+  else
+    allowed = {"q", "k", "v"};
+  allowed.push_back("o");
+  if (a.swiglu && s.fused.swiglu)
+    allowed.push_back("gate_up");
+  else if (a.swiglu)
+    allowed.insert(allowed.end(), {"gate", "up"});
+  else
+    allowed.push_back("up");
+  allowed.push_back("down");
+  if (f.lora_targets.empty()) {
+    f.lora_targets = a.fused_qkv ? std::vector<std::string>{"qkv"} : std::vector<std::string>{"q", "v"};
+    return s;
+  }
+  const std::vector<ConfigNode> items = node.at("lora").at("targets").items();
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string& t = f.lora_targets[i];
+    if (std::find(allowed.begin(), allowed.end(), t) != allowed.end()) continue;
+    std::string why;
+    if (a.fused_qkv && (t == "q" || t == "k" || t == "v"))
+      why = ": q, k and v are one projection there (qkv)";
+    else if (t == "qkv")
+      why = ": q, k and v are projections of their own there";
+    else if (a.swiglu && s.fused.swiglu && (t == "gate" || t == "up"))
+      why = ": fused_swiglu makes gate and up one projection (gate_up)";
+    else if (t == "gate_up" && a.swiglu)
+      why = ": gate_up is the projection of fused_swiglu: true";
+    else if (t == "gate" || t == "gate_up")
+      why = ": its MLP is up, GeLU, down";
+    items[i].fail(fmt::format("expected a projection of {} ({}), got '{}'{}", name, fmt::join(allowed, ", "), t, why));
+  }
+  return s;
 }
 
 // The vocabulary rows this rank's embedding and LM head hold: Megatron pads the vocabulary
@@ -439,7 +503,8 @@ Trace bert_encoder(const Params& params, const std::string& name, const BertShap
                .bias = true, .causal = false, .fused_qkv = false, .dropout = p};
   check_tp(params, a, seq, settings.batch);
   const std::int64_t t = settings.tp;
-  ModelBuilder m(settings);
+  ModelBuilder m(tuned(settings, name, a, false));
+  m.set_trainable(m.settings().finetune.trains_embeddings());
   const std::int64_t n = settings.batch, tokens = n * seq;
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
   const Value types = m.input("token_type_ids", {tokens}, DType::int64);
@@ -458,6 +523,7 @@ Trace bert_encoder(const Params& params, const std::string& name, const BertShap
   x = into_blocks(m, "bert.embeddings", x);
   x = drop(m, "bert.embeddings.dropout", x, p);
   x = blocks({m, a, kBertNames, n, impl, nullptr}, "bert.encoder.layer.", x);
+  m.set_trainable(m.settings().finetune.trains_head());  // the pooler and the classifier, or the MLM head
   m.set_fp8_linears(false);  // the heads stay in the compute type
   // The heads read every token (the classifier replicated on each rank).
   if (settings.sp) x = m.sp_gather("bert.encoder.sp_gather", x);
@@ -479,7 +545,7 @@ Trace bert_encoder(const Params& params, const std::string& name, const BertShap
   m.cross_entropy(x, labels);
 
   return m.finish(name, fmt::format("{} ({} head, {})", name, mlm ? "mlm" : "classifier",
-                                    details(seq, impl, settings)));
+                                    details(seq, impl, m.settings())));
 }
 
 namespace {
@@ -490,12 +556,13 @@ namespace {
 
 Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_positions,
                   std::int64_t seq, Impl impl, bool blocks_only, const TrainingSettings& settings) {
-  ModelBuilder m(settings);
+  ModelBuilder m(tuned(settings, name, a, blocks_only));
+  m.set_trainable(m.settings().finetune.trains_embeddings());
   const std::int64_t t = settings.tp;
   const std::int64_t n = settings.batch, tokens = n * seq;
   const Stack stack{m, a, kGptNames, n, impl, nullptr};
   const std::string description = fmt::format("{} ({} layers x {}, {} heads, {}{})", name, a.layers,
-                                              a.hidden, a.heads, details(seq, impl, settings),
+                                              a.hidden, a.heads, details(seq, impl, m.settings()),
                                               blocks_only ? ", blocks only" : "");
   if (blocks_only) {
     // The blocks alone, between a hidden-state input and an MSE loss.
@@ -519,6 +586,7 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
   x = drop(m, "transformer.drop", x, a.dropout);
   x = blocks(stack, "transformer.h.", x);
   x = m.layer_norm("transformer.ln_f", x);
+  m.set_trainable(m.settings().finetune.trains_head());
   // The head: a column-parallel linear over the vocabulary (Megatron's vocab-parallel
   // cross-entropy adds three all-reduces of one number per token, not modelled).
   x = tp_enter(m, "lm_head", x);
@@ -596,7 +664,8 @@ Trace generate_gpt(const Params& params) {
 
 }  // namespace
 
-void check_decoder_size(const DecoderShape& d, const FusedKernels& fused, const ConfigNode& at) {
+void check_decoder_size(const DecoderShape& d, const TrainingSettings& settings, const ConfigNode& at) {
+  const FusedKernels& fused = settings.fused;
   // Counted from the generator (ops per layer of the step, forward to optimizer): a dense
   // layer 44, a mixture of experts 35 and 20 per routed expert, 15 for its shared experts;
   // a fused SwiGLU 6 fewer in each, an unfused norm 14 more (two per layer and the final
@@ -604,9 +673,22 @@ void check_decoder_size(const DecoderShape& d, const FusedKernels& fused, const 
   const double swiglu = fused.swiglu ? -6 : 0, norm = fused.layer_norm ? 0 : 14, softmax = fused.softmax ? 0 : 8;
   const auto layers = static_cast<double>(d.layers);
   const double moe_layers = d.experts > 0 ? static_cast<double>(d.layers - d.first_dense) : 0;
-  const double ops = 13 + norm + layers * (2 * norm + softmax) + (44 + swiglu) * (layers - moe_layers) +
+  double ops = 13 + norm + layers * (2 * norm + softmax) + (44 + swiglu) * (layers - moe_layers) +
                      moe_layers * (35 + (20 + swiglu) * static_cast<double>(d.experts) +
                                    (d.shared_experts > 0 ? 15 + swiglu : 0));
+  // A LoRA adapter: A, B, the scale and the add, their backward and a sum into the input's
+  // gradient, two optimizer steps; two more ops with its dropout. The MLP's targets are on
+  // every expert's projections too.
+  const FineTune& tune = settings.finetune;
+  if (tune.lora()) {
+    const double per_adapter = tune.lora_dropout > 0 ? 12 : 10;
+    double attention = 0, mlp = 0;
+    for (const std::string& t : tune.lora_targets)
+      (t == "q" || t == "k" || t == "v" || t == "o" ? attention : mlp) += 1;
+    if (tune.lora_targets.empty()) attention = 2;  // q and v
+    const double mlps = (layers - moe_layers) + moe_layers * static_cast<double>(d.experts + (d.shared_experts > 0));
+    ops += per_adapter * (attention * layers + mlp * mlps);
+  }
   if (!over_op_limit(ops)) return;
   if (d.experts > 0)
     at.fail(fmt::format("{} experts in each of {} layers make {}", d.experts, d.layers, ops_over_limit(ops)));
@@ -624,7 +706,8 @@ Trace llama_decoder(const Params& params, const std::string& name, const Decoder
   if (d.experts > 0) a.moe = &moe;
   check_tp(params, a, seq, settings.batch);
 
-  ModelBuilder m(settings);
+  ModelBuilder m(tuned(settings, name, a, false));
+  m.set_trainable(m.settings().finetune.trains_embeddings());
   const std::int64_t n = settings.batch, tokens = n * seq, head_dim = d.hidden / d.heads;
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
   const Value labels = m.input("labels", {tokens}, DType::int64);
@@ -637,6 +720,7 @@ Trace llama_decoder(const Params& params, const std::string& name, const Decoder
   x = into_blocks(m, "model", x);
   x = blocks({m, a, kLlamaNames, n, impl, rotary}, "model.layers.", x);
   x = m.rms_norm("model.norm", x);
+  m.set_trainable(m.settings().finetune.trains_head());
   m.set_fp8_linears(false);
   x = tp_enter(m, "lm_head", x);
   x = d.tie_embeddings ? m.tied_linear("lm_head", x, "model.embed_tokens.weight", false)
@@ -650,7 +734,7 @@ Trace llama_decoder(const Params& params, const std::string& name, const Decoder
                          d.shared_experts > 0
                              ? fmt::format(" + {} shared, expert ffn {}", d.shared_experts, d.moe_ffn)
                              : std::string());
-  return m.finish(name, fmt::format("{} ({}, {})", name, shape, details(seq, impl, settings)));
+  return m.finish(name, fmt::format("{} ({}, {})", name, shape, details(seq, impl, m.settings())));
 }
 
 namespace {
@@ -697,7 +781,7 @@ Trace generate_llama(const Params& params) {
   const TrainingSettings settings = read_training_settings(params);
   if (settings.ep > 1 && d.experts % settings.ep != 0)
     params.extra("parallel")->find("ep")->fail_expected(fmt::format("a divisor of the {} experts", d.experts));
-  check_decoder_size(d, settings.fused, params.get(d.experts > 0 ? "num_experts" : "layers"));
+  check_decoder_size(d, settings, params.get(d.experts > 0 ? "num_experts" : "layers"));
   return llama_decoder(params, "llama", d, seq, impl, p, settings);
 }
 

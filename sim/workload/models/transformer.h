@@ -36,10 +36,11 @@ Trace llama_decoder(const Params& params, const std::string& name, const Decoder
                     ModelBuilder::AttentionImpl impl, double dropout,
                     const TrainingSettings& settings);
 /// About how many ops llama_decoder makes of `shape` (forward, backward and optimizer) with
-/// `fused` kernels, from its layers and each mixture of experts' experts, before anything is
-/// built. `at` is the key that multiplies them (num_experts with experts, else layers): an
-/// InputError located there when they are more than the op limit (sim/core/limits.h).
-void check_decoder_size(const DecoderShape& shape, const FusedKernels& fused, const ConfigNode& at);
+/// the settings' fused kernels and LoRA adapters, from its layers and each mixture of
+/// experts' experts, before anything is built. `at` is the key that multiplies them
+/// (num_experts with experts, else layers): an InputError located there when they are more
+/// than the op limit (sim/core/limits.h).
+void check_decoder_size(const DecoderShape& shape, const TrainingSettings& settings, const ConfigNode& at);
 
 /// GPT2LMHeadModel: learned positions, fused QKV, GELU MLP of `ffn`, tied LM head.
 struct Gpt2Shape {
