@@ -3,13 +3,17 @@
 #include <algorithm>
 
 #include "sim/engine/collectives.h"
+#include "sim/workload/recomputed_ops.h"
 
 namespace memsim {
 
 Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams)
-    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams) {
-  for (const Op& op : trace.ops)
+    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams),
+      rerun_(trace.ops.size(), 0) {
+  for (const Op& op : trace.ops) {
     if (is_communication_kind(op.kind)) communicates_ = true;
+    rerun_[op.id] = is_recomputed_op(op.name);
+  }
   if (communicates_) {
     computing_.resize(devices);
     communicating_.resize(devices);
@@ -85,7 +89,12 @@ void Tally::on_event(const Event& e) {
       // An op's time is its own stream's, also when it runs where its reader does.
       const Op& op = trace_.ops[e.op];
       Busy& b = busy(op.device, op.stream);
-      b.compute_s += d;
+      if (rerun_[op.id]) {  // the workload's own recomputation: recompute time, as a policy's
+        b.recompute_s += d;
+        recompute_flops_ += op.flops;
+      } else {
+        b.compute_s += d;
+      }
       add_interval(b.work, e.start_s, e.end_s);
       ++ops_run_;
       if (communicates_) {

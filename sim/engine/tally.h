@@ -1,7 +1,8 @@
 #pragma once
 // The step's time accounting, kept by listening to the engine's events as a SimGrid plugin
 // listens to signals: busy time per stream (compute, recompute, stall), the copies (bytes
-// each way, busy time, traffic per pair of tiers), the ops run and the FLOPs recomputed.
+// each way, busy time, traffic per pair of tiers), the ops run and the FLOPs recomputed
+// (by the policy, and by the workload itself: `recompute: full` or selective attention).
 // The engine hands every event to the recorder and to the tally; at the end the tally fills
 // the summary's totals. No SimGrid here.
 #include <cstdint>
@@ -65,6 +66,10 @@ class Tally {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
   std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward
   double transfer_time_s_ = 0, recompute_flops_ = 0;
+  // Per op: a forward op the workload runs again itself (recomputed_ops.h). Its run is a
+  // compute event, as the trace's other ops; a policy's re-run of any op is a recompute
+  // event. Both count as recompute time, each run once.
+  std::vector<std::uint8_t> rerun_;
 };
 
 }  // namespace memsim
