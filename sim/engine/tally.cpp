@@ -152,11 +152,14 @@ void Tally::on_event(const Event& e) {
 }
 
 void Tally::fill(Summary& s, const PlatformSpec& platform) const {
+  // The stream that worked longest (computed or recomputed) speaks for the step.
   const Busy* speaker = nullptr;
   std::size_t speaker_device = 0;
+  double most = 0;
   for (std::size_t i = 0; i < accelerators_ * streams_; ++i)
-    if (const Busy& b = busy_[i]; b.compute_s > s.compute_time_s ||
-        (b.compute_s == s.compute_time_s && b.stall_s > s.stall_time_s)) {
+    if (const Busy& b = busy_[i]; b.compute_s + b.recompute_s > most ||
+        (b.compute_s + b.recompute_s == most && b.stall_s > s.stall_time_s)) {
+      most = b.compute_s + b.recompute_s;
       s.compute_time_s = b.compute_s;
       s.stall_time_s = b.stall_s;
       s.recompute_time_s = b.recompute_s;

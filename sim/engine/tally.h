@@ -29,8 +29,8 @@ class Tally {
   /// Bytes that crossed link `link` in one direction (copies and collectives).
   void on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes);
 
-  /// The totals into `summary`: the accelerator stream that computed longest speaks for the
-  /// step (compute, stall and recompute time); hosts' compute is host_compute_time_s, and the
+  /// The totals into `summary`: the accelerator stream that computed and recomputed longest
+  /// speaks for the step (compute, stall and recompute time); hosts' compute is host_compute_time_s, and the
   /// rest of the step on that stream is split into exposed communication, host compute it
   /// waited through (exposed_host_time_s) and idle time, so the iteration line adds up.
   /// Reads summary.iteration_time_s.
