@@ -59,8 +59,8 @@ std::uint32_t host_slot(const PlatformSpec& platform, const Given& host, const s
                                policy, platform.name));
 }
 
-/// On a multi-node platform, node `node`'s copy of `device` (a device of node 0): the device
-/// at the same place among its node's devices (the nodes are laid out alike, in order).
+/// On a multi-node platform, node `node`'s copy of `device`: the device at the same place
+/// among its node's devices (every node is the same description, laid out in order).
 std::size_t on_node(const PlatformSpec& platform, std::size_t device, std::uint32_t node) {
   const std::uint32_t home = platform.devices[device].node;
   if (node == home) return device;
@@ -74,8 +74,7 @@ std::size_t on_node(const PlatformSpec& platform, std::size_t device, std::uint3
 /// A host or tier named on a multi-node platform must be node 0's, as the node description
 /// names it: each node's ranks then use their own node's copy. Another node's is refused:
 /// its ranks would reach across the fabric for another node's CPU or memory, which no
-/// framework does.
-/// `device` holds what `given` names; `instead` is node 0's name for it.
+/// framework does. `device` holds what `given` names; `instead` is node 0's name for it.
 void require_node_zero(const PlatformSpec& platform, std::size_t device, const Given& given,
                        const std::string& what, const std::string& instead, const std::string& policy) {
   const std::uint32_t node = platform.devices[device].node;
