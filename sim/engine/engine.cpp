@@ -1117,8 +1117,8 @@ Summary Simulation::run() {
   }
 
   summary_.iteration_time_s = sg4::Engine::get_clock();
-  // The accelerator stream that computed longest speaks for the step (with one stream: that
-  // stream); a host's offloaded work shows in the iteration time, not here.
+  // The accelerator stream that computed and recomputed longest speaks for the step (with
+  // one stream: that stream); a host's offloaded work shows in the iteration time, not here.
   tally_->fill(summary_, platform_);
   summary_.workload = trace_.name;
   summary_.description = trace_.description;

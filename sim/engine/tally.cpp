@@ -3,13 +3,17 @@
 #include <algorithm>
 
 #include "sim/engine/collectives.h"
+#include "sim/workload/recomputed_ops.h"
 
 namespace memsim {
 
 Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams)
-    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams) {
-  for (const Op& op : trace.ops)
+    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams),
+      rerun_(trace.ops.size(), 0) {
+  for (const Op& op : trace.ops) {
     if (is_communication_kind(op.kind)) communicates_ = true;
+    rerun_[op.id] = is_recomputed_op(op.name);
+  }
   if (communicates_) {
     computing_.resize(devices);
     communicating_.resize(devices);
@@ -85,7 +89,12 @@ void Tally::on_event(const Event& e) {
       // An op's time is its own stream's, also when it runs where its reader does.
       const Op& op = trace_.ops[e.op];
       Busy& b = busy(op.device, op.stream);
-      b.compute_s += d;
+      if (rerun_[op.id]) {  // the workload's own recomputation: recompute time, as a policy's
+        b.recompute_s += d;
+        recompute_flops_ += op.flops;
+      } else {
+        b.compute_s += d;
+      }
       add_interval(b.work, e.start_s, e.end_s);
       ++ops_run_;
       if (communicates_) {
@@ -143,11 +152,14 @@ void Tally::on_event(const Event& e) {
 }
 
 void Tally::fill(Summary& s, const PlatformSpec& platform) const {
+  // The stream that worked longest (computed or recomputed) speaks for the step.
   const Busy* speaker = nullptr;
   std::size_t speaker_device = 0;
+  double most = 0;
   for (std::size_t i = 0; i < accelerators_ * streams_; ++i)
-    if (const Busy& b = busy_[i]; b.compute_s > s.compute_time_s ||
-        (b.compute_s == s.compute_time_s && b.stall_s > s.stall_time_s)) {
+    if (const Busy& b = busy_[i]; b.compute_s + b.recompute_s > most ||
+        (b.compute_s + b.recompute_s == most && b.stall_s > s.stall_time_s)) {
+      most = b.compute_s + b.recompute_s;
       s.compute_time_s = b.compute_s;
       s.stall_time_s = b.stall_s;
       s.recompute_time_s = b.recompute_s;

@@ -1,7 +1,8 @@
 #pragma once
 // The step's time accounting, kept by listening to the engine's events as a SimGrid plugin
 // listens to signals: busy time per stream (compute, recompute, stall), the copies (bytes
-// each way, busy time, traffic per pair of tiers), the ops run and the FLOPs recomputed.
+// each way, busy time, traffic per pair of tiers), the ops run and the FLOPs recomputed
+// (by the policy, and by the workload itself: `recompute: full` or selective attention).
 // The engine hands every event to the recorder and to the tally; at the end the tally fills
 // the summary's totals. No SimGrid here.
 #include <cstdint>
@@ -28,8 +29,8 @@ class Tally {
   /// Bytes that crossed link `link` in one direction (copies and collectives).
   void on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes);
 
-  /// The totals into `summary`: the accelerator stream that computed longest speaks for the
-  /// step (compute, stall and recompute time); hosts' compute is host_compute_time_s, and the
+  /// The totals into `summary`: the accelerator stream that computed and recomputed longest
+  /// speaks for the step (compute, stall and recompute time); hosts' compute is host_compute_time_s, and the
   /// rest of the step on that stream is split into exposed communication, host compute it
   /// waited through (exposed_host_time_s) and idle time, so the iteration line adds up.
   /// Reads summary.iteration_time_s.
@@ -65,6 +66,10 @@ class Tally {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
   std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward
   double transfer_time_s_ = 0, recompute_flops_ = 0;
+  // Per op: a forward op the workload runs again itself (recomputed_ops.h). Its run is a
+  // compute event, as the trace's other ops; a policy's re-run of any op is a recompute
+  // event. Both count as recompute time, each run once.
+  std::vector<std::uint8_t> rerun_;
 };
 
 }  // namespace memsim

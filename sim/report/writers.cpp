@@ -394,6 +394,8 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
       row("", fmt::format("{:>10}  {} ({})", format_bytes(b.bytes), b.name, to_string(b.category)));
     for (const auto& [label, text] : advice_rows(o, o.capacity_bytes)) row(label, text);
   }
+  // Against the compute alone: the step without stalls, recomputation (the policy's or the
+  // workload's own), exposed communication, host time or idle time.
   const double slower = s.compute_time_s > 0
                             ? 100.0 * (s.iteration_time_s - s.compute_time_s) / s.compute_time_s
                             : 0.0;
@@ -407,7 +409,7 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
   if (s.idle_time_s > 0) terms += fmt::format(" + idle {}", format_seconds(s.idle_time_s));
   row("iteration",
       fmt::format("{} = {}{}", format_seconds(s.iteration_time_s), terms,
-                  s.status == "ok" ? fmt::format("   ({:.1f}% slower than with enough memory)", slower)
+                  s.status == "ok" ? fmt::format("   ({:.1f}% slower than compute alone)", slower)
                                    : std::string("   (stopped at the OOM)")));
   if (s.host_compute_time_s > 0)
     row("host", fmt::format("CPU computed {} (offloaded ops), {} of it while the accelerator waited",

@@ -128,6 +128,38 @@ TEST(FirstUse, OffloadOnTwoNodesUsesEachNodesHostAndSymmetricAgreesWithPerRank) 
   }
 }
 
+// A host (and zero-infinity's NVMe tier) named on a cluster is named as the node description
+// has it, node 0's: each node's ranks use their own node's copy, as with `auto` (every rank
+// used host0). Another node's host is refused with what to write instead.
+TEST(FirstUse, ANamedHostOnTwoNodesIsEachNodesOwn) {
+  const std::string base = "run dgx-h100-superpod gpt2-small --set nodes=2 --set parallel.dp=16 --set parallel.zero=3 "
+                           "--set workload.batch=2 --set parallel.symmetric=false --json --no-advice --outputs summary ";
+  for (const std::string policy : {"zero-offload --set policy.host=host0",
+                                   "zero-infinity --set policy.host=host0 --set policy.nvme=host0.nvme"}) {
+    const CliResult r = run_memsim(base + "--policy " + policy + " --out " + temp_dir("named"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto s = nlohmann::json::parse(r.out);
+    ASSERT_EQ(s["status"], "ok") << policy;
+    for (const std::string tier : {"dram", "nvme"}) {
+      const auto& zero = s["tiers"]["host0." + tier]["peak_allocated_bytes"];
+      const auto& one = s["tiers"]["host1." + tier]["peak_allocated_bytes"];
+      if (tier == "nvme" && policy.starts_with("zero-offload")) continue;
+      EXPECT_GT(one.get<double>(), 0) << policy << " " << tier;
+      EXPECT_EQ(one, zero) << policy << " " << tier;
+    }
+  }
+  CliResult r = run_memsim(base + "--policy zero-offload --set policy.host=host1 --out " + temp_dir("named"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "--set policy.host=host1: host: zero-offload: 'host1' is node 1's host; on platform "
+                   "'dgx-h100-superpod' of 2 nodes each node's ranks use their own node's: name it as node 0 has it "
+                   "('host0', and each node uses its copy) or leave it auto\n");
+  r = run_memsim(base + "--policy zero-infinity --set policy.nvme=host1.nvme --out " + temp_dir("named"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "--set policy.nvme=host1.nvme: nvme: zero-infinity: 'host1.nvme' is node 1's tier; on "
+                   "platform 'dgx-h100-superpod' of 2 nodes each node's ranks use their own node's: name it as node 0 "
+                   "has it ('host0.nvme', and each node uses its copy) or leave it auto\n");
+}
+
 // README's sample of the OOM advice is what memsim prints for the V100 above, every line of
 // it (the policies it could not run and did not try included).
 TEST(FirstUse, ReadmeOomAdviceSampleIsWhatMemsimPrints) {

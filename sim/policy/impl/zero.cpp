@@ -32,33 +32,71 @@ std::string where(const PlatformSpec& platform) {
   return platform.source.empty() ? std::string() : platform.source + ": ";
 }
 
+/// A device or tier the user named, and where messages about it start ("--set
+/// policy.host=host1: host: ", "p.yaml:3:9: host: ").
+struct Given {
+  std::string name;  // empty: auto
+  std::string at;
+};
+
 /// The index (into op_devices) of the host that runs the steps: the one named, else the
 /// first device that runs ops without a compute tier.
-std::uint32_t host_slot(const PlatformSpec& platform, const std::string& name,
-                        const std::string& policy) {
+std::uint32_t host_slot(const PlatformSpec& platform, const Given& host, const std::string& policy) {
+  const std::string& name = host.name;
   const auto devices = platform.op_devices();
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const DeviceSpec& d = platform.devices[devices[i]];
     if (!d.compute_tier && (name.empty() || d.name == name)) return static_cast<std::uint32_t>(i);
   }
   if (!name.empty() && platform.find_device(name))
-    throw InputError(where(platform) + fmt::format("{}: device '{}' of platform '{}' cannot run the optimizer step "
+    throw InputError(host.at + fmt::format("{}: device '{}' of platform '{}' cannot run the optimizer step "
                                  "(it needs kind cpu, a compute rate and no compute tier)",
                                  policy, name, platform.name));
   if (!name.empty())
-    throw InputError(where(platform) + fmt::format("{}: platform '{}' has no device '{}'", policy, platform.name, name));
+    throw InputError(host.at + fmt::format("{}: platform '{}' has no device '{}'", policy, platform.name, name));
   throw InputError(where(platform) + fmt::format("{}: platform '{}' has no host CPU with a compute rate to run the "
                                "optimizer step on (give a cpu device `compute: {{fp32: ...}}`)",
                                policy, platform.name));
 }
 
-/// Per op device (index into op_devices): the host that runs its optimizer steps. A host
-/// named runs every device's; otherwise (auto) each device's own node's host (on a cluster
-/// every node has its own CPUs and memory), else the first host. A host maps to itself.
-std::vector<std::uint32_t> hosts_of(const PlatformSpec& platform, const std::string& name,
+/// On a multi-node platform, node `node`'s copy of `device`: the device at the same place
+/// among its node's devices (every node is the same description, laid out in order).
+std::size_t on_node(const PlatformSpec& platform, std::size_t device, std::uint32_t node) {
+  const std::uint32_t home = platform.devices[device].node;
+  if (node == home) return device;
+  std::size_t place = 0;
+  for (std::size_t i = 0; i < device; ++i) place += platform.devices[i].node == home;
+  for (std::size_t i = 0; i < platform.devices.size(); ++i)
+    if (platform.devices[i].node == node && place-- == 0) return i;
+  return device;
+}
+
+/// A host or tier named on a multi-node platform must be node 0's, as the node description
+/// names it: each node's ranks then use their own node's copy. Another node's is refused:
+/// its ranks would reach across the fabric for another node's CPU or memory, which no
+/// framework does. `device` holds what `given` names; `instead` is node 0's name for it.
+void require_node_zero(const PlatformSpec& platform, std::size_t device, const Given& given,
+                       const std::string& what, const std::string& instead, const std::string& policy) {
+  const std::uint32_t node = platform.devices[device].node;
+  if (node == 0) return;
+  throw InputError(given.at + fmt::format(
+      "{}: '{}' is node {}'s {}; on platform '{}' of {} nodes each node's ranks use their own node's: name it "
+      "as node 0 has it ('{}', and each node uses its copy) or leave it auto",
+      policy, given.name, node, what, platform.name, platform.nodes, instead));
+}
+
+/// Per op device (index into op_devices): the host that runs its optimizer steps. Auto: each
+/// device's own node's host (on a cluster every node has its own CPUs and memory), else the
+/// first host. A host named is node 0's, as the node description names it: on one node it
+/// runs every device's steps, on several each node's copy of it runs that node's. A host
+/// maps to itself.
+std::vector<std::uint32_t> hosts_of(const PlatformSpec& platform, const Given& host,
                                     const std::string& policy) {
-  const std::uint32_t first = host_slot(platform, name, policy);
+  const std::uint32_t first = host_slot(platform, host, policy);
   const auto devices = platform.op_devices();
+  if (!host.name.empty())
+    require_node_zero(platform, devices[first], host, "host",
+                      platform.devices[on_node(platform, devices[first], 0)].name, policy);
   std::vector<std::uint32_t> out(devices.size(), first);
   for (std::size_t i = 0; i < devices.size(); ++i) {
     const DeviceSpec& d = platform.devices[devices[i]];
@@ -66,10 +104,11 @@ std::vector<std::uint32_t> hosts_of(const PlatformSpec& platform, const std::str
       out[i] = static_cast<std::uint32_t>(i);
       continue;
     }
-    if (!name.empty()) continue;
+    // The named host's copy on this device's node, else (auto) the node's first host.
+    const std::size_t named = host.name.empty() ? 0 : on_node(platform, devices[first], d.node);
     for (std::size_t h = 0; h < devices.size(); ++h) {
       const DeviceSpec& c = platform.devices[devices[h]];
-      if (!c.compute_tier && c.node == d.node) {
+      if (!c.compute_tier && c.node == d.node && (host.name.empty() || devices[h] == named)) {
         out[i] = static_cast<std::uint32_t>(h);
         break;
       }
@@ -152,7 +191,7 @@ std::vector<std::uint8_t> host_steps(const Trace& t) {
 
 class ZeroPolicy final : public Policy {
  public:
-  ZeroPolicy(bool nvme, std::string host, std::string nvme_tier, int prefetch, bool params)
+  ZeroPolicy(bool nvme, Given host, Given nvme_tier, int prefetch, bool params)
       : nvme_(nvme),
         host_(std::move(host)),
         nvme_tier_(std::move(nvme_tier)),
@@ -402,15 +441,26 @@ class ZeroPolicy final : public Policy {
     plan.steps.insert(plan.steps.begin(), at_start.begin(), at_start.end());
   }
 
-  /// The NVMe tier: the one named, else the host's first tier after its DRAM that is an
-  /// offload tier.
+  /// The NVMe tier: the one named (on several nodes, the host's node's copy of it), else the
+  /// host's first tier after its DRAM that is an offload tier.
   std::uint32_t nvme_tier(const PlatformSpec& platform, std::uint32_t host) const {
     const DeviceSpec& d = platform.devices[platform.op_devices()[host]];
-    if (!nvme_tier_.empty()) {
-      auto t = platform.find_tier(nvme_tier_);
+    if (!nvme_tier_.name.empty()) {
+      auto t = platform.find_tier(nvme_tier_.name);
       if (!t || platform.tiers[*t].role != TierRole::offload)
-        throw InputError(where(platform) + fmt::format("zero-infinity: platform '{}' has no offload tier '{}'",
-                                     platform.name, nvme_tier_));
+        throw InputError(nvme_tier_.at + fmt::format("zero-infinity: platform '{}' has no offload tier '{}'",
+                                     platform.name, nvme_tier_.name));
+      // The device that holds it, and where among that device's tiers.
+      for (std::size_t o = 0; o < platform.devices.size(); ++o) {
+        const auto& tiers = platform.devices[o].tiers;
+        const auto k = std::find(tiers.begin(), tiers.end(), *t);
+        if (k == tiers.end()) continue;
+        const std::size_t home = on_node(platform, o, 0);
+        require_node_zero(platform, o, nvme_tier_, "tier",
+                          platform.tiers[platform.devices[home].tiers[k - tiers.begin()]].name, "zero-infinity");
+        const DeviceSpec& copy = platform.devices[on_node(platform, o, d.node)];
+        return static_cast<std::uint32_t>(copy.tiers[k - tiers.begin()]);
+      }
       return static_cast<std::uint32_t>(*t);
     }
     for (std::size_t t : d.tiers)
@@ -422,21 +472,24 @@ class ZeroPolicy final : public Policy {
   }
 
   bool nvme_;
-  std::string host_;
-  std::string nvme_tier_;
+  Given host_;
+  Given nvme_tier_;
   int prefetch_;
   bool params_;  // zero-infinity: the fp16 weights on NVMe too
 };
 
 ParamSpec host_param() {
-  return {"host", "the CPU device that runs the optimizer step; auto: the first device with a "
-                  "compute rate and no compute tier", "auto"};
+  return {"host", "the CPU device that runs the optimizer step; auto: each node's first device with a "
+                  "compute rate and no compute tier; on several nodes a host named as node 0 has it "
+                  "(host0) stands for each node's copy", "auto"};
 }
 
 // "auto" (the default) is empty: chosen from the platform.
-std::string named(const Params& p, const std::string& key) {
-  std::string v = p.get(key).as_string();
-  return v == "auto" ? std::string() : v;
+Given named(const Params& p, const std::string& key) {
+  const ConfigNode value = p.get(key);
+  std::string v = value.as_string();
+  if (v == "auto") return {};
+  return {std::move(v), fmt::format("{}: {}: ", value.where(), value.key_path())};
 }
 
 }  // namespace
@@ -447,7 +500,7 @@ PolicyInfo zero_offload_policy() {
           "optimizer state in host DRAM, the optimizer step on the host CPU, fp16 weights copied back",
           {host_param()},
           [](const Params& p) {
-            return std::make_unique<ZeroPolicy>(false, named(p, "host"), "", 0, false);
+            return std::make_unique<ZeroPolicy>(false, named(p, "host"), Given{}, 0, false);
           }};
 }
 
@@ -457,7 +510,8 @@ PolicyInfo zero_infinity_policy() {
           "optimizer state on the host's NVMe, read into DRAM ahead of each step and written back",
           {host_param(),
            {"nvme", "the offload tier holding the optimizer state; auto: the host's second "
-                    "offload tier (host.nvme)", "auto"},
+                    "offload tier (host.nvme); on several nodes a tier named as node 0 has it "
+                    "(host0.nvme) stands for each node's copy", "auto"},
            {"prefetch", "steps ahead that state is read from NVMe: optimizer steps for the "
                         "optimizer state, the accelerator's ops for offloaded weights (>= 1)", "1"},
            {"offload_params", "true: the fp16 weights live on NVMe too, read before each run of "

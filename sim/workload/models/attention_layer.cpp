@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "sim/workload/models/builder.h"
+#include "sim/workload/recomputed_ops.h"
 
 namespace memsim {
 namespace {
@@ -215,7 +216,7 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
   tape_.push_back([=, this] {
     if (!has_grad(context)) return;
     const BufferId g = take_grad(context);
-    const Core c = core(".recompute");
+    const Core c = core(std::string(kRecomputedOpTag));
     auto qkv_grad = [&](const std::string& n) {
       return trace_.add_buffer(n, static_cast<std::uint64_t>(qkv_bytes), Category::activation_grad);
     };

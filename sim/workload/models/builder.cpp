@@ -12,6 +12,7 @@
 #include "sim/core/checked.h"
 #include "sim/core/limits.h"
 #include "sim/workload/analysis.h"
+#include "sim/workload/recomputed_ops.h"
 
 namespace memsim {
 namespace {
@@ -413,7 +414,7 @@ void ModelBuilder::end_recompute(Value out) {
   tape_.push_back([this, from, to] {
     for (OpId id = from; id < to; ++id) {
       Op op = trace_.ops[id];
-      op.name += "@recompute";
+      op.name += kRecomputedOpSuffix;
       op.phase = Phase::backward;
       op.waits_for.clear();
       for (auto* list : {&op.inputs, &op.updates})
