@@ -76,13 +76,15 @@ class Importer {
     accumulate_updated_.assign(n, false);
     scope_.assign(n, SIZE_MAX);
     forward_.assign(n, SIZE_MAX);
-    // Forward ops by (thread, autograd sequence number), the outermost (first) of each.
+    // Forward ops by (thread, autograd sequence number). Every op records the number the
+    // next backward function will take, and the op that makes one takes it: so the op a
+    // backward function undoes is the last to start with its number (or one under it).
     std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> forward_by_seq;
     // Which optimizer step, backward function, AccumulateGrad and scope each node runs
     // under; children start after their parents, so one pass in id order passes it down.
     for (std::size_t i = 0; i < n; ++i) {
       const EtNode& node = et_.nodes[i];
-      if (!in_autograd_[i] && node.seq_id >= 0) forward_by_seq.emplace(std::pair(node.tid, node.seq_id), i);
+      if (!in_autograd_[i] && node.seq_id >= 0) forward_by_seq[std::pair(node.tid, node.seq_id)] = i;
       const bool evaluate = starts_with(node.name, "autograd::engine::evaluate_function");
       if (evaluate)  // its children are the backward function: the forward op it undoes
         for (std::size_t c : node.children) {
@@ -139,6 +141,7 @@ class Importer {
   std::string scope_of(std::size_t root) const;
   /// Names the buffers `op` allocates after it, when it is named in a scope.
   void name_outputs(const Op& op, const std::string& scope);
+  EtOpOrigin origin(std::size_t root) const;
   void note_accumulation(std::size_t node);
   bool descend_into(std::size_t index) const;
   BufferId buffer_for(const EtTensor& t, bool sized);
@@ -489,7 +492,7 @@ void Importer::emit_unit(std::size_t root_index) {
     for (BufferId b : op.outputs) op.bytes_moved += static_cast<double>(trace_.buffers[b].bytes);
   }
   trace_.add_op(std::move(op));
-  origins_.push_back({root.rf_id, root.name, root.tid});
+  origins_.push_back(origin(root_index));
 }
 
 // A collective: the outermost of c10d::X, record_param_comms and nccl:X; what it names
@@ -567,7 +570,17 @@ void Importer::emit_collective(std::size_t root_index) {
                               : group;
   if (group_size > 1 && group_size < (1 << 20)) group_ranks_[op.group] = static_cast<std::uint32_t>(group_size);
   trace_.add_op(std::move(op));
-  origins_.push_back({root.rf_id, root.name, root.tid});
+  origins_.push_back(origin(root_index));
+}
+
+EtOpOrigin Importer::origin(std::size_t root) const {
+  const EtNode& n = et_.nodes[root];
+  EtOpOrigin o{n.rf_id, n.name, n.tid};
+  if (forward_[root] != SIZE_MAX) {
+    o.forward_rf_id = et_.nodes[forward_[root]].rf_id;
+    o.forward_name = et_.nodes[forward_[root]].name;
+  }
+  return o;
 }
 
 std::string Importer::scope_of(std::size_t root) const {
