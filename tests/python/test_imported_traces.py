@@ -56,7 +56,7 @@ def test_an_et_names_layers_from_its_scopes(tmp_path):
     assert set(groups) & {"blocks.1.fc", "blocks.1.norm", "blocks.1", "pool", "head"}, groups
 
 
-def kineto_pair(tmp_path):
+def kineto_pair(tmp_path, model_name="ScopedNet_0"):
     """The scoped step as a torch 2.x user with with_modules=True would have it: an ET without
     the module ranges (the observer records none), and a Kineto trace whose `nn.Module: Class_N`
     events enclose each module's cpu_ops (Kineto numbers each class's instances). The times
@@ -91,7 +91,7 @@ def kineto_pair(tmp_path):
     model = [e for e in events if e["name"] in ("nn.Module: Block_0", "nn.Module: Linear_2")]
     start, end = min(e["ts"] for e in model), max(e["ts"] + e["dur"] for e in model)
     events.append({"ph": "X", "cat": "python_function", "pid": 1, "tid": 1, "ts": start - 0.5,
-                   "dur": end - start + 1, "name": "nn.Module: ScopedNet_0"})
+                   "dur": end - start + 1, "name": "nn.Module: " + model_name})
     # The ET without the module ranges: their children hang from their parents.
     for n in et["nodes"]:
         p = n["parent"]
@@ -100,8 +100,9 @@ def kineto_pair(tmp_path):
         n["parent"] = p
     et["nodes"] = [n for n in et["nodes"] if n["name"] not in modules]
     (tmp_path / "plain.json").write_text(json.dumps(et))
-    (tmp_path / "plain_kineto.json").write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
-    return tmp_path / "plain.json", tmp_path / "plain_kineto.json"
+    kineto = tmp_path / f"plain_kineto_{len(model_name)}.json"
+    kineto.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    return tmp_path / "plain.json", kineto
 
 
 
@@ -135,3 +136,15 @@ def test_kineto_module_events_name_the_ops_of_an_et_without_scopes(tmp_path):
 def memsim_run(out, et):
     memsim("run", "cpu", et, "--out", out)
     return out / "timeline.csv"
+
+
+def test_a_scope_too_long_to_be_a_name_names_nothing_and_says_so(tmp_path):
+    # Every op in a scope carries its name: a label of over 512 characters names no op (nor
+    # do the modules in it), and the note says so; the annotation inside keeps its name.
+    et, kineto = kineto_pair(tmp_path, model_name="M" * 600)
+    out = tmp_path / "long"
+    r = memsim("run", "cpu", et, "--kineto", kineto, "--out", out)
+    assert "(8 scopes with names over 512 characters name nothing)" in r.stderr
+    ops = [r["op"] for r in read_csv(out / "timeline.csv") if r["kind"] == "compute"]
+    assert not any("M" * 600 in op or "Linear_" in op for op in ops)
+    assert any(op.startswith("pool/aten::tanh#") for op in ops)

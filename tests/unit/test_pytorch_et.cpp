@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
 
@@ -14,6 +15,7 @@
 #include "sim/report/peak.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/importers/pytorch_et.h"
+#include "sim/workload/importers/scopes.h"
 #include "sim/workload/op_kinds.h"
 
 using namespace memsim;
@@ -424,4 +426,24 @@ TEST(PytorchEt, OpsAndWhatTheyMakeAreNamedInTheirScope) {
   EXPECT_EQ(loss->name.rfind("aten::_log_softmax#", 0), 0u) << loss->name;
   ASSERT_FALSE(loss->outputs.empty());
   EXPECT_EQ(t.buffers[loss->outputs[0]].name.rfind("storage", 0), 0u);
+}
+
+// Every op in a scope carries its name: a label too long to be one names no op, and the notes
+// say so; the scopes around and beside it still name theirs.
+TEST(PytorchEt, AScopeTooLongToBeANameNamesNothing) {
+  std::ifstream in(data("scoped-1.0.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string label = "\"name\": \"blocks.1.fc\"";
+  const auto at = text.find(label);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, label.size(), "\"name\": \"" + std::string(kMaxScopeName + 1, 'x') + "\"");
+  const Trace t = import_pytorch_et(text, "long.json");
+  std::vector<std::string> forward;
+  for (const Op& op : t.ops)
+    if (op.kind == "matmul" && op.phase == Phase::forward) forward.push_back(op.name.substr(0, op.name.find('#')));
+  EXPECT_EQ(forward, (std::vector<std::string>{"blocks.0.fc/aten::addmm", "aten::addmm", "head/aten::addmm"}));
+  EXPECT_NE(std::find(t.import_notes.begin(), t.import_notes.end(),
+                      "1 record_function labels over 512 characters name no ops (the ops under them keep their "
+                      "nodes' names)"),
+            t.import_notes.end());
 }

@@ -85,7 +85,8 @@ Number read_number(od::value v) {
 // Each op's scope: the innermost scope event on its thread that started no later than it and
 // had not ended when it started (one that ends as the op starts is over: traces in whole
 // microseconds have that often). Modules are named by the modules around them.
-void assign_scopes(std::vector<CpuOp>& ops, std::vector<ScopeEvent>& scopes) {
+// Returns how many scopes were too long to name anything (kMaxScopeName).
+std::size_t assign_scopes(std::vector<CpuOp>& ops, std::vector<ScopeEvent>& scopes) {
   auto earlier = [](std::uint64_t ta, double a, double da, std::uint64_t tb, double b, double db) {
     if (ta != tb) return ta < tb;
     if (a != b) return a < b;
@@ -101,9 +102,11 @@ void assign_scopes(std::vector<CpuOp>& ops, std::vector<ScopeEvent>& scopes) {
   });
   struct Open {
     double start, end;
-    std::string name;  // as ops under it are named
+    std::string name;  // as ops under it are named; empty when too long
     bool module;
+    std::size_t module_below;  // the nearest module at or below it on the stack, or SIZE_MAX
   };
+  std::size_t too_long = 0;
   std::vector<Open> stack;
   std::uint64_t thread = 0;
   std::size_t s = 0;
@@ -122,18 +125,20 @@ void assign_scopes(std::vector<CpuOp>& ops, std::vector<ScopeEvent>& scopes) {
                                  (scopes[s].thread == op.thread && scopes[s].ts <= op.ts))) {
       const ScopeEvent& e = scopes[s++];
       enter(e.thread, e.ts);
-      std::string name = e.name;
-      if (e.module)
-        for (auto it = stack.rbegin(); it != stack.rend(); ++it)
-          if (it->module) {
-            name = it->name + "." + name;
-            break;
-          }
-      stack.push_back({e.ts, e.ts + e.dur, std::move(name), e.module});
+      const std::size_t below = stack.empty() ? SIZE_MAX : stack.back().module ? stack.size() - 1 : stack.back().module_below;
+      std::string name;
+      const std::string* outer = e.module && below != SIZE_MAX ? &stack[below].name : nullptr;
+      const std::size_t length = e.name.size() + (outer ? outer->size() + 1 : 0);
+      if ((outer && outer->empty()) || length > kMaxScopeName)
+        ++too_long;  // named nothing, as the module around it
+      else
+        name = outer ? *outer + "." + e.name : e.name;
+      stack.push_back({e.ts, e.ts + e.dur, std::move(name), e.module, e.module ? stack.size() : below});
     }
     enter(op.thread, op.ts);
     if (!stack.empty()) op.scope = stack.back().name;
   }
+  return too_long;
 }
 
 }  // namespace
@@ -256,7 +261,7 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
   if (!saw_events) throw InputError(fmt::format("{}: not a Kineto trace: no traceEvents", source));
   out.has_gpu = out.gpu_events > 0;
   out.cpu_ops = ops.size();
-  if (out.modules) assign_scopes(ops, scopes);
+  if (out.modules) out.long_scopes = assign_scopes(ops, scopes);
 
   // The GPU time each op launched: launches on its thread while it ran, with their
   // kernels' time, summed by prefix over each thread's launches in time order.
@@ -357,8 +362,11 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
                               kineto.device.empty() ? "" : fmt::format(" ({})", kineto.device)));
   if (kineto.modules)
     notes.push_back(fmt::format("{} ops named in the scope of their Kineto cpu_op ({} nn.Module events); the rest keep "
-                                "the ET's names",
-                                named, kineto.modules));
+                                "the ET's names{}",
+                                named, kineto.modules,
+                                kineto.long_scopes ? fmt::format(" ({} scopes with names over {} characters name nothing)",
+                                                                 kineto.long_scopes, kMaxScopeName)
+                                                   : ""));
   if (idle) notes.push_back(fmt::format("{} joined ops launched no GPU work: measured 0 s", idle));
   if (missing || renamed)
     notes.push_back(fmt::format("{} ops not joined ({} with no Kineto op of their rf_id, {} whose Kineto op has another "

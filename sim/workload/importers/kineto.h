@@ -46,6 +46,7 @@ struct KinetoTimes {
   std::unordered_map<std::int64_t, KinetoOp> by_external_id, by_record_function_id;
   std::size_t cpu_ops = 0, gpu_events = 0;
   std::size_t modules = 0;             // `nn.Module: ` events: the ops' scopes name layers
+  std::size_t long_scopes = 0;         // scopes too long to name anything (kMaxScopeName)
 };
 
 /// Reads the text of a Kineto trace (padded for simdjson; copied once otherwise). InputError

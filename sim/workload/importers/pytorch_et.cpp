@@ -4,6 +4,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -138,7 +139,7 @@ class Importer {
   }
   /// The scope an op of unit `root` is named in: a backward op's is its forward op's (by
   /// autograd's sequence number), else the nearest label around it; empty for none.
-  std::string scope_of(std::size_t root) const;
+  std::string scope_of(std::size_t root);
   /// Names the buffers `op` allocates after it, when it is named in a scope.
   void name_outputs(const Op& op, const std::string& scope);
   EtOpOrigin origin(std::size_t root) const;
@@ -171,6 +172,7 @@ class Importer {
   std::vector<std::pair<std::size_t, std::vector<BufferId>>> accumulations_;
   Tally not_operators_, waits_, fused_tables_;
   std::vector<BufferId> unsized_;  // named in the notes once the ops have named them
+  std::set<std::size_t> long_scopes_;  // scope labels too long to name anything (kMaxScopeName)
 };
 
 std::uint64_t pair_key(std::int64_t tensor, std::int64_t storage) {
@@ -583,10 +585,16 @@ EtOpOrigin Importer::origin(std::size_t root) const {
   return o;
 }
 
-std::string Importer::scope_of(std::size_t root) const {
+std::string Importer::scope_of(std::size_t root) {
   std::size_t s = forward_[root] != SIZE_MAX ? scope_[forward_[root]] : SIZE_MAX;
   if (s == SIZE_MAX) s = scope_[root];
-  return s == SIZE_MAX ? std::string() : std::string(scope_name(et_.nodes[s].name));
+  if (s == SIZE_MAX) return {};
+  const std::string_view name = scope_name(et_.nodes[s].name);
+  if (name.size() > kMaxScopeName) {
+    long_scopes_.insert(s);
+    return {};
+  }
+  return std::string(name);
 }
 
 void Importer::name_outputs(const Op& op, const std::string& scope) {
@@ -694,6 +702,10 @@ PytorchEtImport Importer::run() {
                                  "which the trace does not record: the tables counted as weights, their state as "
                                  "optimizer state, no update op",
                                  fused_tables_.count, fused_tables_.examples()));
+  if (!long_scopes_.empty())
+    notes_.push_back(fmt::format("{} record_function labels over {} characters name no ops (the ops under them keep "
+                                 "their nodes' names)",
+                                 long_scopes_.size(), kMaxScopeName));
   if (!unsized_.empty()) {
     Tally unsized;
     for (BufferId b : unsized_) unsized.add(trace_.buffers[b].name);

@@ -14,6 +14,11 @@ namespace memsim {
 /// Kineto's label for a module's forward ("nn.Module: Linear_3").
 inline constexpr std::string_view kModuleLabel = "nn.Module: ";
 
+/// A scope whose name (modules joined) is longer names nothing: its ops keep their names, and
+/// the notes count it. Every op in a scope carries its name, so a megabyte of label over a
+/// million ops must not become a terabyte of names.
+inline constexpr std::size_t kMaxScopeName = 512;
+
 /// Whether a label node (no operator schema) is a scope that names what runs under it, by
 /// its name: not a profiler's thread or step marker (`[pytorch|profiler|...]`,
 /// `ProfilerStep#N`), not autograd's wrapper of a backward function.
