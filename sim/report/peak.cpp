@@ -115,6 +115,9 @@ std::string_view layer_prefix(std::string_view name) {
   for (std::string_view suffix : {".backward", ".recompute"})
     if (name.size() > suffix.size() && name.substr(name.size() - suffix.size()) == suffix)
       name.remove_suffix(suffix.size());
+  // An imported op is named in its scope ("encoder.layers.3.self_attn/aten::addmm#2452"):
+  // the scope is the layer, whatever dots it holds (importers/scopes.h).
+  if (const auto slash = name.rfind('/'); slash != std::string_view::npos) return name.substr(0, slash);
   const auto dot = name.rfind('.');
   return dot == std::string_view::npos ? name : name.substr(0, dot);
 }

@@ -65,7 +65,8 @@ std::string category_words(Category c);
 
 /// The module a buffer's producer belongs to: the op's name without a trailing ".backward"
 /// or ".recompute" and without its last component ("layer3.0.bn1" -> "layer3.0";
-/// "conv1" -> "conv1").
+/// "conv1" -> "conv1"); an imported op named in its scope, what precedes the last slash
+/// ("encoder.layers.3.self_attn/aten::addmm#2452" -> "encoder.layers.3.self_attn").
 std::string layer_of(const std::string& op_name);
 
 /// peak.csv: every buffer live at each tier's peak, largest first (tier, buffer, category,

@@ -104,6 +104,9 @@ TEST(PeakLiveSet, LayerOfAnOp) {
   EXPECT_EQ(layer_of("layer3.0.bn1.backward"), "layer3.0");
   EXPECT_EQ(layer_of("transformer.h.0.attn.c_attn"), "transformer.h.0.attn");
   EXPECT_EQ(layer_of("conv1"), "conv1");
+  // An imported op named in its scope: the scope, whatever dots it or the op hold.
+  EXPECT_EQ(layer_of("encoder.layers.3.self_attn/aten::addmm#2452"), "encoder.layers.3.self_attn");
+  EXPECT_EQ(layer_of("Optimizer.step#SGD.step/aten::_foreach_add_.List#97"), "Optimizer.step#SGD.step");
   EXPECT_EQ(layer_of("avgpool.backward"), "avgpool");
 }
 

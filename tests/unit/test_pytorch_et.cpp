@@ -1,14 +1,21 @@
 // The PyTorch Execution Trace importer on small hand-written files of both schemas
-// (tests/data/et/), checked buffer by buffer and op by op against what the files say.
+// (tests/data/et/, and one captured step, scoped-1.0.json), checked buffer by buffer and op
+// by op against what the files say.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "sim/core/error.h"
+#include "sim/report/peak.h"
 #include "sim/workload/importers/importers.h"
 #include "sim/workload/importers/pytorch_et.h"
-#include "sim/core/error.h"
+#include "sim/workload/importers/scopes.h"
 #include "sim/workload/op_kinds.h"
 
 using namespace memsim;
@@ -253,8 +260,14 @@ TEST(PytorchEt, GpuTraceCountsOnlyDeviceTensors) {
 // thread's, yet run between its forward and its optimizer step.
 TEST(PytorchEt, StepsInStartOrderAcrossThreadsWithTheirPhases) {
   Trace t = load("ddp_two_steps-2.x.json");
-  const std::vector<std::string> names{"aten::mm#61", "aten::sum#65", "aten::mm#72", "c10d::allreduce_#76",
-                                       "aten::_foreach_mul_#94", "aten::_foreach_add_#96", "aten::_foreach_add_#97"};
+  // The optimizer's ops run in its record_function: that is their scope.
+  const std::vector<std::string> names{"aten::mm#61",
+                                       "aten::sum#65",
+                                       "aten::mm#72",
+                                       "c10d::allreduce_#76",
+                                       "Optimizer.step#SGD.step/aten::_foreach_mul_#94",
+                                       "Optimizer.step#SGD.step/aten::_foreach_add_#96",
+                                       "Optimizer.step#SGD.step/aten::_foreach_add_#97"};
   const std::vector<Phase> phases{Phase::forward, Phase::forward, Phase::backward, Phase::backward,
                                   Phase::optimizer, Phase::optimizer, Phase::optimizer};
   ASSERT_EQ(t.ops.size(), names.size());
@@ -300,10 +313,10 @@ TEST(PytorchEt, StepPicksAProfilerStepAndStateMadeInTheStepIsState) {
   Trace t = import_foreign_trace(data("ddp_two_steps-2.x.json"), ForeignTrace::pytorch_et, o);
   ASSERT_EQ(t.ops.size(), 9u);
   EXPECT_EQ(t.ops[0].name, "aten::mm#11");
-  EXPECT_EQ(t.ops[4].name, "aten::empty_like#42");
+  EXPECT_EQ(t.ops[4].name, "Optimizer.step#SGD.step/aten::empty_like#42");
   EXPECT_EQ(t.ops[4].phase, Phase::optimizer);
   const Buffer& m = t.buffers.back();
-  EXPECT_EQ(m.name, "storage150@42");
+  EXPECT_EQ(m.name, "Optimizer.step#SGD.step/aten::empty_like#42:out");
   EXPECT_EQ(m.category, Category::optimizer_state);
   EXPECT_TRUE(m.persistent);
   EXPECT_EQ(t.import_notes.front(), "imported ProfilerStep#1 of 2 (#1, #2: --step 1); 8 ops of the other steps and "
@@ -381,4 +394,56 @@ TEST(PytorchEt, LayoutByTheNodesNotTheVersion) {
   ASSERT_EQ(t.ops.size(), 1u);
   EXPECT_EQ(t.import_notes, std::vector<std::string>{"schema '1.0.1' names the old (torch 1.13) node layout, but the "
                                                      "nodes are in the new (torch 2.x) one; read as the nodes are"});
+}
+
+// A step captured with module scopes (workloads/capture wraps each submodule's forward in a
+// record_function named by its path; scoped_net.py is the model): each op is named in the
+// nearest scope around it, a backward op in its forward op's (by autograd's sequence
+// number), and what it allocates after it; the loss, outside every module, keeps the node's name.
+TEST(PytorchEt, OpsAndWhatTheyMakeAreNamedInTheirScope) {
+  Trace t = load("scoped-1.0.json");
+  std::map<std::string, std::vector<std::string>> layers;  // "phase kind" -> each op's layer
+  for (const Op& op : t.ops) layers[fmt::format("{} {}", to_string(op.phase), op.kind)].push_back(layer_of(op.name));
+  using L = std::vector<std::string>;
+  EXPECT_EQ(layers["forward matmul"], (L{"blocks.0.fc", "blocks.1.fc", "head"}));
+  EXPECT_EQ(layers["backward matmul"],
+            (L{"head", "head", "blocks.1.fc", "blocks.1.fc", "blocks.0.fc", "blocks.0.fc"}));
+  EXPECT_EQ(layers["forward layer_norm"], (L{"blocks.0.norm", "blocks.1.norm"}));
+  // The first block's norm shares its sequence number with zero_grad's ops before it: the
+  // op that undoes it is the last forward op of that number, not the first.
+  EXPECT_EQ(layers["backward layer_norm_backward"], (L{"blocks.1.norm", "blocks.0.norm"}));
+  EXPECT_EQ(layers["forward tanh"], (L{"pool"}));  // the model's own record_function
+  for (const Op& op : t.ops) {
+    SCOPED_TRACE(op.name);
+    if (op.name.find('/') == std::string::npos) continue;
+    for (std::size_t k = 0; k < op.outputs.size(); ++k)
+      EXPECT_EQ(t.buffers[op.outputs[k]].name,
+                op.outputs.size() == 1 ? op.name + ":out" : fmt::format("{}:out{}", op.name, k));
+  }
+  // Outside every scope: the loss keeps the node's name, its outputs the storage's.
+  const auto loss = std::find_if(t.ops.begin(), t.ops.end(), [](const Op& op) { return op.kind == "log_softmax"; });
+  ASSERT_NE(loss, t.ops.end());
+  EXPECT_EQ(loss->name.rfind("aten::_log_softmax#", 0), 0u) << loss->name;
+  ASSERT_FALSE(loss->outputs.empty());
+  EXPECT_EQ(t.buffers[loss->outputs[0]].name.rfind("storage", 0), 0u);
+}
+
+// Every op in a scope carries its name: a label too long to be one names no op, and the notes
+// say so; the scopes around and beside it still name theirs.
+TEST(PytorchEt, AScopeTooLongToBeANameNamesNothing) {
+  std::ifstream in(data("scoped-1.0.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string label = "\"name\": \"blocks.1.fc\"";
+  const auto at = text.find(label);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, label.size(), "\"name\": \"" + std::string(kMaxScopeName + 1, 'x') + "\"");
+  const Trace t = import_pytorch_et(text, "long.json");
+  std::vector<std::string> forward;
+  for (const Op& op : t.ops)
+    if (op.kind == "matmul" && op.phase == Phase::forward) forward.push_back(op.name.substr(0, op.name.find('#')));
+  EXPECT_EQ(forward, (std::vector<std::string>{"blocks.0.fc/aten::addmm", "aten::addmm", "head/aten::addmm"}));
+  EXPECT_NE(std::find(t.import_notes.begin(), t.import_notes.end(),
+                      "1 record_function labels over 512 characters name no ops (the ops under them keep their "
+                      "nodes' names)"),
+            t.import_notes.end());
 }

@@ -31,6 +31,11 @@ whose output is not logits).
     capture.py --module mymodels.py:TinyNet --kwargs '{"width": 64}' --input-shape 784 --batch 32
     capture.py --module mypkg.models:make_encoder --input-shape 128 --input-dtype int64 \
         --input-high 32000 --batch 8 --name encoder-b8
+
+Layers: in the recorded step each submodule's forward runs inside a record_function named by
+its path in the model (`encoder.layers.0.self_attn`), as are the model's own record_function
+ranges; memsim names the ops under them, and what they allocate, after the nearest one
+(docs/trace-format.md). --no-scopes leaves them out.
 """
 import argparse
 import ctypes
@@ -233,6 +238,28 @@ def annotate_durations(et_path, step):
         f.write('  "nodes": [\n' + ",\n".join("    " + json.dumps(n) for n in et["nodes"]) + "\n  ]\n}\n")
 
 
+def module_scopes(net):
+    """Opens a record_function named by each submodule's path in the model around its
+    forward; returns the hook handles (remove them to stop)."""
+    from torch.autograd.profiler import record_function
+    open_ranges, handles = [], []
+    for path, module in net.named_modules():
+        if not path:
+            continue  # the model itself: its ops are in no layer
+
+        def enter(module, args, path=path):
+            r = record_function(path)
+            r.__enter__()
+            open_ranges.append(r)
+
+        def leave(module, args, out):
+            open_ranges.pop().__exit__(None, None, None)
+
+        handles.append(module.register_forward_pre_hook(enter))
+        handles.append(module.register_forward_hook(leave))
+    return handles
+
+
 def storage_bytes(tensors):
     seen, total = set(), 0
     for t in tensors:
@@ -264,6 +291,8 @@ def main():
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--name", help="output name (default MODEL-bBATCH)")
     ap.add_argument("--out", default="workloads/traces")
+    ap.add_argument("--no-scopes", action="store_true",
+                    help="record no record_function range per submodule (memsim then has no layer names)")
     a = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -310,6 +339,7 @@ def main():
     Observer = getattr(torch.profiler, "ExecutionTraceObserver", None)
     if Observer is None:
         Observer = torch.profiler.ExecutionGraphObserver
+    scopes = [] if a.no_scopes else module_scopes(net)
     obs = Observer()
     obs.register_callback(et_path)
     obs.start()
@@ -318,6 +348,8 @@ def main():
     obs.unregister_callback()
 
     annotate_durations(et_path, step)
+    for h in scopes:
+        h.remove()
 
     # Step time, uninstrumented: the median of three.
     times = []

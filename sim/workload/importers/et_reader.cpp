@@ -336,6 +336,8 @@ void Reader::read_attrs(const element& attrs, EtNode& node) {
     if (is_int(*value)) {
       if (name == "rf_id") node.rf_id = as_int(*value);
       else if (name == "tid") node.tid = as_int(*value);
+      else if (name == "seq_id") node.seq_id = as_int(*value);
+      else if (name == "fw_tid") node.fw_tid = as_int(*value);
       else if (name == "pg_size") node.group_size = as_int(*value);
     } else if (is_string(*value)) {
       const std::string_view v = as_string(*value);
@@ -399,7 +401,7 @@ void Reader::read_node(const element& n) {
   id_.reset();
   name_.clear();
   if (n.type() != element_type::OBJECT) fail_node(fmt::format("expected a node (an object), got {}", describe(n)));
-  std::optional<element> id, name, parent, ctrl_deps, op_schema, attrs, dur, rf_id, tid;
+  std::optional<element> id, name, parent, ctrl_deps, op_schema, attrs, dur, rf_id, tid, seq_id, fw_tid;
   std::optional<element> in, out, in_shapes, in_types, out_shapes, out_types;
   for (auto field : obj(n)) {
     const std::string_view k = field.key;
@@ -419,6 +421,8 @@ void Reader::read_node(const element& n) {
     else if (k == "inclusive_dur") dur = v;
     else if (k == "rf_id") rf_id = v;
     else if (k == "tid") tid = v;
+    else if (k == "seq_id") seq_id = v;
+    else if (k == "fw_tid") fw_tid = v;
   }
   if (id && is_int(*id)) id_ = as_int(*id);
   if (name && is_string(*name)) name_ = std::string(as_string(*name));
@@ -449,6 +453,8 @@ void Reader::read_node(const element& n) {
     if (op_schema && is_string(*op_schema)) node.op_schema = std::string(as_string(*op_schema));
     if (rf_id && is_int(*rf_id)) node.rf_id = as_int(*rf_id);
     if (tid && is_int(*tid)) node.tid = as_int(*tid);
+    if (seq_id && is_int(*seq_id)) node.seq_id = as_int(*seq_id);
+    if (fw_tid && is_int(*fw_tid)) node.fw_tid = as_int(*fw_tid);
     if (in) inputs = {in, in_shapes, in_types, std::nullopt};
     if (out) outputs = {out, out_shapes, out_types, std::nullopt};
   } else {

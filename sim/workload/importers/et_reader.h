@@ -35,6 +35,10 @@ struct EtNode {
   std::optional<double> duration_us;    // `inclusive_dur`, where a tool added it
   std::int64_t rf_id = -1;              // record-function id: what Kineto's ops carry
   std::int64_t tid = 0;                 // the thread that ran it (1: main, 2: autograd's, ...)
+  // Autograd's sequence number: a forward op's, and the backward function's that undoes it
+  // (-1 for none), and the thread the forward ran on (0: this node's own thread).
+  std::int64_t seq_id = -1;
+  std::int64_t fw_tid = 0;
   std::string kernel_backend;           // "triton" for an Inductor kernel
   // record_param_comms: which collective, over which process group.
   std::string collective;               // "allreduce", "all_gather", "all_to_allv", "wait", ...

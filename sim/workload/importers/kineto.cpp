@@ -9,6 +9,7 @@
 
 #include "sim/core/error.h"
 #include "sim/workload/durations.h"
+#include "sim/workload/importers/scopes.h"
 
 namespace memsim {
 namespace {
@@ -20,6 +21,14 @@ struct CpuOp {
   std::string name;
   std::uint64_t thread = 0;
   double ts = 0, dur = 0;
+  std::string scope;
+};
+// A module's forward or a user's annotation: what the ops it encloses are named in.
+struct ScopeEvent {
+  std::uint64_t thread = 0;
+  double ts = 0, dur = 0;
+  std::string name;  // the label without "nn.Module: "
+  bool module = false;
 };
 struct Launch {
   std::uint64_t thread = 0;
@@ -73,6 +82,65 @@ Number read_number(od::value v) {
   return n;
 }
 
+// Each op's scope: the innermost scope event on its thread that started no later than it and
+// had not ended when it started (one that ends as the op starts is over: traces in whole
+// microseconds have that often). Modules are named by the modules around them.
+// Returns how many scopes were too long to name anything (kMaxScopeName).
+std::size_t assign_scopes(std::vector<CpuOp>& ops, std::vector<ScopeEvent>& scopes) {
+  auto earlier = [](std::uint64_t ta, double a, double da, std::uint64_t tb, double b, double db) {
+    if (ta != tb) return ta < tb;
+    if (a != b) return a < b;
+    return da > db;  // the enclosing one first
+  };
+  std::stable_sort(scopes.begin(), scopes.end(), [&](const ScopeEvent& a, const ScopeEvent& b) {
+    return earlier(a.thread, a.ts, a.dur, b.thread, b.ts, b.dur);
+  });
+  std::vector<std::size_t> order(ops.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return earlier(ops[a].thread, ops[a].ts, ops[a].dur, ops[b].thread, ops[b].ts, ops[b].dur);
+  });
+  struct Open {
+    double start, end;
+    std::string name;  // as ops under it are named; empty when too long
+    bool module;
+    std::size_t module_below;  // the nearest module at or below it on the stack, or SIZE_MAX
+  };
+  std::size_t too_long = 0;
+  std::vector<Open> stack;
+  std::uint64_t thread = 0;
+  std::size_t s = 0;
+  auto enter = [&](std::uint64_t t, double ts) {
+    if (t != thread) {
+      stack.clear();
+      thread = t;
+    }
+    while (!stack.empty() && (stack.back().end < ts || (stack.back().end == ts && stack.back().start < ts)))
+      stack.pop_back();
+  };
+  for (std::size_t i : order) {
+    CpuOp& op = ops[i];
+    // The scopes that start no later than the op (on an earlier thread: skipped).
+    while (s < scopes.size() && (scopes[s].thread < op.thread ||
+                                 (scopes[s].thread == op.thread && scopes[s].ts <= op.ts))) {
+      const ScopeEvent& e = scopes[s++];
+      enter(e.thread, e.ts);
+      const std::size_t below = stack.empty() ? SIZE_MAX : stack.back().module ? stack.size() - 1 : stack.back().module_below;
+      std::string name;
+      const std::string* outer = e.module && below != SIZE_MAX ? &stack[below].name : nullptr;
+      const std::size_t length = e.name.size() + (outer ? outer->size() + 1 : 0);
+      if ((outer && outer->empty()) || length > kMaxScopeName)
+        ++too_long;  // named nothing, as the module around it
+      else
+        name = outer ? *outer + "." + e.name : e.name;
+      stack.push_back({e.ts, e.ts + e.dur, std::move(name), e.module, e.module ? stack.size() : below});
+    }
+    enter(op.thread, op.ts);
+    if (!stack.empty()) op.scope = stack.back().name;
+  }
+  return too_long;
+}
+
 }  // namespace
 
 bool looks_like_kineto(std::string_view head) {
@@ -103,6 +171,7 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
 
   KinetoTimes out;
   std::vector<CpuOp> ops;
+  std::vector<ScopeEvent> scopes;
   std::vector<Launch> launches;
   std::unordered_map<std::int64_t, double> gpu_by_correlation;
   bool saw_events = false;
@@ -173,8 +242,12 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
         if (!ts_read.text.empty()) fail_event("ts", "a time in microseconds", ts_read);
         const double ts = ts_read.value, dur = dur_read.value;
         const std::uint64_t thread = pid * 1000003u ^ tid;
-        if (cat == "cpu_op" || cat == "user_annotation" || cat == "Operator") {
+        if (name.substr(0, kModuleLabel.size()) == kModuleLabel) {
+          scopes.push_back({thread, ts, dur, std::string(scope_name(name)), true});
+          ++out.modules;
+        } else if (cat == "cpu_op" || cat == "user_annotation" || cat == "Operator") {
           ops.push_back({external, record_function, std::string(name), thread, ts, dur});
+          if (cat == "user_annotation" && is_scope_label(name)) scopes.push_back({thread, ts, dur, std::string(name), false});
         } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime") {
           if (correlation >= 0 && is_launch(name)) launches.push_back({thread, ts, correlation});
         } else if (cat == "kernel" || cat == "gpu_memcpy" || cat == "gpu_memset" || cat == "Kernel" || cat == "Memcpy" ||
@@ -188,6 +261,7 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
   if (!saw_events) throw InputError(fmt::format("{}: not a Kineto trace: no traceEvents", source));
   out.has_gpu = out.gpu_events > 0;
   out.cpu_ops = ops.size();
+  if (out.modules) out.long_scopes = assign_scopes(ops, scopes);
 
   // The GPU time each op launched: launches on its thread while it ran, with their
   // kernels' time, summed by prefix over each thread's launches in time order.
@@ -211,6 +285,7 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
     KinetoOp k;
     k.name = op.name;
     k.cpu_us = op.dur;
+    k.scope = op.scope;
     if (hi > lo) {
       const auto a = static_cast<std::size_t>(lo - launches.begin()), b = static_cast<std::size_t>(hi - launches.begin());
       k.gpu_us = prefix[b] - prefix[a];
@@ -235,7 +310,14 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
   const bool use_rf = by_rf > by_ext;
   const auto& by = use_rf ? kineto.by_record_function_id : kineto.by_external_id;
   const char* key = use_rf ? "Record function id" : "External id";
-  std::size_t matched = 0, renamed = 0, missing = 0, idle = 0;
+  std::size_t matched = 0, renamed = 0, missing = 0, idle = 0, named = 0;
+  // The Kineto scope an op is named in: a backward op's forward op's, else its own cpu_op's.
+  auto scope_of = [&](const EtOpOrigin& o, const KinetoOp& own) -> std::string {
+    if (o.forward_rf_id > 0)
+      if (auto f = by.find(o.forward_rf_id); f != by.end() && f->second.name == o.forward_name && !f->second.scope.empty())
+        return f->second.scope;
+    return own.scope;
+  };
   std::string renamed_example;
   for (std::size_t i = 0; i < trace.ops.size() && i < origins.size(); ++i) {
     Op& op = trace.ops[i];
@@ -259,6 +341,14 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
                                    source, o.name, key, o.rf_id, op_duration_range(kMicroseconds), us));
     if (kineto.has_gpu && it->second.gpu_events == 0) ++idle;
     op.measured_s = us * 1e-6;
+    if (kineto.modules == 0) continue;
+    const std::string scope = scope_of(o, it->second);
+    if (scope.empty()) continue;
+    const std::string base = op.name.substr(op.name.rfind('/') + 1);  // the ET's name without its scope
+    op.name = scoped_op_name(scope, base);
+    for (std::size_t k = 0; k < op.outputs.size(); ++k)
+      trace.buffers[op.outputs[k]].name = output_buffer_name(op.name, k, op.outputs.size());
+    ++named;
   }
   if (matched == 0)
     throw InputError(fmt::format("{}: no op of {} joins a Kineto op (on rf_id = \"Record function id\" or \"External id\", "
@@ -270,6 +360,13 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
                               trace.ops.size(), key,
                               kineto.has_gpu ? "the GPU time of the kernels they launched" : "their CPU time",
                               kineto.device.empty() ? "" : fmt::format(" ({})", kineto.device)));
+  if (kineto.modules)
+    notes.push_back(fmt::format("{} ops named in the scope of their Kineto cpu_op ({} nn.Module events); the rest keep "
+                                "the ET's names{}",
+                                named, kineto.modules,
+                                kineto.long_scopes ? fmt::format(" ({} scopes with names over {} characters name nothing)",
+                                                                 kineto.long_scopes, kMaxScopeName)
+                                                   : ""));
   if (idle) notes.push_back(fmt::format("{} joined ops launched no GPU work: measured 0 s", idle));
   if (missing || renamed)
     notes.push_back(fmt::format("{} ops not joined ({} with no Kineto op of their rf_id, {} whose Kineto op has another "

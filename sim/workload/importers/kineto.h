@@ -11,6 +11,13 @@
 // events by their correlation id) while its cpu_op ran, on its thread — its own and those of
 // the ops under it. A trace without GPU events times ops by their CPU duration instead.
 // The events are read with simdjson's on-demand parser, one at a time.
+//
+// Names: a trace recorded with `with_modules` (or `with_stack`) has an event per module
+// forward, `nn.Module: Linear_3` (Kineto numbers each class's instances). Where it does, an
+// op is named in the scope that encloses its cpu_op on its thread: the modules around it,
+// outermost first, joined by dots (`TransformerEncoder_0.TransformerEncoderLayer_1.Linear_3`),
+// or a user annotation nearer to it; a backward op takes its forward op's. Ops the Kineto
+// trace puts in no scope keep the ET's names (pytorch_et.h).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -30,6 +37,7 @@ struct KinetoOp {
   double cpu_us = 0;  // the cpu_op's own duration
   double gpu_us = 0;  // GPU time of what it launched, nested ops included
   std::uint32_t gpu_events = 0;
+  std::string scope;  // the modules or annotation around it (see above); empty for none
 };
 
 struct KinetoTimes {
@@ -37,14 +45,18 @@ struct KinetoTimes {
   bool has_gpu = false;                // any kernel, memcpy or memset event
   std::unordered_map<std::int64_t, KinetoOp> by_external_id, by_record_function_id;
   std::size_t cpu_ops = 0, gpu_events = 0;
+  std::size_t modules = 0;             // `nn.Module: ` events: the ops' scopes name layers
+  std::size_t long_scopes = 0;         // scopes too long to name anything (kMaxScopeName)
 };
 
 /// Reads the text of a Kineto trace (padded for simdjson; copied once otherwise). InputError
 /// naming `source` when it is not one.
 KinetoTimes read_kineto(const std::string& text, const std::string& source);
 
-/// Sets each op's measured duration from the Kineto op its origin joins to; returns the
-/// notes that say how many joined, on which key, and what was left to the cost model.
+/// Sets each op's measured duration from the Kineto op its origin joins to and, where the
+/// Kineto trace has module events, names the op and what it allocates in its Kineto scope;
+/// returns the notes that say how many joined, on which key, what was left to the cost model
+/// and how many ops were named.
 std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin>& origins,
                                       const KinetoTimes& kineto, const std::string& source);
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -13,6 +14,7 @@
 #include "sim/workload/importers/aten_cost.h"
 #include "sim/workload/importers/collectives.h"
 #include "sim/workload/importers/et_reader.h"
+#include "sim/workload/importers/scopes.h"
 
 namespace memsim {
 namespace {
@@ -73,10 +75,26 @@ class Importer {
     in_autograd_.assign(n, false);
     accumulate_grad_.assign(n, SIZE_MAX);
     accumulate_updated_.assign(n, false);
-    // Which optimizer step, backward function and AccumulateGrad each node runs under;
-    // children start after their parents, so one pass in id order passes it down.
+    scope_.assign(n, SIZE_MAX);
+    forward_.assign(n, SIZE_MAX);
+    // Forward ops by (thread, autograd sequence number). Every op records the number the
+    // next backward function will take, and the op that makes one takes it: so the op a
+    // backward function undoes is the last to start with its number (or one under it).
+    std::map<std::pair<std::int64_t, std::int64_t>, std::size_t> forward_by_seq;
+    // Which optimizer step, backward function, AccumulateGrad and scope each node runs
+    // under; children start after their parents, so one pass in id order passes it down.
     for (std::size_t i = 0; i < n; ++i) {
       const EtNode& node = et_.nodes[i];
+      if (!in_autograd_[i] && node.seq_id >= 0) forward_by_seq[std::pair(node.tid, node.seq_id)] = i;
+      const bool evaluate = starts_with(node.name, "autograd::engine::evaluate_function");
+      if (evaluate)  // its children are the backward function: the forward op it undoes
+        for (std::size_t c : node.children) {
+          const EtNode& f = et_.nodes[c];
+          const auto it = forward_by_seq.find(std::pair(f.fw_tid ? f.fw_tid : f.tid, f.seq_id));
+          if (f.seq_id >= 0 && it != forward_by_seq.end()) forward_[c] = it->second;
+        }
+      const bool scope = node.op_schema.empty() && !starts_with(node.name, "aten::") && !is_collective_node(node) &&
+                         !is_triton_kernel(node) && !evaluate && is_scope_label(node.name);
       if (starts_with(node.name, "Optimizer.step")) in_optimizer_step_[i] = true;
       if (starts_with(node.name, "autograd::engine::evaluate_function")) in_autograd_[i] = true;
       if (node.name.find("AccumulateGrad") != std::string::npos && accumulate_grad_[i] == SIZE_MAX &&
@@ -86,6 +104,8 @@ class Importer {
         in_optimizer_step_[c] = in_optimizer_step_[c] || in_optimizer_step_[i];
         in_autograd_[c] = in_autograd_[c] || in_autograd_[i];
         if (accumulate_grad_[c] == SIZE_MAX) accumulate_grad_[c] = accumulate_grad_[i];
+        scope_[c] = scope ? i : scope_[i];
+        if (forward_[c] == SIZE_MAX) forward_[c] = forward_[i];
       }
     }
   }
@@ -117,6 +137,12 @@ class Importer {
     }
     return out;
   }
+  /// The scope an op of unit `root` is named in: a backward op's is its forward op's (by
+  /// autograd's sequence number), else the nearest label around it; empty for none.
+  std::string scope_of(std::size_t root);
+  /// Names the buffers `op` allocates after it, when it is named in a scope.
+  void name_outputs(const Op& op, const std::string& scope);
+  EtOpOrigin origin(std::size_t root) const;
   void note_accumulation(std::size_t node);
   bool descend_into(std::size_t index) const;
   BufferId buffer_for(const EtTensor& t, bool sized);
@@ -128,6 +154,8 @@ class Importer {
   ExecutionTrace et_;
   std::vector<bool> in_optimizer_step_, in_autograd_;
   std::vector<std::size_t> accumulate_grad_;  // the enclosing AccumulateGrad node, if any
+  std::vector<std::size_t> scope_;    // the nearest enclosing scope label, if any
+  std::vector<std::size_t> forward_;  // under a backward function: the forward op it undoes
   std::vector<Unit> units_;                   // in start order, the chosen step's only after choose_step
   Trace trace_;
   std::vector<EtOpOrigin> origins_;
@@ -142,7 +170,9 @@ class Importer {
   std::unordered_set<std::uint64_t> broadcast_;  // (tensor id, storage id) of expand outputs
   std::vector<bool> accumulate_updated_;
   std::vector<std::pair<std::size_t, std::vector<BufferId>>> accumulations_;
-  Tally not_operators_, waits_, unsized_, fused_tables_;
+  Tally not_operators_, waits_, fused_tables_;
+  std::vector<BufferId> unsized_;  // named in the notes once the ops have named them
+  std::set<std::size_t> long_scopes_;  // scope labels too long to name anything (kMaxScopeName)
 };
 
 std::uint64_t pair_key(std::int64_t tensor, std::int64_t storage) {
@@ -198,7 +228,7 @@ BufferId Importer::new_buffer(const std::string& name, const EtTensor& t, bool r
   element_bytes_.push_back(std::max(t.itemsize, 1));
   if (t.itemsize == 0 || (t.numel == 0 && !t.shape.empty() &&
                           std::all_of(t.shape.begin(), t.shape.end(), [](std::int64_t d) { return d > 0; })))
-    unsized_.add(name);
+    unsized_.push_back(b);
   return b;
 }
 
@@ -384,7 +414,8 @@ void Importer::emit_unit(std::size_t root_index) {
         if (counts(t) && !buffer_of_storage_.count(t.storage)) fresh.insert(t.storage);
 
   Op op;
-  op.name = fmt::format("{}#{}", root.name, root.id);
+  const std::string scope = scope_of(root_index);
+  op.name = scoped_op_name(scope, fmt::format("{}#{}", root.name, root.id));
   if (root.duration_us) op.measured_s = *root.duration_us * 1e-6;
   std::unordered_map<std::int64_t, BufferId> made;
   auto add_unique = [](auto& v, BufferId b) {
@@ -420,6 +451,7 @@ void Importer::emit_unit(std::size_t root_index) {
 
   if (op.outputs.empty() && op.updates.empty() && (is_view_op(base_name(root.name)) || op.inputs.empty()))
     return;  // a view, or an op on nothing memsim counts: no work, no memory
+  name_outputs(op, scope);
 
   // FBGEMM's table-batched embeddings with a fused optimizer (TorchRec): the backward
   // updates the tables and their optimizer state in place, out of the trace's sight; the
@@ -462,7 +494,7 @@ void Importer::emit_unit(std::size_t root_index) {
     for (BufferId b : op.outputs) op.bytes_moved += static_cast<double>(trace_.buffers[b].bytes);
   }
   trace_.add_op(std::move(op));
-  origins_.push_back({root.rf_id, root.name, root.tid});
+  origins_.push_back(origin(root_index));
 }
 
 // A collective: the outermost of c10d::X, record_param_comms and nccl:X; what it names
@@ -501,7 +533,8 @@ void Importer::emit_collective(std::size_t root_index) {
     return;
   }
   Op op;
-  op.name = fmt::format("{}#{}", root.name, root.id);
+  const std::string scope = scope_of(root_index);
+  op.name = scoped_op_name(scope, fmt::format("{}#{}", root.name, root.id));
   op.kind = kind;
   if (root.duration_us) op.measured_s = *root.duration_us * 1e-6;
   auto add_unique = [](auto& v, BufferId b) {
@@ -527,6 +560,7 @@ void Importer::emit_collective(std::size_t root_index) {
   erase_if(op.inputs, [&](BufferId b) {
     return std::find(op.updates.begin(), op.updates.end(), b) != op.updates.end();
   });
+  name_outputs(op, scope);
   op.message_bytes = std::max(sent, received);
   op.bytes_moved = static_cast<double>(sent + received);
   if (!written.empty()) op.dtype = dtype_from_tensor_type(written.front()->type);
@@ -538,7 +572,35 @@ void Importer::emit_collective(std::size_t root_index) {
                               : group;
   if (group_size > 1 && group_size < (1 << 20)) group_ranks_[op.group] = static_cast<std::uint32_t>(group_size);
   trace_.add_op(std::move(op));
-  origins_.push_back({root.rf_id, root.name, root.tid});
+  origins_.push_back(origin(root_index));
+}
+
+EtOpOrigin Importer::origin(std::size_t root) const {
+  const EtNode& n = et_.nodes[root];
+  EtOpOrigin o{n.rf_id, n.name, n.tid};
+  if (forward_[root] != SIZE_MAX) {
+    o.forward_rf_id = et_.nodes[forward_[root]].rf_id;
+    o.forward_name = et_.nodes[forward_[root]].name;
+  }
+  return o;
+}
+
+std::string Importer::scope_of(std::size_t root) {
+  std::size_t s = forward_[root] != SIZE_MAX ? scope_[forward_[root]] : SIZE_MAX;
+  if (s == SIZE_MAX) s = scope_[root];
+  if (s == SIZE_MAX) return {};
+  const std::string_view name = scope_name(et_.nodes[s].name);
+  if (name.size() > kMaxScopeName) {
+    long_scopes_.insert(s);
+    return {};
+  }
+  return std::string(name);
+}
+
+void Importer::name_outputs(const Op& op, const std::string& scope) {
+  if (scope.empty()) return;  // storageS@N, as a trace without scopes names them
+  for (std::size_t k = 0; k < op.outputs.size(); ++k)
+    trace_.buffers[op.outputs[k]].name = output_buffer_name(op.name, k, op.outputs.size());
 }
 
 void Importer::settle_categories() {
@@ -640,9 +702,16 @@ PytorchEtImport Importer::run() {
                                  "which the trace does not record: the tables counted as weights, their state as "
                                  "optimizer state, no update op",
                                  fused_tables_.count, fused_tables_.examples()));
-  if (unsized_.count)
+  if (!long_scopes_.empty())
+    notes_.push_back(fmt::format("{} record_function labels over {} characters name no ops (the ops under them keep "
+                                 "their nodes' names)",
+                                 long_scopes_.size(), kMaxScopeName));
+  if (!unsized_.empty()) {
+    Tally unsized;
+    for (BufferId b : unsized_) unsized.add(trace_.buffers[b].name);
     notes_.push_back(fmt::format("{} tensors without a size (0 elements or 0-byte items) counted as 0 bytes ({})",
-                                 unsized_.count, unsized_.examples()));
+                                 unsized.count, unsized.examples()));
+  }
   trace_.import_notes = std::move(notes_);
   validate(trace_, source_);
   return {std::move(trace_), std::move(origins_)};

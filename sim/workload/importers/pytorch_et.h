@@ -44,6 +44,14 @@
 //   softmax); bytes moved are the bytes of the tensors an op reads and writes. A node's
 //   `inclusive_dur` (microseconds, added by trace linkers and by workloads/capture) becomes
 //   its op's measured duration.
+// - Names: an op is named after its node ("aten::addmm#2452"), within the scope that
+//   encloses it: the nearest record_function label around it (a user's range, a module's
+//   forward as workloads/capture records it, `Optimizer.step#SGD.step`; not the profiler's
+//   thread and step markers nor autograd's wrappers), and for a backward op its forward op's
+//   (the last forward op to start with its backward function's sequence number), else its
+//   own. In a scope the op is "SCOPE/aten::addmm#2452" and what it allocates
+//   "SCOPE/aten::addmm#2452:out" (":out0", ":out1"... for several, importers/scopes.h);
+//   without one, "storage2457@2452". A buffer there at the start is "storageN".
 // - Nothing silent: what is left out (other steps, collective waits without data, nodes
 //   with tensors that are no operator, tensors without a size) is counted in the trace's
 //   import_notes.
@@ -64,11 +72,14 @@ namespace memsim {
 bool looks_like_pytorch_et(std::string_view head);
 
 /// Where each op of an imported trace came from: its node's record-function id (what a Kineto
-/// trace of the same run joins on), name and thread.
+/// trace of the same run joins on), name and thread; for a backward op, the forward op its
+/// backward function undoes (whose scope names it), when the trace says.
 struct EtOpOrigin {
   std::int64_t rf_id = -1;
   std::string name;
   std::int64_t tid = 0;
+  std::int64_t forward_rf_id = -1;
+  std::string forward_name;
 };
 
 struct PytorchEtImport {
