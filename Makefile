@@ -63,13 +63,17 @@ run-bench: build
 	/usr/bin/python3 bench/run_vs_bare.py $(BUILD) --million
 
 # Data-parallel scale: Llama 7B under ZeRO-3 on 8 to 1,024 H100s (wall time and memory).
-.PHONY: parallel-bench pipeline-bench
+.PHONY: parallel-bench pipeline-bench platform-bench
 parallel-bench: build
 	/usr/bin/python3 bench/parallel_scale.py $(BUILD)
 
 # Llama 3 70B with TP 8, a 1F1B pipeline and ZeRO-1 on 64 and 1,024 H100s (docs/parallel.md).
 pipeline-bench: memsim
 	/usr/bin/python3 bench/pipeline_scale.py $(BUILD)
+
+# What a platform's size costs: a 1-layer Llama 7B, TP 8, data-parallel over 8 to 16,384 H100s.
+platform-bench: memsim
+	/usr/bin/python3 bench/platform_scale.py $(BUILD)
 
 # Megatron-LM's published step times (Narayanan et al. 2021, Korthikanti et al. 2022) against
 # memsim's (docs/time-model-megatron.md). The rows past 2,000 GPUs take the longest.

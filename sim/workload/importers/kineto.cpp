@@ -246,7 +246,7 @@ KinetoTimes read_kineto(const std::string& text, const std::string& source) {
           scopes.push_back({thread, ts, dur, std::string(scope_name(name)), true});
           ++out.modules;
         } else if (cat == "cpu_op" || cat == "user_annotation" || cat == "Operator") {
-          ops.push_back({external, record_function, std::string(name), thread, ts, dur});
+          ops.push_back({external, record_function, std::string(name), thread, ts, dur, {}});
           if (cat == "user_annotation" && is_scope_label(name)) scopes.push_back({thread, ts, dur, std::string(name), false});
         } else if (cat == "cuda_runtime" || cat == "cuda_driver" || cat == "Runtime") {
           if (correlation >= 0 && is_launch(name)) launches.push_back({thread, ts, correlation});

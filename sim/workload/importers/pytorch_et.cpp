@@ -577,7 +577,7 @@ void Importer::emit_collective(std::size_t root_index) {
 
 EtOpOrigin Importer::origin(std::size_t root) const {
   const EtNode& n = et_.nodes[root];
-  EtOpOrigin o{n.rf_id, n.name, n.tid};
+  EtOpOrigin o{n.rf_id, n.name, n.tid, -1, {}};
   if (forward_[root] != SIZE_MAX) {
     o.forward_rf_id = et_.nodes[forward_[root]].rf_id;
     o.forward_name = et_.nodes[forward_[root]].name;
