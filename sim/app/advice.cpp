@@ -117,6 +117,26 @@ std::uint64_t step_memory_bound(const Trace& trace, const PlatformSpec& platform
   return static_cast<std::uint64_t>(std::min(bound, physical_range(UnitKind::size).max));
 }
 
+std::string workload_param(const std::string& workload, const std::vector<Override>& overrides,
+                           const std::string& name) {
+  if (sniff_foreign_trace(workload) != ForeignTrace::none) return "";
+  ConfigNode root = open_input(workload, "workloads");
+  if (classify(root) != InputKind::workload_spec) return "";
+  const ModelInfo* model = nullptr;
+  if (auto m = root.find("model")) model = find_model(m->as_string());
+  if (!model || std::none_of(model->params.begin(), model->params.end(),
+                             [&](const ParamSpec& p) { return p.name == name; }))
+    return "";
+  std::string value;
+  if (auto v = root.find(name); v && v->is_scalar()) value = v->as_string();
+  if (value.empty())
+    for (const ParamSpec& p : model->params)
+      if (p.name == name && p.default_value) value = *p.default_value;
+  for (const Override& o : overrides)
+    if (o.target == "workload" && o.key == name) value = o.value;
+  return value;
+}
+
 std::int64_t workload_batch(const std::string& workload, const std::vector<Override>& overrides) {
   if (sniff_foreign_trace(workload) != ForeignTrace::none) return 0;
   ConfigNode root = open_input(workload, "workloads");
@@ -294,6 +314,39 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
   for (std::size_t i = 0; i < tried.size(); ++i)
     if (tried[i].status == "ok" && (!best || tried[i].iteration_time_s < tried[*best].iteration_time_s))
       best = i;
+  // 4. A transformer's own recomputation (recompute: full; selective attention where the
+  // attention is materialized) under policy none, when that fits faster than any policy.
+  const std::string recompute = workload_param(request.workload, request.overrides, "recompute");
+  const std::string attention = workload_param(request.workload, request.overrides, "attention_impl");
+  std::optional<FitAdvice> by_recompute;
+  for (const char* form : {"selective", "full"}) {
+    if (recompute.empty() || recompute == "full") break;
+    const bool selective = std::string(form) == "selective";
+    if (selective && attention != "materialized") continue;
+    RunRequest r = request;
+    r.policy = "none";
+    r.overrides = shared;
+    Override o = parse_override(selective ? "workload.attention_impl=selective" : "workload.recompute=full");
+    o.origin = "the advice's recomputation";
+    r.overrides.push_back(std::move(o));
+    const ResolvedRun run = resolver.resolve(r);
+    if (!run.error.empty()) continue;
+    const PointResult pr = store.get(run);
+    if (pr.status != "ok") continue;
+    const double t = iteration_time(pr.summary);
+    if (by_recompute && by_recompute->iteration_time_s <= t) continue;
+    FitAdvice f;
+    f.change = "recompute";
+    f.policy = "none";
+    f.recompute = form;
+    f.batch = batch;
+    f.iteration_time_s = t;
+    f.slowdown = advice.needs_time_s > 0 ? t / advice.needs_time_s : 0;
+    f.point = point_of(run);
+    by_recompute = f;
+  }
+  if (by_recompute && (!best || by_recompute->iteration_time_s < tried[*best].iteration_time_s))
+    advice.fits.push_back(*by_recompute);
   if (best) {
     FitAdvice f;
     f.change = "policy";

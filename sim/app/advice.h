@@ -3,9 +3,10 @@
 // the step with the full tier freed of its cap (the peak with enough memory, and the
 // categories that alone exceed the tier), the largest batch that fits under the same
 // policy (memsim fit's search), and every registered policy at this batch, the fastest that
-// fits being the advice. Each is a child `memsim run` kept under OUT/advice/points/<id>/,
-// so the line that quotes a run names the folder that shows it, and asking again reruns
-// nothing.
+// fits being the advice; for a transformer, also its own recomputation (recompute: full,
+// selective attention) under policy none, quoted when it fits faster than any policy. Each
+// is a child `memsim run` kept under OUT/advice/points/<id>/, so the line that quotes a run
+// names the folder that shows it, and asking again reruns nothing.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -36,5 +37,10 @@ std::uint64_t step_memory_bound(const Trace& trace, const PlatformSpec& platform
 /// The workload's batch after the overrides (a spec's `batch:`, else its model's default);
 /// 0 when the workload has none (a trace).
 std::int64_t workload_batch(const std::string& workload, const std::vector<Override>& overrides);
+
+/// A parameter of the workload's model after the overrides (as written, else the model's
+/// default); "" when the workload is a trace or its model has no such parameter.
+std::string workload_param(const std::string& workload, const std::vector<Override>& overrides,
+                           const std::string& name);
 
 }  // namespace memsim

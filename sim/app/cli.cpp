@@ -25,9 +25,11 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/app/advice.h"
+#include "sim/app/plan_cli.h"
 #include "sim/app/run_command.h"
 #include "sim/app/sweep_cli.h"
 #include "sim/calibrate/calibrate.h"
+#include "sim/collectives/collectives.h"
 #include "sim/calibrate/steps.h"
 #include "sim/core/error.h"
 #include "sim/core/files.h"
@@ -548,10 +550,10 @@ ordered_json params_json(const std::vector<ParamSpec>& params) {
   return j;
 }
 
-const std::vector<std::string> kListed = {"policies", "allocators", "models", "presets"};
+const std::vector<std::string> kListed = {"policies", "allocators", "models", "collectives", "presets"};
 
-// `memsim list [WHAT] [--json]`: every registered policy, allocator and model with its
-// parameters, and the built-in presets; WHAT picks one of them.
+// `memsim list [WHAT] [--json]`: every registered policy, allocator, model and collective
+// algorithm with its parameters, and the built-in presets; WHAT picks one of them.
 int cmd_list(const std::string& what, bool json) {
   if (!what.empty() && std::find(kListed.begin(), kListed.end(), what) == kListed.end())
     throw UsageError(fmt::format("list {}: expected one of {}{}", what, fmt::join(kListed, ", "),
@@ -574,6 +576,12 @@ int cmd_list(const std::string& what, bool json) {
   if (wanted("models")) {
     groups.push_back({"models", "models (a workload spec's model:, parameters with --set workload.KEY=VALUE):", {}});
     for (const auto& m : builtin_models()) groups.back().items.emplace_back(m.name, m.description, m.params);
+  }
+  if (wanted("collectives")) {
+    groups.push_back({"collectives", "collective algorithms (a platform's collectives: algorithms: {KIND: NAME}):", {}});
+    for (const auto& a : builtin_collective_algorithms())
+      groups.back().items.emplace_back(a.name, fmt::format("{} [{}]", a.description, fmt::join(a.kinds, ", ")),
+                                       std::vector<ParamSpec>{});
   }
   const auto devices = preset_names("configs/devices");
   const auto workloads = preset_names("workloads");
@@ -754,10 +762,11 @@ int cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"relative", "absolute"}));
 
   std::string list_what;
-  auto* list = app.add_subcommand("list", "list policies, allocators, models and built-in presets");
-  list->add_option("what", list_what, "one of policies, allocators, models, presets (default: all of them)");
+  auto* list = app.add_subcommand("list", "list policies, allocators, models, collective algorithms and built-in presets");
+  list->add_option("what", list_what, "one of policies, allocators, models, collectives, presets (default: all of them)");
   list->add_flag("--json", json, "print JSON");
   const auto sweep_commands = add_sweep_commands(app);  // sweep, fit
+  const auto plan_command = add_plan_command(app);
 
   // A mistyped command: CLI11 would take it for an argument and ask for a subcommand.
   if (argc > 1 && argv[1][0] != '-') {
@@ -816,6 +825,7 @@ int cli_main(int argc, char** argv) {
       return cmd_calibrate(calib_device, calib_traces, calib_name, out_file, calib_residuals);
     }
     if (auto code = sweep_commands->dispatch()) return *code;
+    if (auto code = plan_command->dispatch()) return *code;
     if (list->parsed()) return cmd_list(list_what, json);
     return 2;
   };

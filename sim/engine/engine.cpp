@@ -16,7 +16,7 @@
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/cost/cost_model.h"
-#include "sim/engine/collectives.h"
+#include "sim/engine/collective_runner.h"
 #include "sim/engine/sg_platform.h"
 #include "sim/engine/tally.h"
 #include "sim/exec/residency.h"
@@ -66,7 +66,7 @@ std::vector<std::uint64_t> with_reserved(std::vector<std::uint64_t> caps,
 
 // The engine drives the residency machine (sim/exec/residency.h) with simulated time: it is
 // the machine's Memory, with allocators, copy engines and SimGrid's clock.
-class Simulation final : public RuntimeView, private exec::Memory {
+class Simulation final : public RuntimeView, private exec::Memory, private CollectiveRunner::Driver {
  public:
   Simulation(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder)
       : platform_(ctx.platform),
@@ -126,30 +126,11 @@ class Simulation final : public RuntimeView, private exec::Memory {
   void run_steps(const Stream& s);
   void run_op(const Op& op, std::uint32_t device_slot, std::uint32_t stream,
               bool recompute = false);
-  // Communication: which ops are collectives the engine runs over the network, and running
-  // one (every simulated member waits for the others, then the group's flows run).
-  void find_collectives();
   /// The routes the run can take, per source tier; `runs` marks the devices that run ops or hold buffers.
   std::vector<std::vector<std::size_t>> wanted_routes(std::vector<bool>& runs) const;
-  void run_collective(const Op& op, const exec::Site& site);
-  /// NCCL's protocol for a collective's flows on a platform with `collectives:` (the plain
-  /// model otherwise: efficiency 1, no latency or floor of its own).
-  struct NcclCost {
-    double efficiency = 1.0;  // of the route's bandwidth
-    double latency_s = 0;     // the protocol's own latency, after the flows land
-    double floor_s = 0;       // the least time from the flows' start
-  };
-  NcclCost nccl_cost(const std::map<std::pair<std::size_t, std::size_t>, std::uint64_t>& flows,
-                     std::uint32_t n, std::uint32_t steps) const;
-  void count_route(std::size_t from, std::size_t to, std::uint64_t bytes);
-  /// A collective's stream: after its device's compute streams, one per process group the
-  /// device takes part in (PyTorch gives each NCCL communicator its own stream), in the
-  /// order the device first uses them.
-  std::uint32_t comm_stream(const Op& op) const {
-    const auto base = static_cast<std::uint32_t>(platform_.devices[compute_devices_[op.device]].streams);
-    const auto it = channel_.find({op.device, collective_[op.id]});
-    return base + (it == channel_.end() ? 0 : it->second);
-  }
+  void count_route(std::size_t from, std::size_t to, std::uint64_t bytes) override;
+  /// The stream op runs on: a collective's is its device's communication stream.
+  std::uint32_t op_stream(const Op& op) const { return collectives_->runs(op.id) ? collectives_->stream(op) : op.stream; }
 
   // exec::Memory: the machine's driver.
   friend class exec::Residency<Simulation>;
@@ -182,7 +163,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
                 const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
   void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
   void wait_for_change() override;
-  void notify();
+  void notify() override;
   void report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
   void guarded(const std::function<void()>& body);
@@ -201,7 +182,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   static constexpr double kHorizonS = 1e7;  // about 116 days of simulated time
   static constexpr std::size_t kMostEvents = 50'000'000;  // a few GB of recorded events
   std::string op_name(OpId op) const { return op < trace_.ops.size() ? trace_.ops[op].name : "?"; }
-  void past_horizon(double end_s, OpId op) const {
+  void past_horizon(double end_s, OpId op) const override {
     if (end_s <= kHorizonS) return;
     throw InputError(fmt::format("{}: op '{}' would end at {} of simulated time, past the engine's horizon of "
                                  "{} (about 116 days): check the op's work and the platform's rates",
@@ -210,7 +191,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   }
   void record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes, std::size_t tier);
   bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
-  void flush();
+  void flush() override;
 
   const PlatformSpec& platform_;
   const Trace& trace_;
@@ -237,14 +218,10 @@ class Simulation final : public RuntimeView, private exec::Memory {
   // Op i is issued at host_at_ + (issued_s_[i] - host_sum_at_): the host runs ahead of the
   // device freely, except after an op it waits for.
   std::vector<double> issued_s_;
-  std::vector<std::uint32_t> comm_running_;  // per device slot: its collectives under way
   std::vector<double> host_at_, host_sum_at_;
   bool host_clock_ = false;
   void wait_for_host(const Op& op);
   void setup_host_clock();
-  /// Counts a collective as running (+1) or done (-1) on the devices of its group that this
-  /// run simulates.
-  void mark_running(const Op& op, int delta);
   void host_after(const Op& op);
 
   SgPlatform sg_;  // hosts, routes and copy engines in SimGrid
@@ -305,25 +282,7 @@ class Simulation final : public RuntimeView, private exec::Memory {
   std::uint32_t max_streams_ = 1;
   Summary summary_;
 
-  struct Group {
-    std::vector<std::size_t> tiers;  // each rank's compute tier, in group order
-    std::uint32_t simulated = 0;     // ranks whose ops this run simulates
-    /// NCCL's rings, as orders of the group's positions: one within a node; across nodes
-    /// with g ranks on each, g rings, ring c entering every node at its c-th rank, so that
-    /// each ring crosses between nodes on its own NIC (rail) and each carries 1/g of the data.
-    std::vector<std::vector<std::uint32_t>> rings;
-  };
-  static constexpr std::uint32_t kNotCollective = 0xffffffffu;
-  std::vector<Group> groups_;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> channel_;  // (device, group): comm stream after the compute ones
-  std::vector<std::uint32_t> collective_;  // per op: its group in groups_, or kNotCollective
-  std::vector<std::vector<std::uint32_t>> members_;  // per group: the device slots simulated
-  struct Rendezvous {
-    std::uint32_t arrived = 0, left = 0;
-    bool done = false;
-  };
-  std::map<std::pair<std::uint32_t, std::uint64_t>, Rendezvous> rendezvous_;  // (group, k-th)
-  std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> issued_;   // (group, device)
+  std::optional<CollectiveRunner> collectives_;  // which ops run over the network, and running them
 };
 
 // The actors' stacks (see run()); AddressSanitizer's redzones make frames several times larger.
@@ -376,8 +335,8 @@ void Simulation::split_plan() {
         const Op& op = trace_.ops.at(step.id);
         // A collective runs on its device's communication stream (NCCL's own), after the
         // compute streams.
-        const bool collective = collective_[op.id] != kNotCollective;
-        current = stream_of(op.device, collective ? comm_stream(op) : op.stream);
+        const bool collective = collectives_->runs(op.id);
+        current = stream_of(op.device, collective ? collectives_->stream(op) : op.stream);
         issuer = collective ? stream_of(op.device, op.stream) : current;
       }
       take(step.kind == StepKind::swap_in || step.kind == StepKind::recompute ? issuer : current, step);
@@ -660,14 +619,6 @@ void Simulation::release_workspace(const Op&, const exec::Workspace& at) {
   memory_.release_anonymous(at.tier, Allocation{at.address, at.bytes}, Category::workspace, now_s());
 }
 
-void Simulation::mark_running(const Op& op, int delta) {
-  if (comm_running_.empty()) comm_running_.assign(compute_devices_.size(), 0);
-  // The members simulated here are the devices whose ops name this group; rank 0's view in a
-  // symmetric run stands for its peers.
-  for (std::uint32_t d : members_[collective_[op.id]])
-    comm_running_[d] = static_cast<std::uint32_t>(static_cast<int>(comm_running_[d]) + delta);
-}
-
 // An op's host time: its kind's entry, else the longest entry "*SUFFIX" its kind ends with
 // ("*_backward": the kernels the autograd engine launches from C++), else the default.
 double host_time(const HostOverhead& host, const std::string& kind) {
@@ -726,8 +677,9 @@ void Simulation::host_after(const Op& op) {
 
 void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   if (!recompute) wait_for_host(op);
-  if (collective_[op.id] != kNotCollective) {
-    run_collective(op, site);
+  if (collectives_->runs(op.id)) {
+    const double t0 = collectives_->run(op, sg_, *this);
+    emit({EventKind::comm, t0, now_s(), site.device, site.stream, op.id, kNoId, op.message_bytes, kNoId, kNoId});
     if (!recompute) host_after(op);
     return;
   }
@@ -735,9 +687,7 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   // Checked before SimGrid sees it: its solver does not come back from a time near 1e300.
   if (!(t0 + durations_[op.id] <= kHorizonS)) past_horizon(t0 + durations_[op.id], op.id);
   // A collective running on this device holds part of its SMs (CollectiveModel::sm_share).
-  const double slowdown = op.device < comm_running_.size() && comm_running_[op.device] > 0
-                              ? 1.0 / (1.0 - platform_.collectives.sm_share)
-                              : 1.0;
+  const double slowdown = collectives_->slowdown(op.device);
   if (can_defer())
     deferred_s_ += durations_[op.id] * slowdown;
   else
@@ -746,68 +696,6 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   emit({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device, site.stream,
         op.id, kNoId, 0, kNoId, kNoId});
   if (!recompute) host_after(op);
-}
-
-void Simulation::find_collectives() {
-  // A communication op whose group the trace defines, with every rank a compute device
-  // here, runs over the network; others (an imported group known only by name, a group
-  // larger than the platform) keep their modelled duration.
-  collective_.assign(trace_.ops.size(), kNotCollective);
-  std::map<std::string, std::uint32_t> index;
-  for (const ProcessGroup& g : trace_.groups) {
-    Group group;
-    bool placed = g.ranks.size() >= 2;
-    for (std::uint32_t r : g.ranks) {
-      if (r >= accelerators_) {
-        placed = false;
-        break;
-      }
-      group.tiers.push_back(*platform_.devices[compute_devices_[r]].compute_tier);
-    }
-    if (!placed) continue;
-    // Ranks per node, in group order.
-    std::vector<std::uint32_t> node_order;
-    std::map<std::uint32_t, std::vector<std::uint32_t>> by_node;
-    for (std::uint32_t i = 0; i < g.ranks.size(); ++i) {
-      const std::uint32_t node = platform_.devices[compute_devices_[g.ranks[i]]].node;
-      if (!by_node.count(node)) node_order.push_back(node);
-      by_node[node].push_back(i);
-    }
-    const std::size_t per_node = by_node.begin()->second.size();
-    bool even = by_node.size() > 1 && per_node > 1;
-    for (const auto& [node, members] : by_node) even &= members.size() == per_node;
-    const std::size_t rings = even ? per_node : 1;
-    for (std::size_t c = 0; c < rings; ++c) {
-      std::vector<std::uint32_t> ring;
-      if (!even) {
-        for (std::uint32_t i = 0; i < g.ranks.size(); ++i) ring.push_back(i);
-      } else {
-        for (std::uint32_t node : node_order) {
-          const auto& m = by_node[node];
-          for (std::size_t j = 0; j < m.size(); ++j) ring.push_back(m[(j + c) % m.size()]);
-        }
-      }
-      group.rings.push_back(std::move(ring));
-    }
-    index.emplace(g.name, static_cast<std::uint32_t>(groups_.size()));
-    groups_.push_back(std::move(group));
-  }
-  std::vector<std::vector<bool>> member(groups_.size(), std::vector<bool>(accelerators_, false));
-  members_.assign(groups_.size(), {});
-  std::map<std::uint32_t, std::uint32_t> channels_per_device;
-  for (const Op& op : trace_.ops) {
-    if (op.group.empty() || !is_communication_kind(op.kind)) continue;
-    auto it = index.find(op.group);
-    if (it == index.end()) continue;
-    collective_[op.id] = it->second;
-    std::uint32_t& used = channels_per_device[op.device];
-    if (channel_.try_emplace({op.device, it->second}, used).second) ++used;
-    if (op.device < accelerators_ && !member[it->second][op.device]) {
-      member[it->second][op.device] = true;
-      ++groups_[it->second].simulated;
-      members_[it->second].push_back(op.device);
-    }
-  }
 }
 
 std::vector<std::vector<std::size_t>> Simulation::wanted_routes(std::vector<bool>& runs) const {
@@ -856,18 +744,7 @@ std::vector<std::vector<std::size_t>> Simulation::wanted_routes(std::vector<bool
     if (step.kind == StepKind::swap_out || step.kind == StepKind::swap_in || step.kind == StepKind::evict)
       named(step.id, step.tier);
   for (const InitialPlacement& p : plan_.placements) named(p.buffer, p.tier);
-  bool all_to_all = false;
-  for (const Op& op : trace_.ops) all_to_all |= collective_[op.id] != kNotCollective && op.kind == "all_to_all";
-  for (const Group& g : groups_) {
-    for (const auto& ring : g.rings)
-      for (std::size_t i = 0; i < ring.size(); ++i)
-        both(g.tiers[ring[i]], g.tiers[ring[(i + 1) % ring.size()]]);  // reduce and broadcast run the chain back
-    for (std::size_t i = 1; i < g.tiers.size(); ++i) both(g.tiers[0], g.tiers[i]);  // scatter, gather, send
-    if (all_to_all)
-      for (std::size_t a : g.tiers)
-        for (std::size_t b : g.tiers)
-          if (a != b) want[a].push_back(b);
-  }
+  collectives_->add_wanted_routes(want);
   for (auto& to : want) {
     std::sort(to.begin(), to.end());
     to.erase(std::unique(to.begin(), to.end()), to.end());
@@ -878,107 +755,6 @@ std::vector<std::vector<std::size_t>> Simulation::wanted_routes(std::vector<bool
 void Simulation::count_route(std::size_t from, std::size_t to, std::uint64_t bytes) {
   for (const RouteElement& e : sg_.routes.find(from, to)->elements)
     if (e.kind == RouteElement::Kind::link) tally_->on_link_bytes(e.index, e.forward, bytes);
-}
-
-void Simulation::run_collective(const Op& op, const exec::Site& site) {
-  flush();
-  const std::uint32_t g = collective_[op.id];
-  const Group& group = groups_[g];
-  const std::uint64_t k = issued_[{g, op.device}]++;
-  Rendezvous& rv = rendezvous_[{g, k}];
-  const double t0 = now_s();
-  if (++rv.arrived < group.simulated) {
-    // The others run it when the last member arrives: NCCL's kernel waits for its peers.
-    while (!rv.done && !stopped_) wait_for_change();
-  } else {
-    const auto n = static_cast<std::uint32_t>(group.tiers.size());
-    // Ring algorithms split the tensor over the group's rings; the others run once, in
-    // group order.
-    const bool ring = op.kind == "all_reduce" || op.kind == "all_gather" ||
-                      op.kind == "reduce_scatter" || op.kind == "barrier";
-    const std::size_t rings = ring ? group.rings.size() : 1;
-    const std::uint64_t per_ring = (op.message_bytes + rings - 1) / rings;
-    const CollectivePattern pattern = collective_pattern(op.kind, per_ring, n);
-    // The rings' flows between the same two tiers travel as one flow of their sum (NCCL's
-    // channels between two GPUs share that path): fewer SimGrid activities, whose cost grows
-    // faster than their number.
-    std::map<std::pair<std::size_t, std::size_t>, std::uint64_t> flows;
-    for (std::size_t c = 0; c < rings; ++c)
-      for (const Flow& f : pattern.flows) {
-        const auto& order = ring ? group.rings[c] : group.rings[0];
-        const std::size_t from = group.tiers[ring ? order[f.from] : f.from];
-        const std::size_t to = group.tiers[ring ? order[f.to] : f.to];
-        flows[{from, to}] += f.bytes;
-      }
-    std::vector<sg4::CommPtr> comms;
-    comms.reserve(flows.size());
-    double latency = 0;
-    for (const auto& [pair, bytes] : flows) {
-      const auto [from, to] = pair;
-      if (!sg_.routes.find(from, to))
-        throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
-                                     "group '{}'",
-                                     platform_.name, platform_.tiers[from].name,
-                                     platform_.tiers[to].name, op.kind, op.name, op.group));
-      latency = std::max(latency, sg_.routes.find(from, to)->latency_s);
-    }
-    const NcclCost nccl = nccl_cost(flows, n, pattern.steps);
-    const double flows_start = now_s();
-    // Checked before SimGrid sees them: a protocol's time past the horizon (a latency of
-    // years, an efficiency of a millionth) is an input error, not a flow of 1e20 bytes.
-    double most = 0;
-    for (const auto& [pair, bytes] : flows) most = std::max(most, static_cast<double>(bytes));
-    const double longest = flows_start + nccl.latency_s + nccl.floor_s;
-    if (!(longest <= kHorizonS) || !(most / nccl.efficiency < 1e18)) past_horizon(2 * kHorizonS, op.id);
-    if (platform_.collectives.sm_share > 0) mark_running(op, +1);
-    for (const auto& [pair, bytes] : flows) {
-      const auto [from, to] = pair;
-      count_route(from, to, bytes);
-      // On the wire at the protocol's efficiency: its bytes take 1 / efficiency of the time.
-      const double wire = std::ceil(static_cast<double>(bytes) / nccl.efficiency);
-      comms.push_back(sg4::Comm::sendto_async(sg_.tier_hosts[from], sg_.tier_hosts[to],
-                                              static_cast<std::uint64_t>(wire)));
-    }
-    if (!comms.empty()) sg4::Comm::wait_all(comms);
-    // The algorithm's other latency-bound steps (see collectives.h).
-    if (pattern.steps > 1) sg4::this_actor::sleep_for((pattern.steps - 1) * latency);
-    if (nccl.latency_s > 0) sg4::this_actor::sleep_for(nccl.latency_s);
-    if (now_s() - flows_start < nccl.floor_s) sg4::this_actor::sleep_until(flows_start + nccl.floor_s);
-    if (platform_.collectives.sm_share > 0) mark_running(op, -1);
-    rv.done = true;
-    notify();
-  }
-  emit({EventKind::comm, t0, now_s(), site.device, site.stream, op.id, kNoId, op.message_bytes,
-        kNoId, kNoId});
-  if (++rv.left == group.simulated) rendezvous_.erase({g, k});
-}
-
-Simulation::NcclCost Simulation::nccl_cost(
-    const std::map<std::pair<std::size_t, std::size_t>, std::uint64_t>& flows, std::uint32_t n,
-    std::uint32_t steps) const {
-  const CollectiveModel& model = platform_.collectives;
-  NcclCost cost;
-  if (!model.on() || flows.empty()) return cost;
-  // The protocol NCCL would pick: the fastest for this message on an idle route.
-  double narrowest = std::numeric_limits<double>::infinity();
-  std::uint64_t most = 0;
-  for (const auto& [pair, bytes] : flows) {
-    narrowest = std::min(narrowest, sg_.routes.find(pair.first, pair.second)->bottleneck_Bps);
-    most = std::max(most, bytes);
-  }
-  const double fill = 1.0 - model.ring_fill / std::max<std::uint32_t>(n, 2);
-  double best = std::numeric_limits<double>::infinity();
-  for (const auto& p : model.protocols) {
-    const double latency = p.latency_s + steps * p.per_step_s;
-    const double t = latency + static_cast<double>(most) / (narrowest * p.efficiency * fill);
-    if (t < best) {
-      best = t;
-      cost.latency_s = latency;
-      cost.efficiency = p.efficiency * fill;
-    }
-  }
-  cost.floor_s = model.floor_per_step_s * steps;
-  return cost;
 }
 
 void Simulation::evict(BufferId b, std::size_t to) {
@@ -1073,7 +849,7 @@ Summary Simulation::run() {
   // few megabytes of use, and under a limit on it (ulimit -v) SimGrid aborted. The streams'
   // code is shallow (remaking is iterative, the policies' hooks loop) and a copy's more so.
   engine.set_config(fmt::format("contexts/stack-size:{}", kStreamStackBytes / 1024));
-  find_collectives();
+  collectives_.emplace(platform_, trace_, compute_devices_, accelerators_, kHorizonS);
   std::vector<bool> runs;
   const auto wanted = wanted_routes(runs);
   sg_ = build_sg_platform(platform_, &wanted, &runs);
@@ -1082,7 +858,7 @@ Summary Simulation::run() {
   for (std::size_t d : compute_devices_)
     max_streams_ = std::max(max_streams_, static_cast<std::uint32_t>(platform_.devices[d].streams));
   for (const Op& op : trace_.ops)
-    max_streams_ = std::max(max_streams_, (collective_[op.id] != kNotCollective ? comm_stream(op) : op.stream) + 1);
+    max_streams_ = std::max(max_streams_, op_stream(op) + 1);
   tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
   setup_host_clock();
   split_plan();

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "sim/engine/collectives.h"
+#include "sim/collectives/collectives.h"
 #include "sim/workload/recomputed_ops.h"
 
 namespace memsim {

@@ -7,9 +7,12 @@
 #include <unordered_set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "sim/collectives/collectives.h"
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
+#include "sim/core/suggest.h"
 #include "sim/memory/allocator.h"
 #include "sim/platform/bounds.h"
 #include "sim/workload/op_kinds.h"
@@ -105,17 +108,65 @@ HostOverhead load_host_overhead(const ConfigNode& n) {
   return h;
 }
 
+// `algorithms:` of `collectives:`, NCCL's tuner as rules: per kind, a name ("auto" or an
+// algorithm's) for every size, or a list of {below: SIZE, use: NAME}, the last without below.
+std::map<std::string, std::vector<CollectiveModel::Rule>> load_algorithm_rules(const ConfigNode& n) {
+  if (!n.is_map()) n.fail_expected("a map from a communication kind to an algorithm or a list of rules");
+  std::vector<std::string> names = collective_algorithm_names();
+  names.push_back("auto");
+  std::map<std::string, std::vector<CollectiveModel::Rule>> out;
+  for (const auto& [kind, v] : n.entries()) {
+    if (!is_communication_kind(kind))
+      n.key_node(kind).fail(fmt::format("'{}' is not a communication kind: expected one of {}{}", kind,
+                                        fmt::join(communication_kinds(), ", "),
+                                        did_you_mean(kind, communication_kinds())));
+    auto algorithm = [&, kind = kind](const ConfigNode& use) {
+      const std::string name = use.as_string();
+      const CollectiveAlgorithm* a = find_collective_algorithm(name);
+      if (name != "auto" && !a)
+        use.fail(fmt::format("no collective algorithm '{}': expected one of {}{}", name, fmt::join(names, ", "),
+                             did_you_mean(name, names)));
+      if (a && !a->runs(kind))
+        use.fail(fmt::format("algorithm '{}' does not run {}: it runs {}", name, kind, fmt::join(a->kinds, ", ")));
+      return name;
+    };
+    std::vector<CollectiveModel::Rule> rules;
+    if (v.is_sequence()) {
+      const auto items = v.items();
+      if (items.empty()) v.fail_expected("at least one rule (e.g. {below: 64MiB, use: tree})");
+      for (std::size_t i = 0; i < items.size(); ++i) {
+        const ConfigNode& r = items[i];
+        if (!r.is_map()) r.fail_expected("a rule {below: SIZE, use: ALGORITHM} or {use: ALGORITHM}");
+        r.allow_only({"below", "use"});
+        CollectiveModel::Rule rule;
+        if (auto b = r.find("below")) rule.below = b->as_positive_bytes();
+        rule.use = algorithm(r.at("use"));
+        if (rule.below == 0 && i + 1 < items.size())
+          items[i + 1].fail("this rule is never used: the rule before it has no 'below' and takes every size");
+        rules.push_back(std::move(rule));
+      }
+    } else {
+      rules.push_back({0, algorithm(v)});
+    }
+    out[kind] = std::move(rules);
+  }
+  return out;
+}
+
 CollectiveModel load_collectives(const ConfigNode& n) {
-  n.allow_only({"protocols", "floor_per_step", "ring_fill", "sm_share"});
+  n.allow_only({"protocols", "floor_per_step", "ring_fill", "sm_share", "algorithms"});
   CollectiveModel c;
   auto time_at_least_0 = [](const ConfigNode& v) {
     const double t = v.as_unit(UnitKind::time);
     if (t < 0) v.fail_expected("a time of at least 0");
     return t;
   };
-  const auto protocols = n.at("protocols");
-  if (protocols.entries().empty()) protocols.fail_expected("at least one protocol (e.g. simple: {latency: 20us, efficiency: 0.8})");
-  for (const auto& [name, pn] : protocols.entries()) {
+  if (auto a = n.find("algorithms")) c.algorithms = load_algorithm_rules(*a);
+  // Protocols may be left out when the section only chooses algorithms.
+  const auto protocols = c.algorithms.empty() || n.has("protocols") ? std::optional(n.at("protocols")) : std::nullopt;
+  if (protocols && protocols->entries().empty())
+    protocols->fail_expected("at least one protocol (e.g. simple: {latency: 20us, efficiency: 0.8})");
+  if (protocols) for (const auto& [name, pn] : protocols->entries()) {
     pn.allow_only({"latency", "per_step", "efficiency"});
     CollectiveModel::Protocol p;
     p.name = name;
@@ -361,15 +412,23 @@ PlatformSpec load_platform(const ConfigNode& root) {
   const std::optional<ConfigNode> switches = root.find("switches");
   const std::optional<ConfigNode> links = root.find("links");
   std::vector<std::string> switch_names;
+  // A switch is a name, or {name: NAME, reduces: true} for one that reduces (NVLS, SHARP).
+  auto switch_entry = [](const ConfigNode& s, bool* reduces = nullptr) {
+    if (!s.is_map()) return s.as_string();
+    s.allow_only({"name", "reduces"});
+    if (reduces)
+      if (auto r = s.find("reduces")) *reduces = r->as_bool();
+    return s.at("name").as_string();
+  };
   if (switches)
-    for (const auto& s : switches->items()) switch_names.push_back(s.as_string());
+    for (const auto& s : switches->items()) switch_names.push_back(switch_entry(s));
   const NodeNames device_name(p.nodes, keys_of(devices));
   const NodeNames switch_name(p.nodes, switch_names);
   const NodeNames link_name(p.nodes, keys_of(links));
   std::vector<std::string> fabric_switches;
   if (fabric)
     if (auto fs = fabric->find("switches"))
-      for (const auto& s : fs->items()) fabric_switches.push_back(s.as_string());
+      for (const auto& s : fs->items()) fabric_switches.push_back(switch_entry(s));
   std::vector<std::string> fabric_node_links;  // fabric links with an end in the node
   auto is_fabric_switch = [&](const std::string& n) {
     return std::find(fabric_switches.begin(), fabric_switches.end(), n) != fabric_switches.end();
@@ -415,13 +474,16 @@ PlatformSpec load_platform(const ConfigNode& root) {
       at.fail(fmt::format("switch name '{}' is already used", name));
     p.switches.push_back(name);
     switch_seen.insert(name);
+    bool reduces = false;
+    switch_entry(at, &reduces);
+    if (reduces) p.reducing_switches.push_back(name);
   };
   for (std::uint32_t k = 0; k < p.nodes; ++k)
     if (switches)
-      for (const auto& s : switches->items()) add_switch(s, switch_name(s.as_string(), k));
+      for (const auto& s : switches->items()) add_switch(s, switch_name(switch_entry(s), k));
   if (fabric)
     if (auto fs = fabric->find("switches"))
-      for (const auto& s : fs->items()) add_switch(s, s.as_string());
+      for (const auto& s : fs->items()) add_switch(s, switch_entry(s));
   auto is_node = [&](const std::string& name) {
     return tier_seen.count(name) > 0 || switch_seen.count(name) > 0;
   };

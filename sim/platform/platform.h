@@ -164,7 +164,7 @@ struct LinkSpec {
 };
 
 /// NCCL's collectives as nccl-tests measures them (`collectives:` of a platform; absent: the
-/// plain model of sim/engine/collectives.h). Each protocol p (NCCL's LL128 and Simple) takes
+/// plain model of sim/collectives/collectives.h). Each protocol p (NCCL's LL128 and Simple) takes
 /// latency_p + steps x per_step_p + its bandwidth term, the flows' bytes over the route at
 /// efficiency_p x (1 - ring_fill / n) of its narrowest link; NCCL picks the faster protocol
 /// for the message, and no collective of `steps` latency-bound steps is shorter than
@@ -180,6 +180,16 @@ struct CollectiveModel {
   /// The share of a GPU's SMs a running collective's kernels hold: a compute op that starts
   /// on a device while one of its collectives runs takes 1 / (1 - sm_share) of its time.
   double sm_share = 0;
+  /// Which algorithm (sim/collectives/) runs a kind, as NCCL's tuner picks one by message size
+  /// (`algorithms:`): per kind, rules tried in order; the first whose `below` the message is
+  /// under (0: any size) and whose algorithm runs on the group wins, "auto" the registered
+  /// algorithm predicted fastest on idle links. No rule that applies: ring, or direct
+  /// (sim/collectives/choose.h).
+  struct Rule {
+    std::uint64_t below = 0;
+    std::string use;  // an algorithm's name, or "auto"
+  };
+  std::map<std::string, std::vector<Rule>> algorithms;
   bool on() const { return !protocols.empty(); }
 };
 
@@ -193,6 +203,9 @@ struct PlatformSpec {
   std::vector<TierSpec> tiers;
   std::vector<LinkSpec> links;
   std::vector<std::string> switches;
+  /// Switches that reduce what passes through them (`{name: nvswitch, reduces: true}` in a
+  /// `switches:` list: NVLink SHARP, InfiniBand SHARP), by name.
+  std::vector<std::string> reducing_switches;
 
   std::optional<std::size_t> find_device(const std::string& name) const;
   std::optional<std::size_t> find_tier(const std::string& name) const;

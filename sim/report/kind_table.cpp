@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sim/core/units.h"
-#include "sim/engine/collectives.h"
+#include "sim/collectives/collectives.h"
 #include "sim/report/writers.h"
 
 namespace memsim {

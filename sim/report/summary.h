@@ -47,8 +47,9 @@ struct LiveBuffer {
 
 /// A change that makes the step fit, verified by running it (`memsim run`'s advice).
 struct FitAdvice {
-  std::string change;        // batch | policy
+  std::string change;        // batch | policy | recompute
   std::string policy;
+  std::string recompute;     // for recompute: the workload's recomputation (full | selective)
   std::int64_t batch = 0;    // 0: the workload has no batch parameter
   std::int64_t first_fail = 0;  // for batch: the smallest batch found not to fit
   double iteration_time_s = 0;

@@ -42,7 +42,7 @@ ordered_json advice_json(const OomAdvice& a) {
   j["exceeding_categories"] = exceeding;
   j["model_state_bytes"] = a.model_state_bytes;
   ordered_json fits = ordered_json::array();
-  for (const FitAdvice& f : a.fits)
+  for (const FitAdvice& f : a.fits) {
     fits.push_back({{"change", f.change},
                     {"policy", f.policy},
                     {"batch", f.batch ? ordered_json(f.batch) : ordered_json()},
@@ -50,6 +50,8 @@ ordered_json advice_json(const OomAdvice& a) {
                     {"iteration_time_s", f.iteration_time_s},
                     {"slowdown", f.slowdown > 0 ? ordered_json(f.slowdown) : ordered_json()},
                     {"point", f.point}});
+    if (!f.recompute.empty()) fits.back()["recompute"] = f.recompute;
+  }
   j["would_fit"] = fits;
   ordered_json tried = ordered_json::array();
   for (const auto& t : a.tried)
@@ -109,6 +111,11 @@ std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oo
       text = fmt::format("batch {} (policy {}; {} does not): {}, {}/", f.batch, f.policy,
                          f.first_fail ? std::to_string(f.first_fail) : std::string("a larger one"),
                          format_seconds(f.iteration_time_s), f.point);
+    else if (f.change == "recompute")
+      text = fmt::format("recompute: {} (policy {}{}): {}{}, faster than any policy, {}/", f.recompute, f.policy,
+                         f.batch ? fmt::format(", batch {}", f.batch) : "", format_seconds(f.iteration_time_s),
+                         f.slowdown > 0 ? fmt::format(", {:.2f}x the time with enough memory", f.slowdown) : "",
+                         f.point);
     else
       text = fmt::format("policy {}{}: {}{}, {}/", f.policy, f.batch ? fmt::format(" at batch {}", f.batch) : "",
                          format_seconds(f.iteration_time_s),

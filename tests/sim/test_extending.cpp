@@ -1,8 +1,10 @@
 // The examples of docs/extending.md, compiled from the page itself (CMakeLists.txt cuts them
 // out): the budgeted recompute policy runs through run() and meets its budget; the
-// power-of-two allocator rounds as the page says.
+// power-of-two allocator rounds as the page says; the one-shot all-reduce sends what the
+// page says it sends.
 #include <gtest/gtest.h>
 
+#include "sim/collectives/collectives.h"
 #include "sim/core/config.h"
 #include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
@@ -14,6 +16,7 @@
 namespace memsim {
 PolicyInfo cheap_recompute_policy();
 AllocatorInfo power_of_two_allocator();
+CollectiveAlgorithm one_shot_algorithm();
 }  // namespace memsim
 
 using namespace memsim;
@@ -102,4 +105,21 @@ TEST(Extending, ThePowerOfTwoAllocatorRoundsUp) {
   a->release(*big);
   EXPECT_EQ(a->allocated_bytes(), 512u);
   EXPECT_TRUE(a->allocate(1000).has_value());
+}
+
+TEST(Extending, TheOneShotAllReduceSendsTheWholeTensorToEveryPeerInOneStep) {
+  const CollectiveAlgorithm a = one_shot_algorithm();
+  const GroupTopology one_node{{0, 0, 0, 0}, false};
+  ASSERT_TRUE(a.can_run("all_reduce", one_node));
+  EXPECT_FALSE(a.can_run("all_gather", one_node));
+  EXPECT_FALSE(a.can_run("all_reduce", GroupTopology{{0, 0, 1, 1}, false}));
+  const auto phases = a.phases("all_reduce", 1000, one_node);
+  ASSERT_EQ(phases.size(), 1u);
+  EXPECT_EQ(phases[0].steps, 1u);
+  ASSERT_EQ(phases[0].flows.size(), 12u);
+  std::vector<std::uint64_t> out(4, 0), in(4, 0);
+  for (const Flow& f : phases[0].flows) out[f.from] += f.bytes, in[f.to] += f.bytes;
+  for (std::uint32_t r = 0; r < 4; ++r) EXPECT_EQ(out[r], 3000u) << r;  // (n - 1) S each way: 3S/B on a link
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(find_collective_algorithm("one-shot"), nullptr);  // the page's, not registered
 }

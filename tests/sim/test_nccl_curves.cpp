@@ -17,6 +17,7 @@
 #include "sim/core/presets.h"
 #include "sim/policy/policy.h"
 #include "sim/run/run.h"
+#include "tests/sim/all_reduces.h"
 
 using namespace memsim;
 namespace fs = std::filesystem;
@@ -54,27 +55,9 @@ std::vector<Point> read_curve(const fs::path& path) {
 // One all-reduce per measured size on ranks 0..n-1, one after another on the group's stream,
 // as nccl-tests runs them back to back.
 Trace all_reduces(const std::vector<Point>& points, std::uint32_t n) {
-  Trace t;
-  t.name = "nccl-tests";
-  ProcessGroup g{"g", {}};
-  for (std::uint32_t r = 0; r < n; ++r) g.ranks.push_back(r);
-  t.groups = {g};
-  for (std::size_t k = 0; k < points.size(); ++k)
-    for (std::uint32_t d = 0; d < n; ++d) {
-      const BufferId b = t.add_buffer("buf" + std::to_string(k) + "@" + std::to_string(d), points[k].bytes,
-                                      Category::comm, false);
-      t.buffers[b].device = d;
-      Op op;
-      op.name = "all_reduce" + std::to_string(k) + "@gpu" + std::to_string(d);
-      op.kind = "all_reduce";
-      op.phase = Phase::backward;
-      op.device = d;
-      op.updates = {b};
-      op.message_bytes = points[k].bytes;
-      op.group = "g";
-      t.add_op(std::move(op));
-    }
-  return t;
+  std::vector<std::uint64_t> sizes;
+  for (const Point& p : points) sizes.push_back(p.bytes);
+  return test::all_reduces(sizes, n, false, "nccl-tests");
 }
 
 }  // namespace

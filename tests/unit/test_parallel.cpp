@@ -9,7 +9,7 @@
 
 #include "sim/core/config.h"
 #include "sim/core/presets.h"
-#include "sim/engine/collectives.h"
+#include "sim/collectives/collectives.h"
 #include "sim/platform/platform.h"
 #include "sim/workload/parallel.h"
 #include "sim/workload/trace_io.h"
@@ -54,8 +54,17 @@ ModelState model_state(const Trace& t) {
 
 }  // namespace
 
+namespace {
+// The one phase of the default algorithm of `kind` on n ranks of one node.
+CollectivePhase default_phase(std::string_view kind, std::uint64_t bytes, std::uint32_t n) {
+  const GroupTopology one_node{std::vector<std::uint32_t>(n, 0), false};
+  const auto phases = default_collective_algorithm(kind).phases(kind, bytes, one_node);
+  return phases.empty() ? CollectivePhase{} : phases.front();
+}
+}  // namespace
+
 TEST(CollectivePattern, RingAllReduceSendsTwoNMinusOneChunksToTheNextRank) {
-  const CollectivePattern p = collective_pattern("all_reduce", 800, 4);
+  const CollectivePhase p = default_phase("all_reduce", 800, 4);
   ASSERT_EQ(p.flows.size(), 4u);
   EXPECT_EQ(p.steps, 6u);
   for (std::uint32_t r = 0; r < 4; ++r) {
@@ -63,12 +72,12 @@ TEST(CollectivePattern, RingAllReduceSendsTwoNMinusOneChunksToTheNextRank) {
     EXPECT_EQ(p.flows[r].to, (r + 1) % 4);
     EXPECT_EQ(p.flows[r].bytes, 6u * 200u);
   }
-  EXPECT_EQ(collective_pattern("all_gather", 800, 4).flows[0].bytes, 3u * 200u);
-  EXPECT_EQ(collective_pattern("reduce_scatter", 800, 4).steps, 3u);
-  EXPECT_EQ(collective_pattern("all_to_all", 800, 4).flows.size(), 12u);
-  EXPECT_EQ(collective_pattern("broadcast", 800, 4).flows.size(), 3u);
-  EXPECT_EQ(collective_pattern("broadcast", 800, 4).flows[0].bytes, 800u);
-  EXPECT_TRUE(collective_pattern("all_reduce", 800, 1).flows.empty());
+  EXPECT_EQ(default_phase("all_gather", 800, 4).flows[0].bytes, 3u * 200u);
+  EXPECT_EQ(default_phase("reduce_scatter", 800, 4).steps, 3u);
+  EXPECT_EQ(default_phase("all_to_all", 800, 4).flows.size(), 12u);
+  EXPECT_EQ(default_phase("broadcast", 800, 4).flows.size(), 3u);
+  EXPECT_EQ(default_phase("broadcast", 800, 4).flows[0].bytes, 800u);
+  EXPECT_TRUE(default_phase("all_reduce", 800, 1).flows.empty());
   EXPECT_TRUE(is_communication_kind("reduce_scatter"));
   EXPECT_FALSE(is_communication_kind("matmul"));
 }

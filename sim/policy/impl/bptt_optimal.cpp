@@ -49,9 +49,7 @@ class BpttPolicy final : public Policy {
     const Trace& trace = ctx.trace;
     const std::vector<double>& durations = ctx.durations;
     const std::vector<std::uint64_t> caps = ctx.device_caps();
-    std::vector<ckpt::Stages> stages;
-    for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d)
-      stages.push_back(ckpt::find_stages(trace, d, "bptt-optimal"));
+    const std::vector<ckpt::Stages> stages = ckpt::find_stages(trace, "bptt-optimal");
     const ckpt::Stages& st = stages[0];
     const auto n = static_cast<std::uint32_t>(st.count());
     c.steps = n;

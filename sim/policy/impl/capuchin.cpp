@@ -136,7 +136,7 @@ class CapuchinPolicy final : public Policy {
     std::map<std::pair<std::uint32_t, std::uint32_t>, std::vector<OpId>> stream_ops;
 
     explicit Planner(const PlanningContext& ctx)
-        : trace(ctx.trace), liveness(ctx.liveness), tiers(swap_tiers(ctx.platform)),
+        : trace(ctx.trace), liveness(ctx.liveness), tiers(swap_tiers(ctx.platform, ctx.trace)),
           durations(ctx.durations), start(expected_start_times(trace, durations)),
           uses(buffer_uses(trace)), device(buffer_devices(trace)) {
       for (const Buffer& b : trace.buffers) {

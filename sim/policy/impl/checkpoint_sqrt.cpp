@@ -23,27 +23,45 @@ namespace {
 
 constexpr std::uint32_t kNoSegment = 0xffffffffu;
 
-std::vector<OpId> forward_ops(const Trace& trace, std::uint32_t device) {
-  std::vector<OpId> f;
-  for (const Op& op : trace.ops)
-    if (op.device == device && op.phase == Phase::forward) f.push_back(op.id);
-  return f;
-}
+// What add_segments marks per buffer and per op, sized to the trace once and cleared after
+// each device over that device's own buffers and ops only.
+struct Marks {
+  std::vector<std::uint32_t> seg_of, op_seg;
+  std::vector<std::uint8_t> kept, read_back, need, rerun;
+  explicit Marks(const Trace& trace)
+      : seg_of(trace.buffers.size(), kNoSegment),
+        op_seg(trace.ops.size(), kNoSegment),
+        kept(trace.buffers.size(), 0),
+        read_back(trace.buffers.size(), 0),
+        need(trace.buffers.size(), 0),
+        rerun(trace.ops.size(), 0) {}
+  void clear(const Trace& trace, const std::vector<OpId>& ops) {
+    for (OpId o : ops) {
+      op_seg[o] = kNoSegment;
+      rerun[o] = 0;
+      const Op& op = trace.ops[o];
+      for (const auto* list : {&op.inputs, &op.outputs, &op.updates})
+        for (BufferId b : *list) {
+          seg_of[b] = kNoSegment;
+          kept[b] = read_back[b] = need[b] = 0;
+        }
+    }
+  }
+};
 
-// Chen's schedule for one device: `segment[q]` is the segment of forward op q.
-void add_segments(const Trace& trace, std::uint32_t device, const std::vector<OpId>& forward,
-                  const std::vector<std::uint32_t>& segment, ckpt::Schedule& out) {
+// Chen's schedule for one device: `segment[q]` is the segment of forward op q; `later` is the
+// device's other ops.
+void add_segments(const Trace& trace, const std::vector<OpId>& forward, const std::vector<OpId>& later,
+                  const std::vector<std::uint32_t>& segment, Marks& marks, ckpt::Schedule& out) {
   if (forward.empty()) return;
   const std::uint32_t last = segment.back();
-  std::vector<std::uint32_t> seg_of(trace.buffers.size(), kNoSegment);
-  std::vector<std::uint32_t> op_seg(trace.ops.size(), kNoSegment);
+  auto& [seg_of, op_seg, kept, read_back, need, rerun] = marks;
   for (std::size_t q = 0; q < forward.size(); ++q) {
     op_seg[forward[q]] = segment[q];
     for (BufferId b : trace.ops[forward[q]].outputs)
       if (!trace.buffers[b].persistent) seg_of[b] = segment[q];
   }
   // Checkpoints: read by the forward of a later segment.
-  std::vector<std::uint8_t> kept(trace.buffers.size(), 0);
   for (OpId o : forward) {
     const Op& op = trace.ops[o];
     for (BufferId b : op.reads())
@@ -52,9 +70,8 @@ void add_segments(const Trace& trace, std::uint32_t device, const std::vector<Op
   // Per segment: the first backward op reading what it made and did not keep.
   const std::uint32_t segments = last + 1;
   std::vector<OpId> first_reader(segments, kNoOp);
-  std::vector<std::uint8_t> read_back(trace.buffers.size(), 0);
-  for (const Op& op : trace.ops) {
-    if (op.device != device || op.phase == Phase::forward) continue;
+  for (OpId o : later) {
+    const Op& op = trace.ops[o];
     for (BufferId b : op.reads()) {
       const std::uint32_t s = seg_of[b];
       if (s == kNoSegment || s == last || kept[b]) continue;
@@ -64,8 +81,6 @@ void add_segments(const Trace& trace, std::uint32_t device, const std::vector<Op
   }
   // Each segment's ops to re-run: those making what the backward reads, and, back to the
   // checkpoints, what those need (in-place updates of it included).
-  std::vector<std::uint8_t> need(trace.buffers.size(), 0);
-  std::vector<std::uint8_t> rerun(trace.ops.size(), 0);
   std::size_t end = forward.size();
   for (std::uint32_t s = segments; s-- > 0;) {
     std::size_t begin = end;
@@ -96,6 +111,8 @@ void add_segments(const Trace& trace, std::uint32_t device, const std::vector<Op
     }
     end = begin;
   }
+  marks.clear(trace, forward);
+  marks.clear(trace, later);
 }
 
 // k segments of n / k ops, the last one taking the rest (the loss, after 16 layers in 4).
@@ -143,17 +160,19 @@ class CheckpointSqrtPolicy final : public Policy {
 
   Plan plan_steps(const PlanningContext& ctx, Choices& c, PlanResult& out) const {
     const Trace& trace = ctx.trace;
-    const std::uint32_t devices = ckpt::device_count(trace);
-    std::vector<std::vector<OpId>> forward;
-    for (std::uint32_t d = 0; d < devices; ++d) forward.push_back(forward_ops(trace, d));
+    const ckpt::DeviceOps ops(trace);
+    const auto& forward = ops.forward;
+    const auto devices = static_cast<std::uint32_t>(forward.size());
+    Marks marks(trace);
     const std::size_t n = forward[0].size();
     if (segments_ || !greedy_) {
       c.chosen = segments_ ? *segments_
                           : std::max<std::uint32_t>(1, static_cast<std::uint32_t>(std::lround(std::sqrt(static_cast<double>(n)))));
       ckpt::Schedule s(trace);
       for (std::uint32_t d = 0; d < devices; ++d)
-        add_segments(trace, d, forward[d],
-                     equal_segments(forward[d].size(), std::min<std::uint32_t>(c.chosen, std::max<std::size_t>(1, forward[d].size()))), s);
+        add_segments(trace, forward[d], ops.later[d],
+                     equal_segments(forward[d].size(), std::min<std::uint32_t>(c.chosen, std::max<std::size_t>(1, forward[d].size()))),
+                     marks, s);
       return ckpt::lower(trace, s, {}).plan;
     }
     // The greedy variant under the budget: B from all the activations down, a quarter of an
@@ -176,7 +195,8 @@ class CheckpointSqrtPolicy final : public Policy {
       if (std::find(tried.begin(), tried.end(), seg0) != tried.end()) return;
       ckpt::Schedule s(trace);
       for (std::uint32_t d = 0; d < devices; ++d)
-        add_segments(trace, d, forward[d], d == 0 ? seg0 : greedy_segments(trace, forward[d], limit), s);
+        add_segments(trace, forward[d], ops.later[d], d == 0 ? seg0 : greedy_segments(trace, forward[d], limit),
+                     marks, s);
       Best b{ckpt::lower(trace, s, durations), false, seg0.empty() ? 1 : seg0.back() + 1, limit};
       b.fits = ckpt::fits(b.lowered, caps);
       tried.push_back(std::move(seg0));

@@ -339,14 +339,15 @@ struct Cuts {
 
 // Greedy cuts over forward positions [0, end): a cut at k is taken when everything that
 // crosses it (made before k, read at or after k, before `end`) was made since the last cut.
+// `buffers`: the device's, in increasing order (the others are made by none of its ops).
 Cuts greedy_cuts(const std::vector<std::size_t>& made_at, const std::vector<std::vector<std::size_t>>& read_at,
-                 std::size_t end) {
+                 const std::vector<BufferId>& buffers, std::size_t end) {
   // For each buffer: [made + 1, last read before end] is where it crosses.
   struct Span {
     std::size_t from, to, made;
   };
   std::vector<Span> spans;
-  for (std::size_t b = 0; b < made_at.size(); ++b) {
+  for (BufferId b : buffers) {
     if (made_at[b] == kNone || made_at[b] >= end) continue;
     const auto& r = read_at[b];
     auto it = std::lower_bound(r.begin(), r.end(), end);
@@ -378,23 +379,47 @@ Cuts greedy_cuts(const std::vector<std::size_t>& made_at, const std::vector<std:
   return c;
 }
 
-}  // namespace
+// What find_stages marks per buffer: sized to the trace once for all devices, and cleared
+// after each over that device's buffers only.
+struct StageMarks {
+  std::vector<std::size_t> made_at;
+  std::vector<std::vector<std::size_t>> read_at;
+  std::vector<std::uint8_t> read_back, in_state;
+  std::vector<std::uint32_t> stage_of;
+  explicit StageMarks(const Trace& trace)
+      : made_at(trace.buffers.size(), kNone),
+        read_at(trace.buffers.size()),
+        read_back(trace.buffers.size(), 0),
+        in_state(trace.buffers.size(), 0),
+        stage_of(trace.buffers.size(), 0) {}
+  void clear(const std::vector<BufferId>& buffers) {
+    for (BufferId b : buffers) {
+      made_at[b] = kNone;
+      std::vector<std::size_t>().swap(read_at[b]);
+      read_back[b] = in_state[b] = 0;
+      stage_of[b] = 0;
+    }
+  }
+};
 
-Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& policy) {
+Stages device_stages(const Trace& trace, const DeviceOps& ops, std::uint32_t device, const std::string& policy,
+                     StageMarks& marks) {
   Stages st;
   st.device = device;
-  std::vector<std::size_t> pos(trace.ops.size(), kNone);
-  for (const Op& op : trace.ops)
-    if (op.device == device && op.phase == Phase::forward) {
-      pos[op.id] = st.forward.size();
-      st.forward.push_back(op.id);
-    }
+  if (device < ops.forward.size()) st.forward = ops.forward[device];
+  static const std::vector<OpId> kNoOps;
+  const std::vector<OpId>& later = device < ops.later.size() ? ops.later[device] : kNoOps;
+  const std::vector<BufferId> buffers = ops.buffers(trace, device);
+  struct Clear {
+    StageMarks& marks;
+    const std::vector<BufferId>& buffers;
+    ~Clear() { marks.clear(buffers); }
+  } clear_after{marks, buffers};
+  auto& [made_at, read_at, read_back, in_state, stage_of] = marks;
   const std::size_t f = st.forward.size();
   const std::string where = fmt::format("{}: {} needs a chain-shaped trace", trace.name, policy);
   if (f < 2) throw InputError(fmt::format("{}, and its forward has {} op(s)", where, f));
 
-  std::vector<std::size_t> made_at(trace.buffers.size(), kNone);
-  std::vector<std::vector<std::size_t>> read_at(trace.buffers.size());
   for (std::size_t q = 0; q < f; ++q)
     for (BufferId b : trace.ops[st.forward[q]].outputs)
       if (!trace.buffers[b].persistent) made_at[b] = q;
@@ -409,16 +434,14 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
   Cuts best;
   const std::size_t lowest = f > 64 ? f - 64 : 1;
   for (std::size_t end = f; end >= lowest; --end) {
-    Cuts c = greedy_cuts(made_at, read_at, end);
+    Cuts c = greedy_cuts(made_at, read_at, buffers, end);
     if (c.begin.size() > best.begin.size()) best = std::move(c);
   }
   st.begin = std::move(best.begin);
   // Stages at the end whose outputs no backward op reads (the loss) join the tail: keeping
   // their inputs is free, re-running them to remake those inputs would not be.
-  std::vector<std::uint8_t> read_back(trace.buffers.size(), 0);
-  for (const Op& op : trace.ops)
-    if (op.device == device && op.phase != Phase::forward)
-      for (BufferId b : op.reads()) read_back[b] = 1;
+  for (OpId o : later)
+    for (BufferId b : trace.ops[o].reads()) read_back[b] = 1;
   while (st.count() > 1) {
     bool read = false;
     for (std::size_t q = st.begin[st.count() - 1]; q < st.begin.back() && !read; ++q)
@@ -436,8 +459,6 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
   // (the two branches of a residual block cut in two), merge the stages it spans and check
   // again.
   std::string first_violation;
-  std::vector<std::uint32_t> stage_of(trace.buffers.size(), 0);
-  std::vector<std::uint8_t> in_state(trace.buffers.size(), 0);
   for (;;) {
     const std::size_t stages = st.count();
     if (stages < 2)
@@ -446,8 +467,7 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
     // Stage of each buffer the stages made (0: none): the stage that wrote it last, for an
     // in-place update (a residual add, a ReLU) makes the version later ops read. The state
     // x_s: what stage s wrote last that forward ops after it read (the tail included).
-    std::fill(stage_of.begin(), stage_of.end(), 0);
-    std::fill(in_state.begin(), in_state.end(), 0);
+    for (BufferId b : buffers) stage_of[b] = in_state[b] = 0;
     st.state_bytes.assign(stages + 1, 0);
     st.internal_bytes.assign(stages + 1, 0);
     // (state_bytes: everything stage s writes that is read after it, in-place updates of
@@ -469,7 +489,7 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
       for (BufferId b : written)
         if (!read_at[b].empty() && read_at[b].back() >= st.begin[s]) st.state_bytes[s] += trace.buffers[b].bytes;
     }
-    for (BufferId b = 0; b < trace.buffers.size(); ++b) {
+    for (BufferId b : buffers) {
       const std::uint32_t s = stage_of[b];
       if (s > 0 && !read_at[b].empty() && read_at[b].back() >= st.begin[s]) in_state[b] = 1;
     }
@@ -482,8 +502,8 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
     OpId last_op = kNoOp;
     std::uint32_t merge_lo = 0, merge_hi = 0;
     std::string violation;
-    for (const Op& op : trace.ops) {
-      if (op.device != device || op.phase == Phase::forward) continue;
+    for (OpId o : later) {
+      const Op& op = trace.ops[o];
       std::uint32_t need = 0;
       for (BufferId b : op.reads()) need = std::max(need, stage_of[b]);
       if (need == 0) continue;
@@ -535,6 +555,42 @@ Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& 
     }
     return st;
   }
+}
+
+
+}  // namespace
+
+DeviceOps::DeviceOps(const Trace& trace) {
+  const std::uint32_t devices = device_count(trace);
+  forward.resize(devices);
+  later.resize(devices);
+  for (const Op& op : trace.ops) (op.phase == Phase::forward ? forward : later)[op.device].push_back(op.id);
+}
+
+std::vector<BufferId> DeviceOps::buffers(const Trace& trace, std::uint32_t device) const {
+  std::vector<BufferId> out;
+  if (device >= forward.size()) return out;
+  for (const auto* ops : {&forward[device], &later[device]})
+    for (OpId o : *ops) {
+      const Op& op = trace.ops[o];
+      for (const auto* list : {&op.inputs, &op.outputs, &op.updates}) out.insert(out.end(), list->begin(), list->end());
+    }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& policy) {
+  StageMarks marks(trace);
+  return device_stages(trace, DeviceOps(trace), device, policy, marks);
+}
+
+std::vector<Stages> find_stages(const Trace& trace, const std::string& policy) {
+  const DeviceOps ops(trace);
+  StageMarks marks(trace);
+  std::vector<Stages> out;
+  for (std::uint32_t d = 0; d < ops.forward.size(); ++d) out.push_back(device_stages(trace, ops, d, policy, marks));
+  return out;
 }
 
 }  // namespace memsim::ckpt

@@ -87,6 +87,19 @@ struct Stages {
 /// Finds the stages of the device's ops; throws InputError naming `policy` and the op that
 /// breaks the chain when the trace is not chain-shaped.
 Stages find_stages(const Trace& trace, std::uint32_t device, const std::string& policy);
+/// The stages of every device (0 .. device_count - 1), each found over its own ops and
+/// buffers: linear in the step, however many replicas it holds.
+std::vector<Stages> find_stages(const Trace& trace, const std::string& policy);
+
+/// Each compute device's ops in issue order (indexed like Op::device, device_count of them),
+/// split into its forward and the rest: found once, so that planning each device of a step
+/// of many replicas costs that device's ops, not the step's.
+struct DeviceOps {
+  std::vector<std::vector<OpId>> forward, later;
+  explicit DeviceOps(const Trace& trace);
+  /// What the device's ops read, write or update, in increasing order.
+  std::vector<BufferId> buffers(const Trace& trace, std::uint32_t device) const;
+};
 
 /// Adds a chain schedule over the stages (advance k: run stage k's ops; reverse k: G_k runs)
 /// to `out`: the first forward pass is the trace's own; each later advance becomes a

@@ -103,9 +103,7 @@ class RevolvePolicy final : public Policy {
     const Trace& trace = ctx.trace;
     const std::vector<double>& durations = ctx.durations;
     const std::vector<std::uint64_t> caps = ctx.device_caps();
-    std::vector<ckpt::Stages> stages;
-    for (std::uint32_t d = 0; d < ckpt::device_count(trace); ++d)
-      stages.push_back(ckpt::find_stages(trace, d, "revolve"));
+    const std::vector<ckpt::Stages> stages = ckpt::find_stages(trace, "revolve");
     std::uint32_t n = 0;
     for (const auto& st : stages) n = std::max(n, static_cast<std::uint32_t>(st.count()));
     c.stages = n;

@@ -8,9 +8,17 @@
 
 namespace memsim {
 
-std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform) {
+std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform, const Trace& trace) {
+  // The slots the step uses, not every device of the platform: a rank of a data-parallel
+  // step on 8,000 GPUs searched 8,000 GPUs' routes to their hosts.
+  std::size_t used = 0;
+  for (const Op& op : trace.ops) used = std::max<std::size_t>(used, op.device + 1);
+  for (const Buffer& b : trace.buffers) used = std::max<std::size_t>(used, b.device + 1);
   std::vector<std::size_t> computes;
-  for (std::size_t d : platform.op_devices()) computes.push_back(*platform.devices[d].operand_tier());
+  for (std::size_t d : platform.op_devices()) {
+    if (computes.size() == used) break;
+    computes.push_back(*platform.devices[d].operand_tier());
+  }
   std::vector<std::optional<OffloadRoute>> offloads = nearest_offloads(platform, computes);
   std::vector<SwapTiers> out;
   for (std::size_t k = 0; k < computes.size(); ++k) {

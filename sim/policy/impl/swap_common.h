@@ -12,14 +12,15 @@
 
 namespace memsim {
 
-/// Per device that runs ops (by slot, as ops name them; hosts after the compute devices): the
-/// tier its operands live in and where it swaps to.
+/// Per device that runs ops (by slot, as ops name them; hosts after the compute devices), up
+/// to the last slot the trace's ops and buffers name: the tier its operands live in and where
+/// it swaps to.
 struct SwapTiers {
   std::uint32_t compute = 0;
   std::optional<std::uint32_t> offload;
   std::optional<Route> out, in;  // compute -> offload and back
 };
-std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform);
+std::vector<SwapTiers> swap_tiers(const PlatformSpec& platform, const Trace& trace);
 
 /// When a buffer is touched: its last forward use and its first use after the forward
 /// (backward or optimizer). kNoOp where there is none.

@@ -10,6 +10,7 @@
 // `swap-budget` is the same policy under a required `policy.budget`, for comparing
 // policies at equal memory.
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -26,7 +27,7 @@ class SwapLruPolicy final : public Policy {
 
   PlanResult plan(const PlanningContext& ctx) const override {
     Plan plan = plan_free_at_last_use(ctx.trace, ctx.liveness);
-    auto tiers = swap_tiers(ctx.platform);
+    auto tiers = swap_tiers(ctx.platform, ctx.trace);
     plan.placements = overflow_placements(ctx.trace, ctx.platform, tiers, ctx.tier_caps);
     return {std::move(plan), label(), {}, {},
             std::make_shared<Hooks>(std::move(tiers), ctx.trace.buffers.size(), lookahead_)};
@@ -41,21 +42,47 @@ class SwapLruPolicy final : public Policy {
     return fmt::format("{}(lookahead={}, budget={})", name_, lookahead_, b);
   }
 
-  // Each buffer's last use, to evict the least recently used first.
+  // Each buffer's last use, to evict the least recently used first. The choice walks an
+  // index of each compute tier's buffers in eviction order and stops once it has enough, so
+  // a failed allocation costs what it evicts, not a scan of every buffer of the step (a
+  // step of 10^5 buffers fails tens of thousands of allocations: DeepSeekMoE 16B on a DGX
+  // H100 ran for many minutes).
+  //
+  // The index of a tier holds every buffer resident there, and some that have left: a
+  // buffer is (re)filed under its device's tier when an op touches it (before_op, which
+  // comes before the op takes space for it or fetches it, and the op pins it until it ends)
+  // and when this policy prefetches it there; at the start, every buffer already placed. A
+  // buffer met in the walk that is no longer in the tier, and that no op holds, no copy
+  // carries and no prefetch of ours awaits, is taken out: it can only come back through one
+  // of those ways, which files it again.
   class Hooks final : public RuntimeHooks {
    public:
     Hooks(std::vector<SwapTiers> tiers, std::size_t buffers, std::int64_t lookahead)
-        : tiers_(std::move(tiers)), last_use_(buffers, -1), lookahead_(lookahead) {}
+        : tiers_(std::move(tiers)),
+          last_use_(buffers, -1),
+          filed_in_(buffers, kNotFiled),
+          prefetching_(buffers, 0),
+          lookahead_(lookahead) {
+      std::size_t n = 0;
+      for (const SwapTiers& t : tiers_) n = std::max<std::size_t>(n, t.compute + 1);
+      index_.resize(n);
+    }
 
     bool has_op_hooks() const override { return true; }
 
   void before_op(const RuntimeView& view, OpId op, std::vector<Action>& actions) override {
     const Trace& trace = view.trace();
     const Op& o = trace.ops[op];
-    for (const auto* list : {&o.inputs, &o.updates, &o.outputs})
-      for (BufferId b : *list) last_use_[b] = op;
-    if (lookahead_ == 0) return;
+    start(view);
     const SwapTiers& st = tiers_[o.device];
+    for (const auto* list : {&o.inputs, &o.updates, &o.outputs})
+      for (BufferId b : *list) {
+        unfile(trace, b);
+        last_use_[b] = op;
+        prefetching_[b] = 0;  // the op holds it now
+        file(trace, b, st.compute);
+      }
+    if (lookahead_ == 0) return;
     const MemoryState& m = view.memory();
     const OpId end = static_cast<OpId>(std::min<std::size_t>(trace.ops.size(), op + 1 + lookahead_));
     for (OpId next = op + 1; next < end; ++next) {
@@ -63,8 +90,14 @@ class SwapLruPolicy final : public Policy {
       if (n.device != o.device) continue;
       for (BufferId b : n.reads()) {
         const std::size_t at = m.placement(b).tier;
-        if (at != Placement::kNowhere && at != st.compute && !view.in_flight(b))
+        if (at != Placement::kNowhere && at != st.compute && !view.in_flight(b)) {
           actions.push_back({StepKind::swap_in, b, st.compute});
+          prefetching_[b] = 1;
+          if (filed_in_[b] != st.compute) {
+            unfile(trace, b);
+            file(trace, b, st.compute);
+          }
+        }
       }
     }
   }
@@ -74,6 +107,7 @@ class SwapLruPolicy final : public Policy {
     const Trace& trace = view.trace();
     const MemoryState& m = view.memory();
     const Op& running = trace.ops[f.op];
+    start(view);
     const SwapTiers* st = nullptr;
     for (const auto& t : tiers_)
       if (t.compute == f.tier) st = &t;
@@ -83,42 +117,74 @@ class SwapLruPolicy final : public Policy {
         if (std::find(list->begin(), list->end(), b) != list->end()) return true;
       return false;
     };
-    // Least recently used first (never used before: -1), then the larger, then by id.
-    std::vector<BufferId> candidates;
-    std::uint64_t evictable = 0;
-    for (BufferId b = 0; b < trace.buffers.size(); ++b)
-      if (m.resident(b, f.tier) && !view.in_flight(b) && !in_use(b) && !view.in_use(b)) {
-        candidates.push_back(b);
-        evictable += m.placement(b).allocation.bytes;
-      }
-    // Evicting everything evictable would still not make room: no actions, so the run ends
-    // oom with the op, tier and bytes, instead of swapping for nothing.
+    // Least recently used first (never used before: -1), then the larger, then by id: the
+    // index's order. Taken until the request would fit; when even all of them would not make
+    // room, no actions, so the run ends oom with the op, tier and bytes, instead of swapping
+    // for nothing.
     const std::uint64_t free_now = m.largest_free_block(f.tier);
-    if (free_now + evictable < f.bytes) return;
-    // The first few in that order, from a heap rather than a sort of all of them: a step of
-    // 10^5 resident buffers fails thousands of allocations, each needing a handful (a sort
-    // each time made DeepSeekMoE 16B on one H100 run for minutes). The order, and so the
-    // buffers taken, are the sort's.
-    auto after = [&](BufferId x, BufferId y) {
-      if (last_use_[x] != last_use_[y]) return last_use_[x] > last_use_[y];
-      if (trace.buffers[x].bytes != trace.buffers[y].bytes) return trace.buffers[x].bytes < trace.buffers[y].bytes;
-      return x > y;
-    };
-    std::make_heap(candidates.begin(), candidates.end(), after);
     std::vector<BufferId> order;
-    for (std::uint64_t freed = 0; free_now + freed < f.bytes && !candidates.empty();) {
-      std::pop_heap(candidates.begin(), candidates.end(), after);
-      order.push_back(candidates.back());
-      freed += m.placement(candidates.back()).allocation.bytes;
-      candidates.pop_back();
+    std::uint64_t freed = 0;
+    auto& index = index_[f.tier];
+    for (auto it = index.begin(); it != index.end() && free_now + freed < f.bytes;) {
+      const BufferId b = it->buffer;
+      const bool held = view.in_flight(b) || in_use(b) || view.in_use(b);
+      if (!m.resident(b, f.tier)) {
+        if (held || prefetching_[b]) {
+          ++it;
+        } else {
+          filed_in_[b] = kNotFiled;
+          it = index.erase(it);
+        }
+        continue;
+      }
+      ++it;
+      if (held) continue;
+      order.push_back(b);
+      freed += m.placement(b).allocation.bytes;
     }
+    if (free_now + freed < f.bytes) return;
     swap_out_in_order(m, f, *st->offload, order, actions);
   }
 
    private:
+    static constexpr std::uint32_t kNotFiled = 0xffffffffu;
+    struct Entry {
+      std::int64_t last_use;
+      std::uint64_t smaller;  // the larger first
+      BufferId buffer;
+      auto operator<=>(const Entry&) const = default;
+    };
+
+    // The buffers placed before the first op, filed where they are.
+    void start(const RuntimeView& view) {
+      if (started_) return;
+      started_ = true;
+      const MemoryState& m = view.memory();
+      for (BufferId b = 0; b < view.trace().buffers.size(); ++b) {
+        const std::size_t at = m.placement(b).tier;
+        if (at < index_.size()) file(view.trace(), b, static_cast<std::uint32_t>(at));
+      }
+    }
+    void file(const Trace& trace, BufferId b, std::uint32_t tier) {
+      index_[tier].insert(entry(trace, b));
+      filed_in_[b] = tier;
+    }
+    void unfile(const Trace& trace, BufferId b) {
+      if (filed_in_[b] == kNotFiled) return;
+      index_[filed_in_[b]].erase(entry(trace, b));
+      filed_in_[b] = kNotFiled;
+    }
+    Entry entry(const Trace& trace, BufferId b) const {
+      return {last_use_[b], UINT64_MAX - trace.buffers[b].bytes, b};
+    }
+
     std::vector<SwapTiers> tiers_;
     std::vector<std::int64_t> last_use_;
+    std::vector<std::uint32_t> filed_in_;     // the tier whose index holds it
+    std::vector<std::uint8_t> prefetching_;   // a prefetch of ours may still bring it in
+    std::vector<std::set<Entry>> index_;      // per compute tier, in eviction order
     std::int64_t lookahead_;
+    bool started_ = false;
   };
 
   std::string name_;

@@ -105,7 +105,7 @@ class VdnnPolicy final : public Policy {
 
   PlanResult plan(const PlanningContext& ctx) const override {
     const Trace& trace = ctx.trace;
-    const auto tiers = swap_tiers(ctx.platform);
+    const auto tiers = swap_tiers(ctx.platform, trace);
     std::vector<std::uint64_t> caps;
     for (const SwapTiers& t : tiers) caps.push_back(ctx.tier_caps[t.compute]);
     std::size_t on_demand = 0;

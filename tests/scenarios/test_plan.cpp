@@ -1,0 +1,193 @@
+// `memsim plan` end to end: on 16 GPUs, the branch and bound's best layouts are those of
+// simulating every valid layout (--exhaustive, the same code with pruning off); each bound
+// is below what the simulation reports; a layout the memory bound rejects runs out of memory
+// when simulated; a rerun gives the same bytes; bad constraints are refused with exit 1.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  fs::path p = fs::path(::testing::TempDir()) / ("memsim_plan_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+using Row = std::map<std::string, std::string>;
+
+// results.csv as rows of named cells (no cell of these runs holds a comma).
+std::vector<Row> read_results(const std::string& path) {
+  std::istringstream in(slurp(path));
+  std::string line;
+  std::vector<std::string> head;
+  std::vector<Row> rows;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> cells;
+    std::stringstream s(l);
+    for (std::string c; std::getline(s, c, ',');) cells.push_back(c);
+    if (!l.empty() && l.back() == ',') cells.push_back("");
+    return cells;
+  };
+  std::getline(in, line);
+  head = split(line);
+  while (std::getline(in, line)) {
+    const auto cells = split(line);
+    Row r;
+    for (std::size_t i = 0; i < head.size() && i < cells.size(); ++i) r[head[i]] = cells[i];
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+std::string layout_of(const Row& r) {
+  return r.at("tp") + "/" + r.at("sp") + "/" + r.at("pp") + "/" + r.at("schedule") + "/" + r.at("dp") + "/" +
+         r.at("micro_batch") + "/" + r.at("zero") + "/" + r.at("recompute");
+}
+
+// A small GPT on two DGX A100 nodes whose GPUs hold 1150 MiB (956 MiB of it reserved for CUDA and NCCL): the model state of the layouts
+// with little sharding does not fit.
+const std::string kPlan =
+    "plan dgx-a100-superpod gpt-megatron --set nodes=2 --set 'gpu*.hbm.capacity=1150MiB' --set workload.layers=4 "
+    "--set workload.hidden=256 --set workload.heads=8 --seq-len 256 --global-batch 32 --zero 0,1 "
+    "--recompute none,full --max-micro-batch 2 --max-pp 2 --top 3";
+
+}  // namespace
+
+TEST(Plan, BranchAndBoundFindsTheBestOfEveryLayout) {
+  const std::string dir = temp_dir("exhaustive");
+  const CliResult all = run_memsim(kPlan + " -j 2 --exhaustive -o " + dir + "/all");
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const CliResult plan = run_memsim(kPlan + " -j 2 -o " + dir + "/plan");
+  ASSERT_EQ(plan.exit_code, 0) << plan.err;
+
+  const auto every = read_results(dir + "/all/results.csv");
+  const auto searched = read_results(dir + "/plan/results.csv");
+  ASSERT_EQ(every.size(), searched.size());
+  ASSERT_GT(every.size(), 50u);
+  EXPECT_NE(plan.out.find(std::to_string(every.size()) + " valid"), std::string::npos) << plan.out;
+
+  // The best three of every layout, by simulated step time.
+  std::vector<std::pair<double, std::string>> times;
+  std::size_t memory_rejected = 0, pruned = 0;
+  std::map<std::string, std::string> status_of;
+  for (const Row& r : every) {
+    status_of[layout_of(r)] = r.at("status");
+    if (r.at("status") != "ok") continue;
+    const double t = std::stod(r.at("iteration_time_s"));
+    times.emplace_back(t, layout_of(r));
+    // The time bound is below the simulated step of every layout that ran.
+    EXPECT_LE(std::stod(r.at("time_bound_s")), t) << layout_of(r);
+    EXPECT_LE(std::stoull(r.at("memory_bound_bytes")), std::stoull(r.at("peak_bytes"))) << layout_of(r);
+  }
+  std::sort(times.begin(), times.end());
+  ASSERT_GE(times.size(), 3u);
+  std::vector<std::pair<double, std::string>> found;
+  for (const Row& r : searched) {
+    if (r.at("status") == "over_memory_bound") {
+      ++memory_rejected;
+      // What the bound rejects does not fit when simulated.
+      EXPECT_EQ(status_of[layout_of(r)], "oom") << layout_of(r);
+    }
+    if (r.at("status") == "over_time_bound") ++pruned;
+    if (r.at("status") == "ok") found.emplace_back(std::stod(r.at("iteration_time_s")), layout_of(r));
+  }
+  std::sort(found.begin(), found.end());
+  ASSERT_GE(found.size(), 3u);
+  for (std::size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(found[k].second, times[k].second) << k;
+    EXPECT_EQ(found[k].first, times[k].first) << k;
+  }
+  EXPECT_GT(memory_rejected, 0u);  // the bounds did reject something
+  EXPECT_GT(pruned, 0u);
+  // The printed best is the exhaustive best.
+  const std::string best_line = all.out.substr(all.out.find("\n  1 ") + 1, all.out.find('\n', all.out.find("\n  1 ") + 1) -
+                                                                         all.out.find("\n  1 ") - 1);
+  EXPECT_NE(plan.out.find(best_line), std::string::npos) << best_line << "\n" << plan.out;
+
+  // A rerun finds every run done and writes the same bytes.
+  const std::string csv = slurp(dir + "/plan/results.csv");
+  const CliResult again = run_memsim(kPlan + " -j 1 -o " + dir + "/plan");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(slurp(dir + "/plan/results.csv"), csv);
+  EXPECT_EQ(again.out, plan.out);
+  std::istringstream lines(again.err);
+  for (std::string line; std::getline(lines, line);)
+    if (line.starts_with("[")) EXPECT_NE(line.find("(done before)"), std::string::npos) << line;
+}
+
+TEST(Plan, BadConstraintsAreRefusedWithWhereAndWhat) {
+  const CliResult zero = run_memsim("plan dgx-a100 gpt-megatron --zero 0,5");
+  EXPECT_EQ(zero.exit_code, 1);
+  EXPECT_NE(zero.err.find("--zero: expected ZeRO stages from 0 to 3 separated by commas (like 0,1), got '5' in '0,5'"),
+            std::string::npos)
+      << zero.err;
+  const CliResult recompute = run_memsim("plan dgx-a100 gpt-megatron --recompute some");
+  EXPECT_EQ(recompute.exit_code, 1);
+  EXPECT_NE(recompute.err.find("--recompute: expected none, selective or full"), std::string::npos) << recompute.err;
+  // 7 GPUs at global batch 16: dp 7 does not divide the batch, and tp 7 not the 16 heads.
+  const CliResult gpus = run_memsim("plan dgx-a100 gpt-megatron --gpus 7 --global-batch 16");
+  EXPECT_EQ(gpus.exit_code, 1);
+  EXPECT_NE(gpus.err.find("no valid layout of gpt on 7 GPUs of dgx-a100, global batch 16"), std::string::npos)
+      << gpus.err;
+  EXPECT_NE(gpus.err.find("parallel.tp: expected a divisor of the 16 attention heads"), std::string::npos) << gpus.err;
+  // 6 GPUs at global batch 4 with tp at most 2 and one stage: dp 3 or 6 divides no batch of 4.
+  const CliResult none = run_memsim("plan dgx-a100 gpt-megatron --gpus 6 --global-batch 4 --max-tp 2 --max-pp 1");
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.err.find("--gpus 6 --global-batch 4: no layout of gpt"), std::string::npos) << none.err;
+  const CliResult many = run_memsim("plan dgx-a100 gpt-megatron --gpus 16");
+  EXPECT_EQ(many.exit_code, 1);
+  EXPECT_NE(many.err.find("--gpus 16: platform dgx-a100 has 8 GPUs"), std::string::npos) << many.err;
+  const CliResult fixed = run_memsim("plan dgx-a100 gpt-megatron --set parallel.tp=2");
+  EXPECT_EQ(fixed.exit_code, 2);
+  EXPECT_NE(fixed.err.find("memsim plan chooses parallel.tp for each layout"), std::string::npos) << fixed.err;
+  const CliResult trace = run_memsim("plan dgx-a100 resnet50");
+  EXPECT_EQ(trace.exit_code, 1);
+  EXPECT_NE(trace.err.find("memsim plan lays out transformers"), std::string::npos) << trace.err;
+}
+
+// GPT (24 x 1024, materialized attention) at batch 10 runs out of a V100's 16 GiB; selective
+// recomputation of the attention's seq x seq tensors fits, faster than every policy, and the
+// advice says so with its run.
+TEST(Plan, OomAdviceProposesRecomputationWhenItBeatsEveryPolicy) {
+  const std::string dir = temp_dir("advice");
+  const CliResult r =
+      run_memsim("run v100-16gb gpt-megatron --set workload.recompute=none --set workload.batch=10 --quiet -o " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
+  ASSERT_EQ(summary["status"], "oom");
+  const auto& advice = summary["oom"]["advice"];
+  double by_recompute = 0;
+  std::string point;
+  for (const auto& f : advice["would_fit"])
+    if (f["change"] == "recompute") {
+      EXPECT_EQ(f["recompute"], "selective");
+      EXPECT_EQ(f["policy"], "none");
+      by_recompute = f["iteration_time_s"];
+      point = f["point"];
+    }
+  ASSERT_GT(by_recompute, 0) << advice.dump(2);
+  std::size_t fitting = 0;
+  for (const auto& t : advice["policies_tried"])
+    if (t["status"] == "ok") {
+      ++fitting;
+      EXPECT_LT(by_recompute, t["iteration_time_s"].get<double>()) << t.dump();
+    }
+  EXPECT_GT(fitting, 0u);
+  // Its run is what the advice quotes: attention_impl selective, no oom.
+  const auto run = nlohmann::json::parse(slurp(point + "/summary.json"));
+  EXPECT_EQ(run["status"], "ok");
+  EXPECT_EQ(run["iteration_time_s"].get<double>(), by_recompute);
+  EXPECT_NE(r.out.find("recompute: selective (policy none, batch 10): "), std::string::npos) << r.out;
+}
