@@ -9,7 +9,10 @@ parallel keys; runs each (one at a time) under a per-run timeout and sorts the o
   located    exit 1, a message naming the file,             (a NaN, a negative time, ...)
              key or --set it is about           unlocated  exit 1, a message that does not
   usage      exit 2                             internal   exit 3 (memsim's own fault)
-  signal     killed by a signal (a crash)       timeout    still running at the timeout
+  signal     killed by a signal (a crash)       timeout    still running at the timeout, and
+                                                           again at --confirm seconds
+                                                slow       past the timeout, but ended ok or
+                                                           located within --confirm seconds
 
 Every case but ok, located and usage is a finding: its command line goes to
 OUT/findings.txt (and each class's count to OUT/tally.json), to be run again as written.
@@ -236,6 +239,21 @@ def classify_sweep(rc, err, out_dir):
     return worst
 
 
+def run_case(cmd, timeout):
+    """Runs one case: (exit code, stderr, whether it timed out, seconds)."""
+    t0 = time.monotonic()
+    timed_out = False
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the run and, for a sweep, its children
+        _, err = proc.communicate()
+        timed_out = True
+    return proc.returncode, err.decode(errors="replace"), timed_out, time.monotonic() - t0
+
+
 def classify(rc, err, out_dir, timed_out, sweep=False):
     if timed_out:
         return "timeout", ""
@@ -274,6 +292,9 @@ def main():
     ap.add_argument("--cases", type=int, default=0, help="stop after this many (0: when the time is up)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=30, help="seconds one run may take")
+    ap.add_argument("--confirm", type=float, default=300,
+                    help="seconds a case that timed out gets on a second try: one that ends then is "
+                         "'slow', not a hang (0: no second try)")
     ap.add_argument("--out", default="out/hostile-parallel")
     a = ap.parse_args()
     memsim = os.path.abspath(a.memsim)
@@ -299,19 +320,16 @@ def main():
                 args = draw_run(rng, inputs)
             out_dir = os.path.join(scratch, f"out-{n}")
             cmd = [memsim] + args + ["--out", out_dir] + (["--no-advice"] if args[0] == "run" else [])
-            t0 = time.monotonic()
-            timed_out = False
-            proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                    start_new_session=True)
-            try:
-                _, err = proc.communicate(timeout=a.timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)  # the run and, for a sweep, its children
-                _, err = proc.communicate()
-                timed_out = True
-            seconds = time.monotonic() - t0
-            err = err.decode(errors="replace")
-            kind, why = classify(proc.returncode, err, out_dir, timed_out, sweep=args[0] == "sweep")
+            rc, err, timed_out, seconds = run_case(cmd, a.timeout)
+            kind, why = classify(rc, err, out_dir, timed_out, sweep=args[0] == "sweep")
+            if timed_out and a.confirm > a.timeout:
+                # Slow or stuck? The same case again with the longer limit: one that ends then,
+                # with a result or a located error, is slow (big, finite work), not a hang.
+                shutil.rmtree(out_dir, ignore_errors=True)
+                rc, err, timed_out, seconds = run_case(cmd, a.confirm)
+                kind, why = classify(rc, err, out_dir, timed_out, sweep=args[0] == "sweep")
+                if kind in ("ok", "located", "usage"):
+                    kind, why = "slow", f"{kind} after {seconds:.1f} s (over the {a.timeout:g} s timeout)"
             tally[kind] = tally.get(kind, 0) + 1
             if kind not in ("ok", "located", "usage"):
                 shown = " ".join(shlex.quote(x) for x in [os.path.relpath(memsim, ROOT)] + args)
@@ -325,7 +343,7 @@ def main():
                       flush=True)
     finally:
         with open(os.path.join(a.out, "tally.json"), "w") as f:
-            json.dump({"cases": n, "seed": a.seed, "timeout_s": a.timeout, "tally": tally}, f, indent=1,
+            json.dump({"cases": n, "seed": a.seed, "timeout_s": a.timeout, "confirm_s": a.confirm, "tally": tally}, f, indent=1,
                       sort_keys=True)
         with open(os.path.join(a.out, "findings.txt"), "w") as f:
             for x in findings:

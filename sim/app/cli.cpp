@@ -44,6 +44,7 @@
 #include "sim/inputs/policy_args.h"
 #include "sim/memory/allocator.h"
 #include "sim/parallel/mesh.h"
+#include "sim/workload/parallel.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/csv_stream.h"
 #include "sim/core/text_out.h"
@@ -550,10 +551,11 @@ ordered_json params_json(const std::vector<ParamSpec>& params) {
   return j;
 }
 
-const std::vector<std::string> kListed = {"policies", "allocators", "models", "collectives", "presets"};
+const std::vector<std::string> kListed = {"policies", "allocators", "models", "collectives", "parallel", "presets"};
 
 // `memsim list [WHAT] [--json]`: every registered policy, allocator, model and collective
-// algorithm with its parameters, and the built-in presets; WHAT picks one of them.
+// algorithm with its parameters, a workload's parallel keys, and the built-in presets; WHAT
+// picks one of them.
 int cmd_list(const std::string& what, bool json) {
   if (!what.empty() && std::find(kListed.begin(), kListed.end(), what) == kListed.end())
     throw UsageError(fmt::format("list {}: expected one of {}{}", what, fmt::join(kListed, ", "),
@@ -593,6 +595,7 @@ int cmd_list(const std::string& what, bool json) {
         items.push_back({{"name", name}, {"description", description}, {"params", params_json(params)}});
       j[g.key] = items;
     }
+    if (wanted("parallel")) j["parallel"] = params_json(parallel_param_specs());
     if (wanted("presets")) j["presets"] = {{"devices", devices}, {"workloads", workloads}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -605,6 +608,11 @@ int cmd_list(const std::string& what, bool json) {
       std::cout << fmt::format("  {:<18} {}\n", name, description);
       print_params(params);
     }
+  }
+  if (wanted("parallel")) {
+    std::cout << (first ? "" : "\n") << "parallel keys (a workload's parallel: section, --set parallel.KEY=VALUE):\n";
+    first = false;
+    print_params(parallel_param_specs());
   }
   if (wanted("presets")) {
     std::cout << (first ? "" : "\n") << "built-in devices:   ";
@@ -762,7 +770,7 @@ int cli_main(int argc, char** argv) {
       ->check(CLI::IsMember({"relative", "absolute"}));
 
   std::string list_what;
-  auto* list = app.add_subcommand("list", "list policies, allocators, models, collective algorithms and built-in presets");
+  auto* list = app.add_subcommand("list", "list policies, allocators, models, collective algorithms, parallel keys and built-in presets");
   list->add_option("what", list_what, "one of policies, allocators, models, collectives, presets (default: all of them)");
   list->add_flag("--json", json, "print JSON");
   const auto sweep_commands = add_sweep_commands(app);  // sweep, fit

@@ -220,9 +220,10 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
       text->append(s);
       return std::string_view(text->data() + at, s.size());
     };
-    peak.live.reserve(live.size());
+    std::vector<PeakBuffer>& listed = peak.live.edit();
+    listed.reserve(live.size());
     for (const PeakLiveSet::Entry& e : live) {
-      PeakBuffer& b = peak.live.emplace_back();
+      PeakBuffer& b = listed.emplace_back();
       b.category = e.category;
       b.bytes = e.bytes;
       if (e.buffer != AllocationChange::kNoBuffer) {
@@ -394,7 +395,7 @@ Summary read_peak_explanation(const std::string& out_dir) {
     auto& text = texts[tier - s.tiers.begin()];
     if (!text) peak.text = text = std::make_shared<std::deque<std::string>>();  // a deque: its strings never move
     auto keep = [&](const std::string& field) -> std::string_view { return text->emplace_back(field); };
-    peak.live.push_back({keep(f[1]), *category, std::stoull(f[3]), keep(f[4]), keep(f[5])});
+    peak.live.edit().push_back({keep(f[1]), *category, std::stoull(f[3]), keep(f[4]), keep(f[5])});
   }
   return s;
 }

@@ -20,13 +20,36 @@ struct PeakBuffer {
   std::string_view layer;     // the producer's module (see layer_of), for activations
 };
 
+/// The buffers live at a tier's peak, read like a vector. Copies of a report share one list:
+/// a symmetric run's thousands of ranks held what the simulated rank held, and a list each
+/// was most of its memory.
+class PeakBuffers {
+ public:
+  std::size_t size() const { return list_ ? list_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  const PeakBuffer& operator[](std::size_t i) const { return (*list_)[i]; }
+  const PeakBuffer* begin() const { return list_ ? list_->data() : nullptr; }
+  const PeakBuffer* end() const { return list_ ? list_->data() + list_->size() : nullptr; }
+  /// This report's own list to fill (a shared one is copied first).
+  std::vector<PeakBuffer>& edit() {
+    if (!list_)
+      list_ = std::make_shared<std::vector<PeakBuffer>>();
+    else if (list_.use_count() > 1)
+      list_ = std::make_shared<std::vector<PeakBuffer>>(*list_);
+    return *list_;
+  }
+
+ private:
+  std::shared_ptr<std::vector<PeakBuffer>> list_;
+};
+
 /// What the tier held at its peak and what was running then.
 struct PeakReport {
   OpId op = kNoOp;        // the op running on the tier's device (or about to)
   std::string op_name;
   std::string phase;      // forward | backward | optimizer, "" without an op
   bool recompute = false; // the op was being recomputed
-  std::vector<PeakBuffer> live;  // largest first; equal sizes in the order the step made them
+  PeakBuffers live;  // largest first; equal sizes in the order the step made them
   /// What live's names point into, shared by copies of the report (a million live buffers'
   /// names in one block, not a string each).
   std::shared_ptr<const void> text;

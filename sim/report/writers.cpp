@@ -244,8 +244,37 @@ std::string summary_json(const Summary& s) {
   for (const UnusedEfficiencyKeys& u : s.unused_efficiency_keys)
     for (const std::string& k : qualified_keys(u)) unused.push_back(k);
   j["unused_efficiency_keys"] = unused;
-  ordered_json tiers = ordered_json::object();
-  for (const auto& t : s.tiers) {
+  // The tiers go into the text one at a time, after the rest, where the document holds a
+  // placeholder: a platform of 16,384 GPUs has as many tiers, and one document of them all
+  // was most of a symmetric run's memory. The text is what dump(2) of the whole would be.
+  j["tiers"] = nullptr;
+  if (s.oom) {
+    const OomReport& o = *s.oom;
+    ordered_json live = ordered_json::array();
+    for (const auto& b : o.largest_live)
+      live.push_back({{"name", b.name}, {"category", to_string(b.category)}, {"bytes", b.bytes}});
+    j["oom"] = {{"op", o.op},
+                {"op_index", o.op_id},
+                {"tier", o.tier},
+                {"requested_bytes", o.requested_bytes},
+                {"allocated_bytes", o.allocated_bytes},
+                {"capacity_bytes", o.capacity_bytes},
+                {"largest_free_block_bytes", o.largest_free_block},
+                {"reason", o.reason.empty() ? std::string("the tier is full") : o.reason},
+                {"largest_live_buffers", live}};
+    if (o.advice) j["oom"]["advice"] = advice_json(*o.advice);
+  }
+  std::string text = j.dump(2);
+  // A top-level key is the only one indented 2; strings have their quotes escaped.
+  const std::string placeholder = "\n  \"tiers\": null";
+  const std::size_t at = text.find(placeholder);
+  if (at == std::string::npos) throw InternalError("summary.json: the tiers' placeholder is missing");
+  std::string out = text.substr(0, at + placeholder.size() - 4);
+  const std::string rest = text.substr(at + placeholder.size());
+  text = std::string();
+  out += s.tiers.empty() ? "{}" : "{\n";
+  for (std::size_t k = 0; k < s.tiers.size(); ++k) {
+    const TierSummary& t = s.tiers[k];
     ordered_json tj = {{"role", t.role},
                      {"capacity_bytes", t.usage.capacity_bytes},
                      {"budget_bytes", t.usage.budget_bytes ? ordered_json(t.usage.budget_bytes) : ordered_json()},
@@ -264,26 +293,18 @@ std::string summary_json(const Summary& s) {
                      {"median_tile_peak_bytes", sorted[sorted.size() / 2]},
                      {"max_tile_peak_bytes", sorted.back()}};
     }
-    tiers[t.name] = tj;
+    // At depth 2 of the document: its key indented 4, its lines after the first 4 more.
+    out += "    " + ordered_json(t.name).dump() + ": ";
+    const std::string body = tj.dump(2);
+    for (char c : body) {
+      out += c;
+      if (c == '\n') out += "    ";
+    }
+    out += k + 1 < s.tiers.size() ? ",\n" : "\n  }";
   }
-  j["tiers"] = tiers;
-  if (s.oom) {
-    const OomReport& o = *s.oom;
-    ordered_json live = ordered_json::array();
-    for (const auto& b : o.largest_live)
-      live.push_back({{"name", b.name}, {"category", to_string(b.category)}, {"bytes", b.bytes}});
-    j["oom"] = {{"op", o.op},
-                {"op_index", o.op_id},
-                {"tier", o.tier},
-                {"requested_bytes", o.requested_bytes},
-                {"allocated_bytes", o.allocated_bytes},
-                {"capacity_bytes", o.capacity_bytes},
-                {"largest_free_block_bytes", o.largest_free_block},
-                {"reason", o.reason.empty() ? std::string("the tier is full") : o.reason},
-                {"largest_live_buffers", live}};
-    if (o.advice) j["oom"]["advice"] = advice_json(*o.advice);
-  }
-  return j.dump(2) + "\n";
+  out += rest;
+  out += '\n';
+  return out;
 }
 
 TimelineCsv::TimelineCsv(TextOut& out, const Trace& trace, const PlatformSpec& platform)

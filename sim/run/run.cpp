@@ -20,7 +20,8 @@
 namespace memsim {
 
 std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget* budget,
-                                     const std::vector<std::uint64_t>& baseline_peaks) {
+                                     const std::vector<std::uint64_t>& baseline_peaks,
+                                     const std::vector<std::uint64_t>& reserved) {
   std::vector<std::uint64_t> caps;
   caps.reserve(platform.tiers.size());
   for (const TierSpec& t : platform.tiers) caps.push_back(t.capacity_bytes);
@@ -29,9 +30,12 @@ std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget*
   for (std::size_t k = 0; k < devices.size(); ++k) {
     const std::uint64_t peak = k < baseline_peaks.size() ? baseline_peaks[k] : 0;
     if (budget->is_fraction && peak == 0) continue;
-    const double cap = budget->is_fraction ? std::floor(budget->value * static_cast<double>(peak))
-                                           : budget->value;
     const std::size_t tier = *platform.devices[devices[k]].compute_tier;
+    // A fraction is of the step's own bytes: what the device reserves outside the allocator
+    // (its CUDA context, NCCL's buffers) comes on top, as it does on the real device.
+    const double cap = budget->is_fraction ? std::floor(budget->value * static_cast<double>(peak)) +
+                                                 static_cast<double>(tier < reserved.size() ? reserved[tier] : 0)
+                                           : budget->value;
     const TierSpec& t = platform.tiers[tier];
     const std::uint64_t limit = std::min<std::uint64_t>(t.capacity_bytes, static_cast<std::uint64_t>(cap));
     // As the tier's allocator rounds it (a tiled tier's tiles shrink in proportion).
@@ -167,8 +171,9 @@ void run(RunInputs&& in, RunResult& out) {
     out.trace.measured_on = platform.name;
   else if (in.durations == RunInputs::Durations::model)
     out.trace.measured_on.clear();
-  const std::vector<std::uint64_t> caps = planning_caps(
-      platform, out.trace, tier_caps(platform, budget ? &*budget : nullptr, baselines));
+  const std::vector<std::uint64_t> caps =
+      planning_caps(platform, out.trace,
+                    tier_caps(platform, budget ? &*budget : nullptr, baselines, reserved_per_tier(platform, out.trace)));
 
   std::string label;
   if (auto rewritten = policy.rewrite(out.trace, platform)) {

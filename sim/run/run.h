@@ -97,9 +97,12 @@ PlanResult plan_for(const Policy& policy, const Trace& trace, const PlatformSpec
 
 /// The caps a budget puts on each tier (indexed like platform.tiers): a compute device's
 /// compute tier gets the budget (a fraction of `baseline_peaks[k]`, its own step's peak under
-/// `none`, or a size) where it is below the capacity, as the tier's allocator rounds it; every
-/// other tier, and a device without a baseline under a fraction, keeps its capacity.
+/// `none`, plus the tier's `reserved` bytes, the memory held outside the allocator that the
+/// baseline does not count; or a size, which includes them) where it is below the capacity,
+/// as the tier's allocator rounds it; every other tier, and a device without a baseline under
+/// a fraction, keeps its capacity.
 std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget* budget,
-                                     const std::vector<std::uint64_t>& baseline_peaks);
+                                     const std::vector<std::uint64_t>& baseline_peaks,
+                                     const std::vector<std::uint64_t>& reserved = {});
 
 }  // namespace memsim

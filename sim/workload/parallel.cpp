@@ -280,7 +280,10 @@ class Sharder {
     out_.groups.push_back({"dp", mesh.group("dp", 0)});
     // The ranks holding rank 0's experts: every ep-th of its data-parallel group.
     if (s_.ep > 1 && s_.dp > s_.ep) out_.groups.push_back({"edp", mesh.group("edp", 0)});
-    out_.parallel = {mesh.size(), s_.symmetric, summary(), false};
+    out_.parallel = ParallelLayout{};
+    out_.parallel.ranks = mesh.size();
+    out_.parallel.symmetric = s_.symmetric;
+    out_.parallel.summary = summary();
     out_.parallel.tp = s_.tp;
     out_.parallel.dp = s_.dp;
     out_.parallel.ep = s_.ep;
@@ -656,7 +659,10 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
                                     settings.micro_batches);
       return out;
     }
-    out.parallel = {settings.tp, settings.symmetric, parallel_summary(settings), false};
+    out.parallel = ParallelLayout{};
+    out.parallel.ranks = settings.tp;
+    out.parallel.symmetric = settings.symmetric;
+    out.parallel.summary = parallel_summary(settings);
     out.parallel.tp = settings.tp;
   } else {
     out = Sharder(accumulated, settings, std::move(mb)).run();

@@ -308,7 +308,11 @@ class Pipeliner {
     out.name = in_.name;
     out.description = in_.description;
     out.parameters = in_.parameters;
-    out.parallel = {ranks, s_.symmetric, parallel_summary(s_), false, {}, std::vector<std::uint32_t>(ranks, 0)};
+    out.parallel = ParallelLayout{};
+    out.parallel.ranks = ranks;
+    out.parallel.symmetric = s_.symmetric;
+    out.parallel.summary = parallel_summary(s_);
+    out.parallel.speaker.assign(ranks, 0);
     // Symmetric: the first rank of each stage stands for the stage's tp x dp ranks.
     const std::vector<std::string_view> in_stage{"tp", "ep", "edp"};
     std::vector<std::uint32_t> simulated;

@@ -43,7 +43,7 @@ def test_list_filters_and_json():
     assert policies.startswith("policies (") and "allocators (" not in policies
     assert policies.strip() in whole
     j = json.loads(memsim("list", "--json").stdout)
-    assert list(j) == ["policies", "allocators", "models", "collectives", "presets"]
+    assert list(j) == ["policies", "allocators", "models", "collectives", "parallel", "presets"]
     assert [a["name"] for a in j["collectives"]] == ["ring", "tree", "nvls", "hierarchical", "direct"]
     collectives = memsim("list", "collectives").stdout
     assert collectives.startswith("collective algorithms (") and "policies (" not in collectives
@@ -51,6 +51,12 @@ def test_list_filters_and_json():
     assert "swap-lru" in names and "dtr" in names
     budget = next(p for p in j["policies"] if p["name"] == "swap-budget")["params"]
     assert {"name": "budget", "required": True} .items() <= next(q for q in budget if q["name"] == "budget").items()
+    # A workload's parallel keys, as the parallel: section and --set parallel.KEY take them.
+    parallel = {k["name"]: k for k in j["parallel"]}
+    assert {"tp", "sp", "ep", "pp", "dp", "zero", "schedule", "micro_batches", "global_batch"} <= set(parallel)
+    assert parallel["pp"]["default"] == "1" and not parallel["pp"]["required"]
+    text = memsim("list", "parallel").stdout
+    assert text.startswith("parallel keys (") and "policies (" not in text and "\n      zero " in text
     presets = json.loads(memsim("list", "presets", "--json").stdout)
     assert list(presets) == ["presets"]
     for size in ("small", "medium", "large", "xl"):

@@ -180,4 +180,30 @@ TEST(FirstUse, ReadmeOomAdviceSampleIsWhatMemsimPrints) {
   EXPECT_EQ(sample, printed.substr(begin, end + 1 - begin)) << "update README.md's sample OOM advice";
 }
 
+// policy.budget as a fraction is of the step's own bytes (its peak under `none`: `memsim info
+// --json`'s baseline_peak_bytes); what the device reserves outside the allocator comes on top.
+// On dgx-h100 (a 700 MiB CUDA context per GPU) a small step under budget 1.0 ran out of memory
+// before its first op: the reserve was taken out of the budget.
+TEST(FirstUse, AFractionBudgetLeavesTheStepItsBytesWithTheReserveOnTop) {
+  const CliResult info = run_memsim("info mlp --json");
+  ASSERT_EQ(info.exit_code, 0) << info.err;
+  const auto baseline = nlohmann::json::parse(info.out)["baseline_peak_bytes"].get<std::uint64_t>();
+  const std::uint64_t reserve = 700ull << 20;  // dgx-h100.yaml's cuda_context (an mlp sends nothing: no nccl)
+  for (const std::string fraction : {"1.0", "0.7"}) {
+    const std::string out = temp_dir("budget" + fraction);
+    const CliResult r = run_memsim("run dgx-h100 mlp --devices gpu0 --policy swap-lru --set policy.budget=" +
+                                   fraction + " --outputs summary --no-advice --out " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto s = nlohmann::json::parse(slurp(out + "/summary.json"));
+    const auto& hbm = s["tiers"]["gpu0.hbm"];
+    const auto step = static_cast<std::uint64_t>(std::stod(fraction) * static_cast<double>(baseline));
+    const auto budget = hbm["budget_bytes"].get<std::uint64_t>();
+    // As the caching allocator rounds it, to less than one of its 2 MiB segments.
+    EXPECT_LE(budget, reserve + step) << fraction;
+    EXPECT_GT(budget + (2u << 20), reserve + step) << fraction;
+    EXPECT_LE(hbm["peak_allocated_bytes"].get<std::uint64_t>(), budget) << fraction;
+    EXPECT_EQ(s["status"], "ok") << fraction << ": " << r.out;
+  }
+}
+
 }  // namespace
