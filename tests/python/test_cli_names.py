@@ -15,7 +15,7 @@ from conftest import memsim
     (["run", "--policy", "swap-lur"], 1, "--policy swap-lur: no such policy; did you mean 'swap-lru'?"),
     (["run", "--set", "workload.btch=8"], 1, "unknown key 'btch' (did you mean 'batch'?)"),
     (["run", "--policy", "dtr", "--set", "policy.budgte=0.5"], 1, "unknown key 'budgte' (did you mean 'budget'?)"),
-    (["list", "polices"], 2, "list polices: expected one of policies, allocators, models, collectives, presets; did you mean 'policies'?"),
+    (["list", "polices"], 2, "list polices: expected one of policies, allocators, models, collectives, parallel, presets; did you mean 'policies'?"),
     (["run", "resnet50", "a100-40gb"], 2, "the device comes first: memsim run a100-40gb resnet50"),
 ])
 def test_mistakes_are_named(args, code, expected, tmp_path):
