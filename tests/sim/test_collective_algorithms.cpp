@@ -9,6 +9,7 @@
 #include "sim/policy/policy.h"
 #include "sim/run/run.h"
 #include "tests/sim/all_reduces.h"
+#include "tests/sim/two_nodes.h"
 
 using namespace memsim;
 
@@ -114,23 +115,7 @@ TEST(CollectiveAlgorithms, HierarchicalAllReduceAcrossTwoNodes) {
   //     2(2-1)/2 S/2 = S/2 over the NIC, 2 steps;
   //   all-gather within each node: as the reduce-scatter.
   // The rings the default runs (0-1-2-3, 1-0-3-2, S/2 each) put 3/4 S on each NIC, 6 steps.
-  const std::string y = R"(name: two-nodes
-nodes: 2
-devices:
-  gpu0: {kind: gpu, compute: {fp32: 10TFLOPS}, tiers: {hbm: {role: compute, capacity: 80GiB, bandwidth: 100000GB/s}}}
-  gpu1: {kind: gpu, compute: {fp32: 10TFLOPS}, tiers: {hbm: {role: compute, capacity: 80GiB, bandwidth: 100000GB/s}}}
-switches: [nvs]
-links:
-  nv0: {endpoints: [gpu0.hbm, nvs], bandwidth: 1000GB/s, latency: 1us}
-  nv1: {endpoints: [gpu1.hbm, nvs], bandwidth: 1000GB/s, latency: 1us}
-fabric:
-  switches: [net]
-  links:
-    nic0: {endpoints: [gpu0.hbm, net], bandwidth: 10GB/s, latency: 5us}
-    nic1: {endpoints: [gpu1.hbm, net], bandwidth: 10GB/s, latency: 5us}
-collectives:
-  algorithms: {all_reduce: hierarchical}
-)";
+  const std::string y = test::two_nodes_yaml("collectives:\n  algorithms: {all_reduce: hierarchical}\n");
   const auto took = durations(platform(y), all_reduces({kS}, 4));
   ASSERT_EQ(took.size(), 1u);
   const double within = (kS / 2.0) / 1000e9 + 2e-6;

@@ -10,6 +10,7 @@
 #include "sim/core/config.h"
 #include "sim/policy/policy.h"
 #include "sim/run/run.h"
+#include "tests/sim/two_nodes.h"
 
 using namespace memsim;
 
@@ -166,21 +167,7 @@ TEST(Collectives, AnAllReduceAcrossTwoNodesIsBoundByTheInterNodeLink) {
   // per GPU into a shared switch between them. As NCCL does, the all-reduce runs as two
   // rings (0-1-2-3 and 1-0-3-2), each with half the tensor, each crossing between the nodes
   // on its own NICs: every NIC carries one ring's flow each way, and those hops set the pace.
-  const std::string y = R"(name: two-nodes
-nodes: 2
-devices:
-  gpu0: {kind: gpu, compute: {fp32: 10TFLOPS}, tiers: {hbm: {role: compute, capacity: 80GiB, bandwidth: 100000GB/s}}}
-  gpu1: {kind: gpu, compute: {fp32: 10TFLOPS}, tiers: {hbm: {role: compute, capacity: 80GiB, bandwidth: 100000GB/s}}}
-switches: [nvs]
-links:
-  nv0: {endpoints: [gpu0.hbm, nvs], bandwidth: 1000GB/s, latency: 1us}
-  nv1: {endpoints: [gpu1.hbm, nvs], bandwidth: 1000GB/s, latency: 1us}
-fabric:
-  switches: [net]
-  links:
-    nic0: {endpoints: [gpu0.hbm, net], bandwidth: 10GB/s, latency: 5us}
-    nic1: {endpoints: [gpu1.hbm, net], bandwidth: 10GB/s, latency: 5us}
-)";
+  const std::string y = test::two_nodes_yaml();
   const PlatformSpec p = platform(y);
   ASSERT_EQ(p.compute_devices().size(), 4u);
   EXPECT_EQ(p.devices[2].name, "gpu2");
