@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <span>
 #include <deque>
 #include <exception>
@@ -260,6 +261,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   double deferred_s_ = 0;
   mutable double latest_s_ = 0;  // the latest time now_s() returned
   int copies_in_flight_ = 0;
+  std::size_t max_actors_ = 0;  // streams and copies at once (actor_limit())
   std::vector<int> leaving_;   // per tier: copies out of it under way
   std::vector<int> arriving_;  // per tier: copies into it under way
   // Per tier: allocations that failed and wait for room (an op's outputs, a demand copy, a
@@ -299,6 +301,30 @@ constexpr unsigned kStackScale = 1;
 #endif
 constexpr unsigned kStreamStackBytes = kStackScale * 1024 * 1024;
 constexpr unsigned kCopyStackBytes = kStackScale * 128 * 1024;
+
+// How many SimGrid actors (streams and copies in flight) a run may hold at once. Each actor's
+// stack is a mapping of the process and its guard page a second; Linux allows a process
+// vm.max_map_count mappings (65,530 by default) and SimGrid aborts when it cannot protect a
+// stack ("Failed to protect stack": ZeRO-Offload on 8,000 simulated GPUs). A quarter of the
+// limit is left for the process's own mappings (libraries, malloc's large blocks).
+std::size_t actor_limit() {
+  std::size_t maps = 65530;
+  if (std::FILE* f = std::fopen("/proc/sys/vm/max_map_count", "r")) {
+    unsigned long long v = 0;
+    if (std::fscanf(f, "%llu", &v) == 1 && v > 0) maps = static_cast<std::size_t>(v);
+    std::fclose(f);
+  }
+  return maps * 3 / 4 / 2;
+}
+
+std::string too_many_actors(const std::string& step, std::size_t streams, std::size_t copies, std::size_t limit,
+                            double at_s) {
+  return fmt::format("{}: {} streams and {} copies in flight at {} are more SimGrid actors than this system "
+                     "allows at once ({}: each takes two of the process's mappings, and vm.max_map_count "
+                     "caps them): simulate fewer devices (--devices, parallel.symmetric: true) or raise "
+                     "vm.max_map_count",
+                     step, streams, copies, format_seconds(at_s), limit);
+}
 
 void Simulation::guarded(const std::function<void()>& body) {
   try {
@@ -526,6 +552,9 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
         return a.has_value();
       }, cause))
     return;
+  if (streams_.size() + static_cast<std::size_t>(copies_in_flight_) >= max_actors_)
+    throw InputError(too_many_actors(trace_.name, streams_.size(), static_cast<std::size_t>(copies_in_flight_),
+                                     max_actors_, now_s()));
   residency_.copy_started(b);
   ++copies_in_flight_;
   ++leaving_[from];
@@ -730,6 +759,14 @@ std::vector<std::vector<std::size_t>> Simulation::wanted_routes(std::vector<bool
     for (std::size_t t : platform_.devices[d].tiers)
       for (std::size_t u : local) both(t, u);
   }
+  // Where each running device's compute tier swaps to (swap_tiers(), a runtime policy's
+  // evictions): its own node's host, or one across the fabric that no plan step names.
+  std::vector<std::size_t> computes;
+  for (std::size_t d = 0; d < platform_.devices.size(); ++d)
+    if (runs[d] && platform_.devices[d].compute_tier) computes.push_back(*platform_.devices[d].compute_tier);
+  const auto offloads = nearest_offloads(platform_, computes);
+  for (std::size_t k = 0; k < computes.size(); ++k)
+    if (offloads[k]) both(computes[k], offloads[k]->tier);
   for (const auto& local : node_tiers)  // between the stores (NVMe to host memory)
     for (std::size_t a : local)
       for (std::size_t b : local)
@@ -867,6 +904,8 @@ Summary Simulation::run() {
   lanes_.clear();
   for (const Stream& s : streams_) lanes_.push_back({0, s.device, s.stream});
   pins_.assign(trace_.buffers.size(), 0);
+  max_actors_ = actor_limit();
+  if (streams_.size() >= max_actors_) throw InputError(too_many_actors(trace_.name, streams_.size(), 0, max_actors_, 0));
   for (const Stream& s : streams_) {
     const std::size_t device = compute_devices_[s.device];
     Lane* current = &lanes_[static_cast<std::size_t>(&s - streams_.data())];

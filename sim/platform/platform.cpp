@@ -488,7 +488,7 @@ PlatformSpec load_platform(const ConfigNode& root) {
     return tier_seen.count(name) > 0 || switch_seen.count(name) > 0;
   };
   auto add_link = [&](const std::string& name, const ConfigNode& n, const std::string& from,
-                      const std::string& to) {
+                      const std::string& to, std::optional<std::uint32_t> node) {
     n.allow_only({"endpoints", "bandwidth", "latency", "duplex"});
     LinkSpec l;
     l.name = name;
@@ -506,6 +506,7 @@ PlatformSpec load_platform(const ConfigNode& root) {
     l.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
     if (auto lat = n.find("latency")) l.latency_s = lat->as_unit(UnitKind::time);
     if (auto dup = n.find("duplex")) l.full_duplex = dup->as_choice({"full", "half"}) == "full";
+    l.node = node;
     p.links.push_back(std::move(l));
   };
   auto ends_of = [](const ConfigNode& n) {
@@ -519,7 +520,7 @@ PlatformSpec load_platform(const ConfigNode& root) {
     if (links)
       for (const auto& [name, n] : links->entries()) {
         const auto e = ends_of(n);
-        add_link(link_name(name, k), n, in_node(e[0], k), in_node(e[1], k));
+        add_link(link_name(name, k), n, in_node(e[0], k), in_node(e[1], k), k);
       }
   if (fabric_links)
     for (const auto& [name, n] : fabric_links->entries()) {
@@ -527,7 +528,8 @@ PlatformSpec load_platform(const ConfigNode& root) {
       const bool local = std::find(fabric_node_links.begin(), fabric_node_links.end(), name) !=
                          fabric_node_links.end();
       for (std::uint32_t k = 0; k < (local ? p.nodes : 1); ++k)
-        add_link(local ? fabric_link_name(name, k) : name, n, in_node(e[0], k), in_node(e[1], k));
+        add_link(local ? fabric_link_name(name, k) : name, n, in_node(e[0], k), in_node(e[1], k),
+                 local ? std::optional<std::uint32_t>(k) : std::nullopt);
     }
   return p;
 }

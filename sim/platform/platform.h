@@ -161,6 +161,9 @@ struct LinkSpec {
   double bandwidth_Bps = 0;
   double latency_s = 0;
   bool full_duplex = true;  // each direction has the full bandwidth
+  /// The node whose copy it is (a link of the node description, or a fabric link with an end
+  /// in the node); none for a fabric link between switches, made once and shared by all.
+  std::optional<std::uint32_t> node;
 };
 
 /// NCCL's collectives as nccl-tests measures them (`collectives:` of a platform; absent: the

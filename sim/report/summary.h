@@ -53,6 +53,9 @@ struct PeakReport {
   /// What live's names point into, shared by copies of the report (a million live buffers'
   /// names in one block, not a string each).
   std::shared_ptr<const void> text;
+  /// The device whose replica names it holds ("gpu3" of "gpu3:fc1") where that is not the
+  /// tier's own: a peer's copy of the report of the rank or node that speaks for it.
+  std::string device;
 };
 
 struct TierSummary {

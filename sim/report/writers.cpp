@@ -497,7 +497,9 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
                                reserved, format_bytes(u.capacity_bytes), budget,
                                format_seconds(u.peak_time_s), parts);
       // The op at the peak and its largest buffers, named as any rank names them.
-      for (const std::string& line : peak_lines(s.peak(t), out_dir, t.name.substr(0, t.name.find('.'))))
+      const PeakReport& peak = s.peak(t);
+      for (const std::string& line :
+           peak_lines(peak, out_dir, peak.device.empty() ? t.name.substr(0, t.name.find('.')) : peak.device))
         extra += (extra.empty() ? "" : "\n") + line;
       if (!t.tile_peaks.empty()) {
         const auto fullest = *std::max_element(t.tile_peaks.begin(), t.tile_peaks.end());

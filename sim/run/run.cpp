@@ -14,6 +14,7 @@
 #include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
 #include "sim/parallel/mesh.h"
+#include "sim/platform/routes.h"
 #include "sim/run/sanity.h"
 #include "sim/workload/parallel.h"
 
@@ -55,6 +56,45 @@ std::vector<std::uint64_t> planning_caps(const PlatformSpec& platform, const Tra
   return caps;
 }
 
+// Where a platform of several nodes runs one replica on each of its compute devices apart from
+// the other nodes': the number of compute devices of node 0 (node k's are the next as many),
+// when each of them swaps to a tier of node 0 over links of node 0's own; 0 when the nodes
+// could meet (one node, nodes of unequal devices, an offload tier across the fabric).
+std::uint32_t nodes_apart(const PlatformSpec& p, const std::vector<std::size_t>& compute) {
+  if (p.nodes < 2 || compute.size() % p.nodes != 0) return 0;
+  const std::size_t per_node = compute.size() / p.nodes;
+  for (std::size_t k = 0; k < compute.size(); ++k)
+    if (p.devices[compute[k]].node != k / per_node) return 0;
+  std::vector<std::size_t> tiers;
+  for (std::size_t k = 0; k < per_node; ++k) tiers.push_back(*p.devices[compute[k]].compute_tier);
+  auto in_node0 = [&](const Route& r) {
+    for (const RouteElement& e : r.elements) {
+      const bool node0 = e.kind == RouteElement::Kind::link
+                             ? p.links[e.index].node == 0u
+                             : p.devices[p.find_device(p.tiers[e.index].device).value_or(0)].node == 0;
+      if (!node0) return false;
+    }
+    return true;
+  };
+  for (const std::optional<OffloadRoute>& o : nearest_offloads(p, tiers))
+    if (o && !(in_node0(o->out) && in_node0(o->in))) return 0;
+  return static_cast<std::uint32_t>(per_node);
+}
+
+// Per device, the device in the same place of node 0's description (itself on node 0).
+std::vector<std::size_t> node0_counterparts(const PlatformSpec& p) {
+  std::vector<std::size_t> out(p.devices.size());
+  std::vector<std::size_t> seen(p.nodes, 0);  // devices of each node so far
+  std::vector<std::size_t> node0;
+  for (std::size_t d = 0; d < p.devices.size(); ++d) {
+    const std::uint32_t n = p.devices[d].node;
+    const std::size_t at = n < seen.size() ? seen[n]++ : 0;
+    if (n == 0) node0.push_back(d);
+    out[d] = n == 0 || at >= node0.size() ? d : node0[at];
+  }
+  return out;
+}
+
 }  // namespace
 
 RunResult run(const RunInputs& in) {
@@ -70,7 +110,10 @@ RunResult run(RunInputs&& in) {
 
 void explain_peaks(RunResult& r, const PlatformSpec& platform) {
   explain_peaks(r.summary, r.recorder, r.trace, platform);
-  for (const auto& [t, t0] : r.peak_copies) r.summary.peaks[t] = r.summary.peaks[t0];
+  for (const auto& [t, t0] : r.peak_copies) {
+    r.summary.peaks[t] = r.summary.peaks[t0];
+    r.summary.peaks[t].device = platform.tiers[t0].device;
+  }
 }
 
 void run(RunInputs&& in, RunResult& out) {
@@ -115,8 +158,19 @@ void run(RunInputs&& in, RunResult& out) {
         slots.push_back(k);
   }
   const std::uint32_t node_speakers = layout.simulated.empty() && layout.symmetric ? static_cast<std::uint32_t>(slots.size()) : 1;
+  // One step on every device of a multi-node platform: its nodes are copies of one description
+  // and its replicas do not talk, so node 0's run and every other node holds what node 0 holds
+  // (the step's time is node 0's). --devices runs each device it names.
+  const std::uint32_t node0_replicas =
+      slots.empty() && layout.ranks <= 1 && in.workloads.size() == 1 ? nodes_apart(platform, compute) : 0;
+  if (node0_replicas)
+    layout_notes.push_back(fmt::format(
+        "nodes 1-{} of {} run the same replicas as node 0 and share no link or tier with it: node 0's {} "
+        "device(s) are simulated and the other nodes' tiers hold what node 0's held (--devices simulates "
+        "each device it names)",
+        platform.nodes - 1, platform.name, node0_replicas));
   if (slots.empty())
-    for (std::uint32_t k = 0; k < compute.size(); ++k) slots.push_back(k);
+    for (std::uint32_t k = 0; k < (node0_replicas ? node0_replicas : compute.size()); ++k) slots.push_back(k);
   std::vector<std::string> names;
   for (std::uint32_t s : slots) {
     if (s >= compute.size())
@@ -255,6 +309,21 @@ void run(RunInputs&& in, RunResult& out) {
             out.peak_copies.emplace_back(t, t0);
           }
         }
+      }
+    }
+  }
+  if (node0_replicas) {
+    const std::vector<std::size_t> twin = node0_counterparts(platform);
+    for (std::size_t d = 0; d < platform.devices.size(); ++d) {
+      const DeviceSpec& dev = platform.devices[d];
+      const DeviceSpec& dev0 = platform.devices[twin[d]];
+      if (twin[d] == d || dev.tiers.size() != dev0.tiers.size()) continue;
+      for (std::size_t i = 0; i < dev.tiers.size(); ++i) {
+        const std::size_t t = dev.tiers[i], t0 = dev0.tiers[i];
+        if (t >= out.summary.tiers.size() || t0 >= out.summary.tiers.size()) continue;
+        out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
+        out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
+        out.peak_copies.emplace_back(t, t0);
       }
     }
   }

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <regex>
 #include <sstream>
 
@@ -126,6 +127,69 @@ TEST(FirstUse, OffloadOnTwoNodesUsesEachNodesHostAndSymmetricAgreesWithPerRank) 
     const double a = sym["iteration_time_s"].get<double>(), b = each["iteration_time_s"].get<double>();
     EXPECT_NEAR(a, b, (policy == "zero-offload" ? 1e-9 : 0.02) * b) << policy;
   }
+}
+
+// One step on every GPU of a cluster (no parallel keys): the nodes are copies of one
+// description and the replicas share nothing across them, so node 0's are simulated and the
+// other nodes hold what node 0 holds. 8,000 replicas of 1,000 nodes ran out of time or
+// aborted in SimGrid (issue 26); simulating every device (--devices) gives the same answer.
+TEST(FirstUse, ReplicasOnEveryNodeSimulateNodeZeroAndAgreeWithEveryDevice) {
+  std::string every;
+  for (int k = 0; k < 24; ++k) every += (k ? ",gpu" : "gpu") + std::to_string(k);
+  for (const std::string policy : {"none", "swap-lru --set policy.budget=0.7", "zero-offload", "zero-infinity"}) {
+    auto run = [&](const std::string& devices) {
+      const CliResult r = run_memsim("run dgx-h100-superpod mlp --set nodes=3 --policy " + policy + devices +
+                                     " --json --no-advice --outputs summary --out " + temp_dir("replicas"));
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+      return r;
+    };
+    const CliResult node0 = run(""), all = run(" --devices " + every);
+    EXPECT_NE(node0.err.find("nodes 1-2 of dgx-h100-superpod run the same replicas as node 0"), std::string::npos)
+        << policy << ": " << node0.err;
+    EXPECT_EQ(all.err.find("the same replicas"), std::string::npos) << policy << ": " << all.err;
+    const auto a = nlohmann::json::parse(node0.out), b = nlohmann::json::parse(all.out);
+    ASSERT_EQ(a["status"], "ok") << policy;
+    EXPECT_EQ(a["iteration_time_s"], b["iteration_time_s"]) << policy;
+    ASSERT_EQ(a["tiers"].size(), b["tiers"].size()) << policy;
+    for (const auto& [name, tier] : b["tiers"].items()) {
+      EXPECT_EQ(a["tiers"][name]["peak_allocated_bytes"], tier["peak_allocated_bytes"]) << policy << " " << name;
+      EXPECT_EQ(a["tiers"][name]["peak_time_s"], tier["peak_time_s"]) << policy << " " << name;
+    }
+    // Every node's host held something under the offloading policies, node 2's as node 0's.
+    if (policy != "none")
+      EXPECT_GT(a["tiers"]["host2.dram"]["peak_allocated_bytes"].get<double>(), 0) << policy;
+  }
+}
+
+// Where a node's GPUs reach a host only across the fabric, the replicas of every node swap to
+// the same host (the widest route's first): they meet there, and every device is simulated.
+TEST(FirstUse, ReplicasThatMeetAcrossTheFabricRunOnEveryNode) {
+  const std::string dir = temp_dir("far_hosts");
+  const std::string platform = dir + "/far-hosts.yaml";
+  std::ofstream(platform) << R"(name: far-hosts
+nodes: 2
+devices:
+  gpu0: {kind: gpu, compute: {fp32: 10TFLOPS}, tiers: {hbm: {role: compute, capacity: 16MiB, bandwidth: 1000GB/s}}}
+  host: {kind: cpu, tiers: {dram: {role: offload, capacity: 64GiB, bandwidth: 100GB/s}}}
+fabric:
+  switches: [rail, spine]
+  links:
+    ib0: {endpoints: [gpu0.hbm, rail], bandwidth: 25GB/s, latency: 2us}
+    hl: {endpoints: [host.dram, spine], bandwidth: 25GB/s, latency: 2us}
+    up: {endpoints: [rail, spine], bandwidth: 25GB/s, latency: 1us}
+)";
+  // gpu1 swaps to host0 (no plan step names that route; the engine once had none for it).
+  const CliResult r = run_memsim("run " + platform + " mlp --policy swap-lru --set policy.budget=0.7 --json "
+                                 "--no-advice --outputs summary --out " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("the same replicas"), std::string::npos) << r.err;
+  const auto s = nlohmann::json::parse(r.out);
+  ASSERT_EQ(s["status"], "ok");
+  EXPECT_EQ(s["tiers"]["host1.dram"]["peak_allocated_bytes"], 0);
+  EXPECT_EQ(s["tiers"]["gpu1.hbm"]["peak_allocated_bytes"], s["tiers"]["gpu0.hbm"]["peak_allocated_bytes"]);
+  // Both replicas' buffers were in host0 at once: more than either GPU's swapped-out share.
+  EXPECT_GT(s["tiers"]["host0.dram"]["peak_allocated_bytes"].get<double>(),
+            s["tiers"]["gpu0.hbm"]["peak_allocated_bytes"].get<double>());
 }
 
 // A host (and zero-infinity's NVMe tier) named on a cluster is named as the node description
