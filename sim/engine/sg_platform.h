@@ -1,6 +1,6 @@
 #pragma once
-// The platform as SimGrid sees it, built once per run: every device and tier the run uses is
-// a host, every link its routes cross a link (split-duplex where the YAML says full duplex),
+// The platform as SimGrid sees it, built once per run: every device the run uses is a host,
+// which its first tier shares, and each of its other tiers another; every link its routes cross a link (split-duplex where the YAML says full duplex),
 // and each tier's own memory a link of its bandwidth that every copy into or out of it
 // crosses, so copies into one host memory share it. Routes between tiers follow platform/routes.h. Part of the
 // engine: the only other file that includes SimGrid.
@@ -21,7 +21,7 @@ struct SgPlatform {
   std::vector<simgrid::s4u::Host*> device_hosts;  // by platform device index; null: unused
   std::vector<simgrid::s4u::Host*> tier_hosts;    // by tier index; null: unused
   RouteTable routes;                              // what each route crosses (link traffic)
-  std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines
+  std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines; null: unused
 };
 
 /// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist): the
