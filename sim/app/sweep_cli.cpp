@@ -14,6 +14,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/paths.h"
+#include "sim/core/registry.h"
 #include "sim/core/suggest.h"
 #include "sim/core/units.h"
 #include "sim/inputs/inputs.h"
@@ -145,9 +146,8 @@ int fit_command(const FitArgs& a) {
       const bool is_file = row.policy.ends_with(".yaml") || row.policy.ends_with(".yml") ||
                            path_exists(row.policy);
       if (!is_file && !find_policy(row.policy)) {
-        std::vector<std::string> names;
-        for (const auto& p : builtin_policies()) names.push_back(p.name);
-        row.problem = fmt::format("no such policy{} (policies: {})", did_you_mean(row.policy, names), policy_list());
+        row.problem = fmt::format("no such policy{} (policies: {})",
+                                  did_you_mean(row.policy, names_of(builtin_policies())), policy_list());
         continue;
       }
       try {

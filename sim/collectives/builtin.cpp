@@ -2,6 +2,7 @@
 #include <map>
 
 #include "sim/collectives/collectives.h"
+#include "sim/core/registry.h"
 
 namespace memsim {
 
@@ -57,16 +58,10 @@ const std::vector<CollectiveAlgorithm>& builtin_collective_algorithms() {
 }
 
 const CollectiveAlgorithm* find_collective_algorithm(std::string_view name) {
-  for (const auto& a : builtin_collective_algorithms())
-    if (a.name == name) return &a;
-  return nullptr;
+  return find_by_name(builtin_collective_algorithms(), name);
 }
 
-std::vector<std::string> collective_algorithm_names() {
-  std::vector<std::string> names;
-  for (const auto& a : builtin_collective_algorithms()) names.push_back(a.name);
-  return names;
-}
+std::vector<std::string> collective_algorithm_names() { return names_of(builtin_collective_algorithms()); }
 
 const CollectiveAlgorithm& default_collective_algorithm(std::string_view kind) {
   static const CollectiveAlgorithm& ring = *find_collective_algorithm("ring");

@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "sim/core/registry.h"
 #include "sim/memory/allocator.h"
 
 namespace memsim {
@@ -15,11 +16,7 @@ const std::vector<AllocatorInfo>& builtin_allocators() {
   return all;
 }
 
-const AllocatorInfo* find_allocator(std::string_view name) {
-  for (const auto& a : builtin_allocators())
-    if (a.name == name) return &a;
-  return nullptr;
-}
+const AllocatorInfo* find_allocator(std::string_view name) { return find_by_name(builtin_allocators(), name); }
 
 Params allocator_params(const AllocatorInfo& info, const ConfigNode& tier,
                         const std::vector<std::string>& tier_keys) {

@@ -12,6 +12,7 @@
 #include "sim/collectives/collectives.h"
 #include "sim/core/error.h"
 #include "sim/core/presets.h"
+#include "sim/core/registry.h"
 #include "sim/core/suggest.h"
 #include "sim/memory/allocator.h"
 #include "sim/platform/bounds.h"
@@ -41,11 +42,7 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
   t.role = role == "compute" ? TierRole::compute
            : role == "offload" ? TierRole::offload
                                : TierRole::scratch;
-  if (auto a = n.find("allocator")) {
-    std::vector<std::string> names;
-    for (const auto& info : builtin_allocators()) names.push_back(info.name);
-    t.allocator = a->as_choice(names);
-  }
+  if (auto a = n.find("allocator")) t.allocator = a->as_choice(names_of(builtin_allocators()));
   const AllocatorInfo& allocator = *find_allocator(t.allocator);
   // Another allocator's parameter is a misplaced key, not a typo: say whose it is.
   for (const auto& info : builtin_allocators())

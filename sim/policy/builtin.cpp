@@ -1,3 +1,4 @@
+#include "sim/core/registry.h"
 #include "sim/policy/policy.h"
 
 namespace memsim {
@@ -25,10 +26,6 @@ const std::vector<PolicyInfo>& builtin_policies() {
   return policies;
 }
 
-const PolicyInfo* find_policy(std::string_view name) {
-  for (const auto& p : builtin_policies())
-    if (p.name == name) return &p;
-  return nullptr;
-}
+const PolicyInfo* find_policy(std::string_view name) { return find_by_name(builtin_policies(), name); }
 
 }  // namespace memsim

@@ -15,6 +15,7 @@
 #include "sim/core/files.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
+#include "sim/core/registry.h"
 #include "sim/policy/policy.h"
 #include "sim/report/writers.h"
 #include "sim/workload/models/models.h"
@@ -104,11 +105,7 @@ ConfigNode open_arg(const std::string& arg, const char* folder) {
   return ConfigNode::parse_file(arg);
 }
 
-std::vector<std::string> policy_names() {
-  std::vector<std::string> names;
-  for (const auto& p : builtin_policies()) names.push_back(p.name);
-  return names;
-}
+std::vector<std::string> policy_names() { return names_of(builtin_policies()); }
 
 // The part of a message after its "where: " prefix, when it starts with `origin`.
 std::string after_origin(const std::string& message, const std::string& origin) {

@@ -6,6 +6,7 @@
 
 #include "sim/core/error.h"
 #include "sim/core/limits.h"
+#include "sim/core/registry.h"
 #include "sim/workload/models/builder.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/parallel.h"
@@ -38,11 +39,7 @@ Trace generate_workload(const ConfigNode& spec) {
   auto model_node = spec.at("model");
   const std::string model = model_node.as_string();
   const ModelInfo* info = find_model(model);
-  if (!info) {
-    std::vector<std::string> names;
-    for (const auto& m : builtin_models()) names.push_back(m.name);
-    model_node.as_choice(names);  // throws, listing the models
-  }
+  if (!info) model_node.as_choice(names_of(builtin_models()));  // throws, listing the models
   if (auto finetune = spec.find("finetune");
       finetune && std::none_of(info->params.begin(), info->params.end(),
                                [](const ParamSpec& p) { return p.name == "finetune"; }))

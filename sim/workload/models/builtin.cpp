@@ -1,3 +1,4 @@
+#include "sim/core/registry.h"
 #include "sim/workload/models/models.h"
 
 namespace memsim {
@@ -25,10 +26,6 @@ const std::vector<ModelInfo>& builtin_models() {
   return models;
 }
 
-const ModelInfo* find_model(std::string_view name) {
-  for (const auto& m : builtin_models())
-    if (m.name == name) return &m;
-  return nullptr;
-}
+const ModelInfo* find_model(std::string_view name) { return find_by_name(builtin_models(), name); }
 
 }  // namespace memsim
