@@ -261,6 +261,14 @@ void run(RunInputs&& in, RunResult& out) {
   for (const Op& op : out.trace.ops)
     ++(measured_here && op.measured_s ? out.summary.measured_ops : out.summary.modelled_ops);
   out.plan = std::move(planned.plan);
+  // A tier that was not simulated holds what its speaker's held (a symmetric peer's, another
+  // node's copy of node 0's); its peak report is copied when the peaks are explained.
+  auto speaks_for = [&out](std::size_t t, std::size_t t0) {
+    if (t >= out.summary.tiers.size() || t0 >= out.summary.tiers.size()) return;
+    out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
+    out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
+    out.peak_copies.emplace_back(t, t0);
+  };
   if (layout.ranks > 1) {
     out.summary.ranks = layout.ranks;
     out.summary.symmetric = layout.symmetric;
@@ -285,13 +293,7 @@ void run(RunInputs&& in, RunResult& out) {
       for (std::uint32_t r = 0; r < layout.ranks; ++r) {
         const std::uint32_t speaker = placed ? layout.speaker[r] : r % node_speakers;
         if (speaker == r) continue;
-        const std::size_t t0 = *platform.devices[compute[speaker]].compute_tier;
-        const std::size_t t = *platform.devices[compute[r]].compute_tier;
-        if (t < out.summary.tiers.size() && t0 < out.summary.tiers.size()) {
-          out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
-          out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
-          out.peak_copies.emplace_back(t, t0);
-        }
+        speaks_for(*platform.devices[compute[r]].compute_tier, *platform.devices[compute[speaker]].compute_tier);
       }
       // Node 0's host speaks for every node's, whose ranks offload there alike.
       if (node_speakers > 1) {
@@ -318,13 +320,7 @@ void run(RunInputs&& in, RunResult& out) {
       const DeviceSpec& dev = platform.devices[d];
       const DeviceSpec& dev0 = platform.devices[twin[d]];
       if (twin[d] == d || dev.tiers.size() != dev0.tiers.size()) continue;
-      for (std::size_t i = 0; i < dev.tiers.size(); ++i) {
-        const std::size_t t = dev.tiers[i], t0 = dev0.tiers[i];
-        if (t >= out.summary.tiers.size() || t0 >= out.summary.tiers.size()) continue;
-        out.summary.tiers[t].usage = out.summary.tiers[t0].usage;
-        out.summary.tiers[t].tile_peaks = out.summary.tiers[t0].tile_peaks;
-        out.peak_copies.emplace_back(t, t0);
-      }
+      for (std::size_t i = 0; i < dev.tiers.size(); ++i) speaks_for(dev.tiers[i], dev0.tiers[i]);
     }
   }
   check_summary(out.summary);  // before anyone writes it
