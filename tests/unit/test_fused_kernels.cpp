@@ -9,6 +9,7 @@
 
 #include "sim/core/config.h"
 #include "sim/workload/analysis.h"
+#include "sim/workload/models/builder.h"
 #include "sim/workload/trace.h"
 #include "tests/model_helpers.h"
 
@@ -284,6 +285,43 @@ TEST(FusedKernels, UnfusedBiasGeluAddsTheBiasInAKernelOfItsOwn) {
   EXPECT_DOUBLE_EQ(ops_under(t, "transformer.h.0.mlp", Phase::backward).bytes -
                        ops_under(fused, "transformer.h.0.mlp", Phase::backward).bytes,
                    tf * 2);
+}
+
+TEST(FusedKernels, MegatronSoftmaxRunsItsKernelOnlyWhereTheKernelTakesTheShape) {
+  // FusedScaleMaskSoftmax.is_kernel_available: fp16 or bf16, 16 < seq <= 4096, seq a
+  // multiple of 4, batch x heads a multiple of 4 and, causal, of the kernel's rows per block
+  // (4 past 128 keys, 8 up to 128); a padding mask needs seq a multiple of it instead.
+  EXPECT_FALSE(megatron_softmax_kernel_takes(DType::fp16, 1, 2, 1024, true));  // 16 heads, tp 8
+  EXPECT_TRUE(megatron_softmax_kernel_takes(DType::fp16, 2, 2, 1024, true));
+  EXPECT_TRUE(megatron_softmax_kernel_takes(DType::bf16, 1, 4, 1024, true));
+  EXPECT_FALSE(megatron_softmax_kernel_takes(DType::fp32, 1, 4, 1024, true));
+  EXPECT_FALSE(megatron_softmax_kernel_takes(DType::fp16, 1, 4, 64, true));
+  EXPECT_TRUE(megatron_softmax_kernel_takes(DType::fp16, 1, 8, 64, true));
+  EXPECT_TRUE(megatron_softmax_kernel_takes(DType::fp16, 1, 4, 64, false));
+  EXPECT_FALSE(megatron_softmax_kernel_takes(DType::fp16, 1, 4, 16, true));
+  EXPECT_TRUE(megatron_softmax_kernel_takes(DType::fp16, 1, 4, 4096, true));
+  EXPECT_FALSE(megatron_softmax_kernel_takes(DType::fp16, 1, 4, 4100, true));
+  EXPECT_FALSE(megatron_softmax_kernel_takes(DType::fp16, 1, 4, 1022, true));
+
+  // kGpt: 4 heads, seq 32 (8 rows a block). Batch 3 is 12 rows: the unfused path, ops and
+  // saved bytes as fused_softmax: false; batch 2 is 8 rows: the kernel, as true.
+  auto same_ops = [](Trace x, const Trace& y) {
+    x.description = y.description;
+    expect_same_trace(x, y);
+  };
+  for (const std::string impl : {"materialized", "selective"}) {
+    SCOPED_TRACE(impl);
+    const std::string b3 = kGpt + "attention_impl: " + impl + "\n";
+    std::string b2 = b3;
+    b2.replace(b2.find("batch: 3"), 8, "batch: 2");
+    same_ops(generate(b3 + "fused_softmax: megatron\n"), generate(b3 + "fused_softmax: false\n"));
+    same_ops(generate(b2 + "fused_softmax: megatron\n"), generate(b2));
+    EXPECT_NE(generate(b2 + "fused_softmax: megatron\n").description.find("Megatron's softmax kernel"),
+              std::string::npos);
+  }
+  EXPECT_EQ(error_of("model: gpt\nfused_softmax: megatrn\n"),
+            "t.yaml:2:16: fused_softmax: expected one of true, false, megatron, got 'megatrn'; did you mean "
+            "'megatron'?");
 }
 
 // ---------------------------------------------------------------------------------------

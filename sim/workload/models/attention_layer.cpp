@@ -137,8 +137,8 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
     if (gk != kNoBuffer) contribute(k, gk, name);
   });
 
-  const Value probs = settings_.fused.softmax ? softmax(name + ".softmax", scores)
-                                              : unfused_softmax(name, scores, causal, batch);
+  const Value probs = fused_softmax_runs(batch, heads, seq, causal) ? softmax(name + ".softmax", scores)
+                                                                   : unfused_softmax(name, scores, causal, batch);
   // Dropout on the probabilities keeps its own output (read by probs v) and a bool mask,
   // besides the softmax output: 5 as^2 b bytes in fp16, as Korthikanti et al. count.
   const Value dropped = dropout_p > 0 ? dropout(name + ".dropout", probs) : probs;
@@ -181,6 +181,7 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
                   values_[v.id].requires_grad;
   auto wants = [this](Value x) { return values_[x.id].requires_grad; };
   const bool drops = dropout_p > 0;
+  const bool fused_softmax = fused_softmax_runs(batch, heads, seq, causal);
 
   // The core attention's ops; `tag` is "" forward and ".recompute" in the backward.
   struct Core {
@@ -192,7 +193,7 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
     const BufferId scores = activation_buffer(name + tag + ".scores", scores_elements, settings_.dtype);
     OpId id = emit(name + tag + ".qk", "bmm", distinct({buffer(q), buffer(k)}), {scores}, {}, mm_flops);
     trace_.ops[id].bytes_moved = 2 * qkv_bytes + scores_bytes;
-    if (settings_.fused.softmax) {
+    if (fused_softmax) {
       const BufferId probs = activation_buffer(name + tag + ".softmax.out", scores_elements, settings_.dtype);
       emit(name + tag + ".softmax", "softmax", {scores}, {probs}, {}, 4 * elements);
       c.softmax = {kNoBuffer, probs, probs};
@@ -240,7 +241,7 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
       gp = gd;
     }
     BufferId gs;
-    if (settings_.fused.softmax) {
+    if (fused_softmax) {
       gs = scores_grad(name + ".softmax.grad_input");
       emit(name + ".softmax.backward", "softmax_backward", {gp, c.softmax.probs}, {gs}, {}, 3 * elements);
     } else {

@@ -83,6 +83,7 @@ std::string TrainingSettings::summary() const {
   const FusedKernels usual;
   if (fused.layer_norm != usual.layer_norm) s += ", unfused norms";
   if (fused.softmax != usual.softmax) s += ", unfused softmax";
+  if (fused.softmax && fused.softmax_shape_rules) s += ", Megatron's softmax kernel where it fits";
   if (fused.bias_gelu != usual.bias_gelu) s += ", unfused bias-gelu";
   if (fused.swiglu != usual.swiglu) s += ", fused swiglu";
   if (finetune.freeze != FineTune::Freeze::none || finetune.lora()) s += ", " + finetune.summary();
@@ -163,7 +164,11 @@ TrainingSettings read_training_settings(const Params& params) {
   for (const ParamSpec& spec : params.specs()) {
     if (spec.name == "recompute") s.full_recompute = params.get("recompute").as_choice({"none", "full"}) == "full";
     if (spec.name == "fused_layer_norm") s.fused.layer_norm = params.get(spec.name).as_bool();
-    if (spec.name == "fused_softmax") s.fused.softmax = params.get(spec.name).as_bool();
+    if (spec.name == "fused_softmax") {
+      const ConfigNode n = params.get(spec.name);
+      s.fused.softmax_shape_rules = n.as_choice({"true", "false", "megatron"}) == "megatron";
+      s.fused.softmax = s.fused.softmax_shape_rules || n.as_bool();
+    }
     if (spec.name == "fused_bias_gelu") s.fused.bias_gelu = params.get(spec.name).as_bool();
     if (spec.name == "fused_swiglu") s.fused.swiglu = params.get(spec.name).as_bool();
     if (spec.name == "finetune") s.finetune = read_finetune(params.get(spec.name));

@@ -62,6 +62,10 @@ struct FusedKernels {
   /// The attention's scale, mask and softmax in one kernel saving only its output
   /// (Megatron's FusedScaleMaskSoftmax); false: Megatron's unfused path (attention).
   bool softmax = true;
+  /// With softmax: only where Megatron's kernel takes the scores' shape
+  /// (megatron_softmax_kernel_takes), its unfused path elsewhere, as FusedScaleMaskSoftmax
+  /// chooses per call (`fused_softmax: megatron`).
+  bool softmax_shape_rules = false;
   /// The MLP's bias add and GeLU as one kernel after the GEMM (Megatron's bias_gelu_fusion);
   /// false: a separate bias add (bias_add) before the GeLU.
   bool bias_gelu = true;
@@ -69,6 +73,11 @@ struct FusedKernels {
   /// false: gate and up projections, silu and a product, as Hugging Face runs it.
   bool swiglu = false;
 };
+
+/// Whether Megatron-LM's fused scale-mask-softmax kernel takes scores of `dtype`, `batch` x
+/// `heads` (this rank's) x `seq` x `seq` (FusedScaleMaskSoftmax.is_kernel_available).
+bool megatron_softmax_kernel_takes(DType dtype, std::int64_t batch, std::int64_t heads, std::int64_t seq,
+                                   bool causal);
 
 /// Fine-tuning (the transformer generators' `finetune` key; docs/workloads.md): which
 /// weights are frozen, and the LoRA adapters added beside the frozen projections. A frozen
@@ -508,6 +517,9 @@ class ModelBuilder {
     BufferId out;    // the probabilities in dtype: probs, or their cast
   };
   /// Its forward ops on `scores` (batch x heads x seq x seq, `elements`), named under `name`.
+  // Whether the attention's softmax is the fused kernel for scores of batch x heads x seq x
+  // seq (fused.softmax, and with fused.softmax_shape_rules the shape Megatron's kernel takes).
+  bool fused_softmax_runs(std::int64_t batch, std::int64_t heads, std::int64_t seq, bool causal) const;
   SoftmaxChain unfused_softmax_forward(const std::string& name, BufferId scores, std::uint64_t elements,
                                        bool causal, std::int64_t batch, std::int64_t seq);
   /// Its backward ops from the gradient g of chain.out; returns the scores' gradient.

@@ -10,6 +10,7 @@
 // An unfused form emits one op per autograd node of the eager code it follows, and one
 // backward op per node that has one, reading what that node saves. A node's gradient for a
 // broadcast operand (a row statistic, a weight) is summed over the broadcast in the same op.
+#include <algorithm>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -256,6 +257,32 @@ Value ModelBuilder::unfused_rms_norm(const std::string& name, Value x) {
 //   if input_in_float16 and softmax_in_fp32: probs = probs.half()  # or bfloat16()
 // The scale saves nothing (a product with a constant), the mask fill its bool mask, the
 // softmax its (fp32) output; the fused kernel saves only its output, in dtype.
+
+// Megatron-LM's FusedScaleMaskSoftmax.is_kernel_available (megatron/model/fused_softmax.py;
+// the same test in Megatron-DeepSpeed and megatron/core/fusions/fused_softmax.py): the fused
+// kernel takes fp16 or bf16 scores [b, np, sq, sk] with 16 < sk <= 4096, sq and sk multiples of
+// 4 and b x np a multiple of 4; then, with a causal mask, b x np a multiple of the kernel's rows
+// per thread block, or with a padding mask sq one. get_batch_per_block (its CUDA header): 128
+// threads a block, a warp of min(32, next power of two of sk) threads a row, two rows a warp
+// when that power is at most 128. Any other shape runs forward_torch_softmax, the unfused path.
+// Example: 16 heads over tensor parallelism 8 at micro-batch 1 is b x np = 2, unfused.
+bool megatron_softmax_kernel_takes(DType dtype, std::int64_t batch, std::int64_t heads, std::int64_t seq,
+                                   bool causal) {
+  if (dtype != DType::fp16 && dtype != DType::bf16) return false;
+  const std::int64_t rows = batch * heads;
+  if (seq <= 16 || seq > 4096 || seq % 4 != 0 || rows % 4 != 0) return false;
+  std::int64_t pow2 = 1;
+  while (pow2 < seq) pow2 *= 2;
+  const std::int64_t warp = std::min<std::int64_t>(pow2, 32);
+  const std::int64_t rows_per_block = (128 / warp) * (pow2 <= 128 ? 2 : 1);
+  return (causal ? rows : seq) % rows_per_block == 0;
+}
+
+bool ModelBuilder::fused_softmax_runs(std::int64_t batch, std::int64_t heads, std::int64_t seq, bool causal) const {
+  return settings_.fused.softmax &&
+         (!settings_.fused.softmax_shape_rules ||
+          megatron_softmax_kernel_takes(settings_.dtype, batch, heads, seq, causal));
+}
 
 BufferId ModelBuilder::attention_mask(bool causal, std::int64_t batch, std::int64_t seq) {
   if (attention_mask_ == kNoBuffer) {

@@ -314,7 +314,9 @@ std::vector<ParamSpec> fused_kernel_specs(FusedFor family) {
        "materialized and selective attention: true (default, as Megatron-LM runs it): the scale, the mask and "
        "the softmax in one kernel (FusedScaleMaskSoftmax) that keeps its output; false: Megatron's unfused "
        "path, a scale, an in-place fill of a bool attention_mask and the softmax as kernels of their own, in "
-       "fp32 for fp16 and bf16 (a cast in and one out), which keeps the fp32 probabilities",
+       "fp32 for fp16 and bf16 (a cast in and one out), which keeps the fp32 probabilities; megatron: the kernel "
+       "where Megatron's FusedScaleMaskSoftmax takes the shape (fp16 or bf16, 16 < seq <= 4096, seq a multiple "
+       "of 4, micro-batch x heads per rank a multiple of 4, of 8 at seq <= 128), the unfused path elsewhere",
        "true"}};
   if (gelu)
     specs.push_back({"fused_bias_gelu",
