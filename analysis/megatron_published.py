@@ -101,7 +101,7 @@ def workload_yaml(r, layer_layers):
     return (f"# {r['id']}: {r['source']}, {r['table']}, {r['table_row']}\n"
             f"model: gpt\nlayers: {layers}\nhidden: {r['hidden']}\nheads: {r['heads']}\nvocab: {r['vocab']}\n"
             f"max_positions: {r['seq']}\nseq_len: {r['seq']}\nbatch: {r['micro_batch']}\n"
-            f"attention_impl: {attention}\ndtype: fp16\nmixed_precision: true\noptimizer: adam\n"
+            f"attention_impl: {attention}\nfused_softmax: megatron\ndtype: fp16\nmixed_precision: true\noptimizer: adam\n"
             + ("recompute: full\n" if r["recompute"] == "full" else "")
             + "parallel: {" + ", ".join(par) + "}\n")
 
