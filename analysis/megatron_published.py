@@ -95,7 +95,7 @@ def workload_yaml(r, layer_layers):
     attention = "selective" if r["recompute"] == "selective" else "materialized"
     par = [f"tp: {r['tp']}", f"dp: {r['dp']}", f"pp: {r['pp']}", f"sp: {str(r['sp']).lower()}",
            f"global_batch: {r['micro_batch'] * r['dp'] if r['measure'] == 'layer' else r['global_batch']}",
-           f"schedule: {r['schedule']}"]
+           f"schedule: {r['schedule']}", "scatter_gather: true"]
     if r["schedule"] == "interleaved":
         par.append(f"virtual_stages: {r['virtual_stages']}")
     return (f"# {r['id']}: {r['source']}, {r['table']}, {r['table_row']}\n"

@@ -12,7 +12,8 @@ a100-megatron-single-node.csv: GPUs, global batch, micro batch, hidden size, att
 # layers, sequence length, tensor, data and pipeline parallelism, iteration time in ms) is
 turned into the run Megatron-DeepSpeed made: the preset workloads/gpt-megatron.yaml (GPT with
 a 50,257-token vocabulary and tied embeddings, fp16 mixed precision with Adam, full activation
-recomputation of every layer, 1F1B) with the row's shape and layout as --set overrides, run
+recomputation of every layer, 1F1B, Megatron's softmax kernel where it takes the shape and its
+scatter/gather of the tensors between pipeline stages) with the row's shape and layout as --set overrides, run
 with `memsim run DEVICE gpt-megatron --set ...` (policy none). The predicted iteration time is
 set against the measured one.
 """

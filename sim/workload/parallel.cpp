@@ -34,6 +34,9 @@ std::vector<ParamSpec> parallel_param_specs() {
       {"schedule", "pipeline schedule: gpipe, 1f1b (PipeDream-Flush) or interleaved (Megatron's, "
                    "over virtual_stages chunks per device)", "1f1b"},
       {"virtual_stages", "interleaved: model chunks per device", "1"},
+      {"scatter_gather", "pipeline sends with tp > 1 and no sp: each tensor-parallel rank sends 1/tp of the "
+                         "tensor and the receiving stage all-gathers it over its tp group (Megatron-LM's "
+                         "scatter_gather_tensors_in_pipeline); false: every rank sends the whole tensor", "false"},
       {"fused_accumulation", "micro-batches add their weight gradients into .grad inside the backward op "
                              "(Megatron's gradient_accumulation_fusion), not through a gradient of their "
                              "own and an accumulate_grad", "false"},
@@ -101,6 +104,7 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   if (s.schedule == PipelineSchedule::interleaved && s.virtual_stages < 2)
     schedule.fail("the interleaved schedule needs virtual_stages of 2 or more");
   s.fused_accumulation = params.get("fused_accumulation").as_bool();
+  s.scatter_gather = params.get("scatter_gather").as_bool();
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();

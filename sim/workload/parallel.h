@@ -69,6 +69,10 @@ struct ParallelSettings {
   std::uint32_t pp = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::uint32_t virtual_stages = 1;  // model chunks per device (interleaved)
+  /// Pipeline sends with tp > 1 and no sp: each TP rank sends 1/tp of the tensor and the
+  /// receiving stage all-gathers it over its TP group (Megatron-LM's
+  /// scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, section 4.1).
+  bool scatter_gather = false;
   /// Micro-batches after the first add their parameter gradients into .grad inside the
   /// backward op itself (Megatron's gradient_accumulation_fusion: the weight-gradient GEMM
   /// accumulates into main_grad) rather than making a gradient of their own and adding it

@@ -87,6 +87,10 @@ class Pipeliner {
  private:
   std::uint32_t chunks() const { return s_.pp * s_.virtual_stages; }
   std::uint32_t stage_of(std::uint32_t chunk) const { return chunk % s_.pp; }
+  // Whether a tensor of `bytes` crosses as 1/tp from each tp rank, gathered on arrival: with
+  // scatter_gather_, when it splits evenly (Megatron sends the whole tensor otherwise; it
+  // counts elements, memsim the bytes).
+  bool scattered(std::uint64_t bytes) const { return scatter_gather_ && bytes % s_.tp == 0; }
 
   // Each op's model chunk: its layer's, else the chunk of the layer before it (forward: the
   // first chunk before any layer; backward: the last chunk before any layer's backward).
@@ -229,7 +233,25 @@ class Pipeliner {
           recv.outputs = {copy};
           recv.message_bytes = src.bytes;
           recv.group = crossing_.at({b, use}).group;
+          if (!scattered(src.bytes)) {
+            add(std::move(recv), chunk);
+            continue;
+          }
+          // This rank's 1/tp of the tensor, then the whole of it gathered from the tp group.
+          const std::uint64_t part = src.bytes / s_.tp;
+          recv.outputs = {t.add_buffer(name + ".part", part, src.category, false)};
+          recv.message_bytes = part;
+          Op gather;
+          gather.name = name + ".gather";
+          gather.kind = "all_gather";
+          gather.phase = orig.phase;
+          gather.dtype = orig.dtype;
+          gather.inputs = recv.outputs;
+          gather.outputs = {copy};
+          gather.message_bytes = src.bytes;
+          gather.group = "tp";
           add(std::move(recv), chunk);
+          add(std::move(gather), chunk);
         }
       if (stage_of(chunk) == d && !start.dropped.count(orig.id)) {
         Op op = orig;
@@ -258,7 +280,8 @@ class Pipeliner {
           send.phase = orig.phase;
           send.dtype = orig.dtype;
           send.inputs = {local(b)};
-          send.message_bytes = in_.buffers[b].bytes;
+          const std::uint64_t bytes = in_.buffers[b].bytes;
+          send.message_bytes = scattered(bytes) ? bytes / s_.tp : bytes;
           send.group = c.group;
           add(std::move(send), chunk);
         }
@@ -405,6 +428,9 @@ class Pipeliner {
   const Trace& in_;
   const ParallelSettings& s_;
   const Mesh mesh_;
+  // Megatron's scatter-gather of the pipeline's tensors: only where the tp ranks hold the
+  // whole tensor (with sp each already holds 1/tp of the tokens).
+  const bool scatter_gather_ = s_.scatter_gather && s_.tp > 1 && !s_.sp;
   std::vector<std::uint32_t> chunk_;          // per op of in_: its model chunk
   std::vector<std::set<std::uint32_t>> users_;  // per buffer: the stages that use it
   std::map<BufferId, std::vector<std::uint32_t>> shared_grad_;  // gradient -> the stages adding to it

@@ -63,6 +63,8 @@ def draw(rng):
         parallel["sp"] = "true"
     if rng.random() < 0.2:
         parallel["fused_accumulation"] = "true"
+    if tp > 1 and pp > 1 and rng.random() < 0.5:
+        parallel["scatter_gather"] = "true"
     lines.append("parallel: {" + ", ".join(f"{k}: {val}" for k, val in parallel.items()) + "}")
     ranks = tp * pp * dp
     nodes = max(1, -(-ranks // 8))

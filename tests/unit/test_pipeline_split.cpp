@@ -109,3 +109,48 @@ TEST(PipelineSplit, AGlobalBatchThatDoesNotDivideSaysWhatItRuns) {
                        "batch: 4\nparallel:\n  dp: 8\n  global_batch: 64\n")
                   .import_notes.empty());
 }
+
+TEST(PipelineSplit, ScatterGatherSendsOneTpShareAndGathersTheRestOverTp) {
+  // Megatron's scatter_gather_tensors_in_pipeline: each of the tp ranks sends 1/tp of a
+  // tensor that crosses stages, and the receiving stage all-gathers it from its tp group.
+  const std::string spec =
+      "model: gpt\nlayers: 4\nhidden: 64\nheads: 4\nvocab: 100\nmax_positions: 32\nseq_len: 32\nbatch: 2\n"
+      "dtype: fp16\nparallel: {tp: 2, pp: 2, micro_batches: 2";
+  struct Crossings {
+    std::size_t sends = 0, recvs = 0, gathers = 0;
+    std::uint64_t sent = 0, received = 0;
+  };
+  auto crossings = [](const Trace& t) {
+    Crossings c;
+    for (std::size_t i = 0; i < t.ops.size(); ++i) {
+      const Op& op = t.ops[i];
+      if (op.kind == "send") ++c.sends, c.sent += op.message_bytes;
+      if (op.kind == "recv") ++c.recvs, c.received += op.message_bytes;
+      if (op.kind != "all_gather" || op.name.find(".gather") == std::string::npos) continue;
+      ++c.gathers;
+      // Right after its receive, from the received share to the whole tensor.
+      const Op& recv = t.ops[i - 1];
+      EXPECT_EQ(recv.kind, "recv") << op.name;
+      EXPECT_EQ(op.inputs, recv.outputs) << op.name;
+      EXPECT_EQ(op.message_bytes, 2 * recv.message_bytes) << op.name;
+      EXPECT_EQ(t.buffers[op.outputs[0]].bytes, op.message_bytes) << op.name;
+      EXPECT_NE(op.group.str().find("tp"), std::string::npos) << op.group;
+    }
+    return c;
+  };
+  const Crossings whole = crossings(workload(spec + "}\n"));
+  const Crossings split = crossings(workload(spec + ", scatter_gather: true}\n"));
+  ASSERT_GT(whole.sends, 0u);
+  EXPECT_EQ(whole.gathers, 0u);
+  EXPECT_EQ(split.sends, whole.sends);
+  EXPECT_EQ(split.recvs, whole.recvs);
+  EXPECT_EQ(split.gathers, split.recvs);
+  EXPECT_EQ(2 * split.sent, whole.sent);
+  EXPECT_EQ(2 * split.received, whole.received);
+  // With sequence parallelism each rank already holds 1/tp of the tokens: nothing changes.
+  const Crossings sp = crossings(workload(spec + ", sp: true}\n"));
+  const Crossings sp_split = crossings(workload(spec + ", sp: true, scatter_gather: true}\n"));
+  EXPECT_EQ(sp_split.gathers, 0u);
+  EXPECT_EQ(sp_split.sent, sp.sent);
+  EXPECT_EQ(2 * sp.sent, whole.sent);
+}
