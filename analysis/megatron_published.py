@@ -98,6 +98,10 @@ def workload_yaml(r, layer_layers):
            f"schedule: {r['schedule']}", "scatter_gather: true"]
     if r["schedule"] == "interleaved":
         par.append(f"virtual_stages: {r['virtual_stages']}")
+    # Megatron-LM's examples/sc21/run_table_1.sh: DDP=local for every table 1 row with PP > 1,
+    # torch for the others (Korthikanti et al.'s rows have no data parallelism).
+    if r["id"].startswith("N-") and r["pp"] > 1:
+        par.append("ddp: local")
     return (f"# {r['id']}: {r['source']}, {r['table']}, {r['table_row']}\n"
             f"model: gpt\nlayers: {layers}\nhidden: {r['hidden']}\nheads: {r['heads']}\nvocab: {r['vocab']}\n"
             f"max_positions: {r['seq']}\nseq_len: {r['seq']}\nbatch: {r['micro_batch']}\n"

@@ -1,6 +1,7 @@
 #include "sim/workload/parallel.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -46,6 +47,9 @@ std::vector<ParamSpec> parallel_param_specs() {
                  "reduce and all-gather bucket", "25MiB"},
       {"bucket_view", "zero 0: gradients are views into the buckets (gradient_as_bucket_view), "
                       "no bucket memory", "false"},
+      {"ddp", "overlapped: gradients reduced in buckets as the backward makes them (PyTorch DDP, ZeRO 1-2); "
+              "local: Megatron-LM's --DDP-impl local, one reduction of the whole contiguous gradient buffer after "
+              "the backward, not overlapped (zero 0-2)", "overlapped"},
       {"prefetch", "zero 3: the next unit's all-gather starts when the current unit starts "
                    "(false: when it ends)", "true"},
       {"reshard_after_forward", "zero 3: free a unit's gathered parameters after its forward "
@@ -108,6 +112,11 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();
+  const ConfigNode ddp = params.get("ddp");
+  s.ddp_local = ddp.as_choice({"overlapped", "local"}) == "local";
+  if (s.ddp_local && s.zero == 3)
+    ddp.fail("local (one reduction after the backward) needs zero 0, 1 or 2, got zero 3 (which gathers and reduces "
+             "per unit)");
   s.prefetch = params.get("prefetch").as_bool();
   s.reshard_after_forward = params.get("reshard_after_forward").as_bool();
   s.symmetric = params.get("symmetric").as_bool();
@@ -410,8 +419,11 @@ class Sharder {
     for (std::size_t i : order) {
       const std::uint64_t bytes = in_.buffers[params_[i].grad].bytes;
       // The bucket being filled: DDP caps its first at 1 MiB, so that communication starts early.
+      // Megatron's local DDP: one bucket of everything.
       const std::uint64_t cap =
-          s_.zero == 0 && buckets.size() == 1 ? std::min(kFirstBucketBytes, s_.bucket_bytes) : s_.bucket_bytes;
+          s_.ddp_local ? std::numeric_limits<std::uint64_t>::max()
+          : s_.zero == 0 && buckets.size() == 1 ? std::min(kFirstBucketBytes, s_.bucket_bytes)
+                                                : s_.bucket_bytes;
       if (buckets.empty() || (filled > 0 && filled + bytes > cap)) {
         buckets.emplace_back();
         filled = 0;
@@ -433,7 +445,7 @@ class Sharder {
       if (s_.zero == 0) {
         Op ar = comm_op(name + ".all_reduce", "all_reduce", Phase::backward, grad_bytes, group);
         for (std::size_t i : bucket) ar.updates.push_back(params_[i].grad);
-        if (!s_.bucket_view)
+        if (!s_.bucket_view && !s_.ddp_local)  // local: the gradients are the buffer
           ar.updates.push_back(add_buffer("ddp." + name, grad_bytes, Category::comm, true));
         after_[ready].push_back(std::move(ar));
         continue;

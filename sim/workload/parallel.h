@@ -86,6 +86,10 @@ struct ParallelSettings {
   std::uint32_t micro_batches = 1;
   std::uint64_t bucket_bytes = 25ull << 20;
   bool bucket_view = false;
+  /// Megatron-LM's --DDP-impl local: every gradient in one contiguous buffer (no bucket memory
+  /// of its own), reduced once after the last of them is made, not overlapped with the
+  /// backward; false: buckets reduced as the backward fills them (PyTorch DDP, ZeRO).
+  bool ddp_local = false;
   bool prefetch = true;
   bool reshard_after_forward = true;
   bool symmetric = true;

@@ -128,6 +128,49 @@ TEST(Parallel, DdpAllReducesEveryGradientOnceInBucketsAsBackwardMakesThem) {
   EXPECT_TRUE(overlapped);  // buckets go out while backward still runs
 }
 
+TEST(Parallel, LocalDdpReducesTheWholeGradientBufferOnceAfterTheBackward) {
+  // Megatron-LM's --DDP-impl local: the gradients live in one contiguous buffer, all-reduced
+  // (zero 0) or reduce-scattered (zero 1, its distributed optimizer) once, after the last
+  // backward op; no bucket memory of its own.
+  for (int zero : {0, 1}) {
+    SCOPED_TRACE(zero);
+    const Preset* preset = find_preset("workloads", "llama-7b");
+    ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
+    spec.override_value({"parallel", "dp"}, "8", "test");
+    spec.override_value({"parallel", "zero"}, std::to_string(zero), "test");
+    const Trace bucketed = generate_workload(spec);
+    spec.override_value({"parallel", "ddp"}, "local", "test");
+    const Trace t = generate_workload(spec);
+    const char* kind = zero == 0 ? "all_reduce" : "reduce_scatter";
+    OpId last_backward = 0;
+    std::size_t reductions = 0;
+    std::uint64_t reduced = 0, grads = 0;
+    for (const Op& op : t.ops)
+      if (op.phase == Phase::backward && op.kind != kind) last_backward = op.id;
+    for (const Op& op : t.ops)
+      if (op.kind == kind) {
+        ++reductions;
+        reduced = op.message_bytes;
+        EXPECT_GT(op.id, last_backward);
+      }
+    for (const Op& op : bucketed.ops)
+      if (op.kind == kind) grads += op.message_bytes;
+    EXPECT_EQ(reductions, 1u);
+    EXPECT_EQ(reduced, grads);  // every gradient the buckets reduced
+    EXPECT_EQ(model_state(t).comm_persistent, 0u);
+  }
+  ConfigNode bad = ConfigNode::parse_text("model: chain\nlayers: 2\nwidth: 8\nparallel: {dp: 2, zero: 3, ddp: local}\n",
+                                          "w.yaml");
+  try {
+    generate_workload(bad);
+    ADD_FAILURE() << "zero 3 with ddp local was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "w.yaml:4:33: parallel.ddp: local (one reduction after the backward) needs zero 0, 1 or 2, got zero 3 "
+              "(which gathers and reduces per unit)");
+  }
+}
+
 TEST(Parallel, ZeroThreeGathersEachBlockBeforeItsForwardAndItsBackward) {
   const Trace t = llama_7b(8, 3);
   std::map<std::string, int> gathers;
