@@ -65,6 +65,8 @@ def draw(rng):
         parallel["fused_accumulation"] = "true"
     if tp > 1 and pp > 1 and rng.random() < 0.5:
         parallel["scatter_gather"] = "true"
+    if dp > 1 and parallel["zero"] != 3 and rng.random() < 0.2:
+        parallel["ddp"] = "local"
     lines.append("parallel: {" + ", ".join(f"{k}: {val}" for k, val in parallel.items()) + "}")
     ranks = tp * pp * dp
     nodes = max(1, -(-ranks // 8))
