@@ -35,6 +35,10 @@ std::vector<ParamSpec> parallel_param_specs() {
       {"schedule", "pipeline schedule: gpipe, 1f1b (PipeDream-Flush) or interleaved (Megatron's, "
                    "over virtual_stages chunks per device)", "1f1b"},
       {"virtual_stages", "interleaved: model chunks per device", "1"},
+      {"first_stage_layers", "layers on the first pipeline stage, the other stages sharing the rest evenly "
+                             "(Megatron's --decoder-first-pipeline-num-layers); 0: the even share", "0"},
+      {"last_stage_layers", "layers on the last pipeline stage (--decoder-last-pipeline-num-layers); 0: the even "
+                            "share", "0"},
       {"scatter_gather", "pipeline sends with tp > 1 and no sp: each tensor-parallel rank sends 1/tp of the "
                          "tensor and the receiving stage all-gathers it over its tp group (Megatron-LM's "
                          "scatter_gather_tensors_in_pipeline); false: every rank sends the whole tensor", "false"},
@@ -109,6 +113,14 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
     schedule.fail("the interleaved schedule needs virtual_stages of 2 or more");
   s.fused_accumulation = params.get("fused_accumulation").as_bool();
   s.scatter_gather = params.get("scatter_gather").as_bool();
+  for (const char* key : {"first_stage_layers", "last_stage_layers"}) {
+    const ConfigNode n = params.get(key);
+    const auto layers = static_cast<std::uint32_t>(n.as_int_in(0, 1 << 20));
+    if (layers > 0 && s.pp < 2) n.fail("sets the layers of one pipeline stage: it needs pp of 2 or more");
+    if (layers > 0 && s.virtual_stages > 1)
+      n.fail("uneven stages with the interleaved schedule's chunks are not modelled: use virtual_stages 1");
+    (std::string(key) == "first_stage_layers" ? s.first_stage_layers : s.last_stage_layers) = layers;
+  }
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();

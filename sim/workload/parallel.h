@@ -69,6 +69,10 @@ struct ParallelSettings {
   std::uint32_t pp = 1;
   PipelineSchedule schedule = PipelineSchedule::one_f_one_b;
   std::uint32_t virtual_stages = 1;  // model chunks per device (interleaved)
+  /// Layers on the first and the last stage (0: the even share); the other stages share the
+  /// rest evenly (Megatron's --decoder-first/last-pipeline-num-layers; Llama 3 405B puts one
+  /// layer less on each end). One chunk per stage only.
+  std::uint32_t first_stage_layers = 0, last_stage_layers = 0;
   /// Pipeline sends with tp > 1 and no sp: each TP rank sends 1/tp of the tensor and the
   /// receiving stage all-gathers it over its TP group (Megatron-LM's
   /// scatter_gather_tensors_in_pipeline; Narayanan et al. 2021, section 4.1).

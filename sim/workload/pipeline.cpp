@@ -92,6 +92,45 @@ class Pipeliner {
   // counts elements, memsim the bytes).
   bool scattered(std::uint64_t bytes) const { return scatter_gather_ && bytes % s_.tp == 0; }
 
+  // Each numbered layer's chunk: an even split, or the first and last stage's counts given
+  // and the rest shared evenly by the other stages.
+  std::vector<std::uint32_t> split_layers(std::uint32_t layers) const {
+    const std::uint32_t first = s_.first_stage_layers, last = s_.last_stage_layers;
+    std::vector<std::uint32_t> count(chunks(), 0);
+    if (first == 0 && last == 0) {
+      if (layers % chunks() != 0)
+        throw ParallelKeyError({"pp", "virtual_stages"},
+                               fmt::format("{}: its {} layers do not split evenly into {} pipeline stage(s){}", in_.name,
+                                           layers, s_.pp,
+                                           s_.virtual_stages > 1 ? fmt::format(" of {} chunks each", s_.virtual_stages)
+                                                                 : std::string()));
+      std::fill(count.begin(), count.end(), layers / chunks());
+    } else {
+      const std::uint32_t others = s_.pp - (first > 0) - (last > 0);
+      const std::uint64_t given = std::uint64_t{first} + last;
+      const std::uint64_t rest = given < layers ? layers - given : 0;
+      const std::string what = fmt::format(
+          "{}: {} layers, {} on the first stage and {} on the last", in_.name, layers,
+          first > 0 ? std::to_string(first) : "the even share", last > 0 ? std::to_string(last) : "the even share");
+      const std::vector<std::string> keys{first > 0 ? "first_stage_layers" : "last_stage_layers"};
+      if (others == 0 && given != layers)
+        throw ParallelKeyError(keys, fmt::format("{}: with pp {} those are all the stages, expected {} in all", what,
+                                                 s_.pp, layers));
+      if (others > 0 && (rest == 0 || rest % others != 0))
+        throw ParallelKeyError(keys, fmt::format("{}, leave {} for the other {} stage(s): expected a positive multiple "
+                                                 "of {} (the same on each)",
+                                                 what, rest == 0 ? std::string("none") : std::to_string(rest), others,
+                                                 others));
+      const auto share = static_cast<std::uint32_t>(others > 0 ? rest / others : 0);
+      std::fill(count.begin(), count.end(), share);
+      if (first > 0) count.front() = first;
+      if (last > 0) count.back() = last;
+    }
+    std::vector<std::uint32_t> chunk_of;
+    for (std::uint32_t c = 0; c < count.size(); ++c) chunk_of.insert(chunk_of.end(), count[c], c);
+    return chunk_of;
+  }
+
   // Each op's model chunk: its layer's, else the chunk of the layer before it (forward: the
   // first chunk before any layer; backward: the last chunk before any layer's backward).
   void assign_chunks() {
@@ -105,13 +144,7 @@ class Pipeliner {
       throw ParallelKeyError({"pp"}, fmt::format("{}: pipeline parallelism splits a model by its numbered layers (transformer "
                                    "blocks, residual blocks), and no op of this model belongs to one",
                                    in_.name));
-    if (layers % chunks() != 0)
-      throw ParallelKeyError({"pp", "virtual_stages"},
-                             fmt::format("{}: its {} layers do not split evenly into {} pipeline stage(s){}", in_.name,
-                                   layers, s_.pp,
-                                   s_.virtual_stages > 1 ? fmt::format(" of {} chunks each", s_.virtual_stages)
-                                                         : std::string()));
-    const std::uint32_t per_chunk = layers / chunks();
+    const std::vector<std::uint32_t> chunk_of_layer = split_layers(layers);
     chunk_.assign(in_.ops.size(), kNone);
     std::uint32_t forward = 0, backward = chunks() - 1;
     for (const Op& op : in_.ops) {
@@ -119,7 +152,7 @@ class Pipeliner {
       std::uint32_t& current = op.phase == Phase::forward ? forward : backward;
       if (const std::string u = numbered_unit(op.name); !u.empty()) {
         const auto it = index.find(u);
-        if (it != index.end()) current = it->second / per_chunk;
+        if (it != index.end()) current = chunk_of_layer[it->second];
       }
       chunk_[op.id] = current;
     }

@@ -154,3 +154,51 @@ TEST(PipelineSplit, ScatterGatherSendsOneTpShareAndGathersTheRestOverTp) {
   EXPECT_EQ(sp_split.sent, sp.sent);
   EXPECT_EQ(2 * sp.sent, whole.sent);
 }
+
+TEST(PipelineSplit, UnevenStagesPutTheGivenLayersOnTheFirstAndLastStage) {
+  // Llama 3 405B's layout in small: one layer less on the first and the last stage
+  // (Megatron's --decoder-first/last-pipeline-num-layers), the rest shared by the others.
+  const std::string spec =
+      "model: llama\nlayers: 10\nhidden: 64\nheads: 4\nintermediate: 128\nvocab: 100\nseq_len: 16\nbatch: 1\n"
+      "parallel: {pp: 4, micro_batches: 4";
+  auto layers_per_device = [](const Trace& t) {
+    const std::regex layer(R"((?:^|[.:])layers\.(\d+)\.)");
+    std::map<std::uint32_t, std::set<int>> per;
+    for (const Op& op : t.ops) {
+      std::smatch m;
+      const bool crossing = op.kind == "send" || op.kind == "recv";  // named by the tensor they carry
+      if (op.phase == Phase::forward && !crossing && std::regex_search(op.name, m, layer))
+        per[op.device].insert(std::stoi(m[1]));
+    }
+    std::vector<std::set<int>> out;
+    for (auto& [d, l] : per) out.push_back(l);
+    return out;
+  };
+  const auto uneven = layers_per_device(workload(spec + ", first_stage_layers: 2, last_stage_layers: 2}\n"));
+  ASSERT_EQ(uneven.size(), 4u);
+  EXPECT_EQ(uneven[0], (std::set<int>{0, 1}));
+  EXPECT_EQ(uneven[1], (std::set<int>{2, 3, 4}));
+  EXPECT_EQ(uneven[2], (std::set<int>{5, 6, 7}));
+  EXPECT_EQ(uneven[3], (std::set<int>{8, 9}));
+  // Only the first given: the three others share the rest.
+  const auto first = layers_per_device(workload(spec + ", first_stage_layers: 1}\n"));
+  ASSERT_EQ(first.size(), 4u);
+  EXPECT_EQ(first[0], (std::set<int>{0}));
+  EXPECT_EQ(first[3], (std::set<int>{7, 8, 9}));
+  // Counts that leave the others unequal shares, or are given without a pipeline, are
+  // errors at the key.
+  auto error_of_spec = [](const std::string& yaml) {
+    try {
+      workload(yaml);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error_of_spec(spec + ", first_stage_layers: 3}\n"),
+            "w.yaml:9:57: parallel.first_stage_layers: llama: 10 layers, 3 on the first stage and the even share on the "
+            "last, leave 7 for the other 3 stage(s): expected a positive multiple of 3 (the same on each)");
+  EXPECT_EQ(error_of_spec("model: llama\nlayers: 4\nhidden: 64\nheads: 4\nintermediate: 128\nvocab: 100\n"
+                          "parallel: {last_stage_layers: 1}\n"),
+            "w.yaml:7:31: parallel.last_stage_layers: sets the layers of one pipeline stage: it needs pp of 2 or more");
+}
