@@ -113,14 +113,16 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
     schedule.fail("the interleaved schedule needs virtual_stages of 2 or more");
   s.fused_accumulation = params.get("fused_accumulation").as_bool();
   s.scatter_gather = params.get("scatter_gather").as_bool();
-  for (const char* key : {"first_stage_layers", "last_stage_layers"}) {
+  auto stage_layers = [&](const char* key) {
     const ConfigNode n = params.get(key);
     const auto layers = static_cast<std::uint32_t>(n.as_int_in(0, 1 << 20));
     if (layers > 0 && s.pp < 2) n.fail("sets the layers of one pipeline stage: it needs pp of 2 or more");
     if (layers > 0 && s.virtual_stages > 1)
       n.fail("uneven stages with the interleaved schedule's chunks are not modelled: use virtual_stages 1");
-    (std::string(key) == "first_stage_layers" ? s.first_stage_layers : s.last_stage_layers) = layers;
-  }
+    return layers;
+  };
+  s.first_stage_layers = stage_layers("first_stage_layers");
+  s.last_stage_layers = stage_layers("last_stage_layers");
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();

@@ -263,28 +263,24 @@ class Pipeliner {
           recv.kind = "recv";
           recv.phase = orig.phase;
           recv.dtype = orig.dtype;
-          recv.outputs = {copy};
-          recv.message_bytes = src.bytes;
+          // Scattered: this rank's 1/tp of the tensor, then the whole of it gathered from the tp group.
+          const bool split = scattered(src.bytes);
+          recv.message_bytes = split ? src.bytes / s_.tp : src.bytes;
+          recv.outputs = {split ? t.add_buffer(name + ".part", recv.message_bytes, src.category, false) : copy};
           recv.group = crossing_.at({b, use}).group;
-          if (!scattered(src.bytes)) {
-            add(std::move(recv), chunk);
-            continue;
-          }
-          // This rank's 1/tp of the tensor, then the whole of it gathered from the tp group.
-          const std::uint64_t part = src.bytes / s_.tp;
-          recv.outputs = {t.add_buffer(name + ".part", part, src.category, false)};
-          recv.message_bytes = part;
           Op gather;
-          gather.name = name + ".gather";
-          gather.kind = "all_gather";
-          gather.phase = orig.phase;
-          gather.dtype = orig.dtype;
-          gather.inputs = recv.outputs;
-          gather.outputs = {copy};
-          gather.message_bytes = src.bytes;
-          gather.group = "tp";
+          if (split) {
+            gather.name = name + ".gather";
+            gather.kind = "all_gather";
+            gather.phase = orig.phase;
+            gather.dtype = orig.dtype;
+            gather.inputs = recv.outputs;
+            gather.outputs = {copy};
+            gather.message_bytes = src.bytes;
+            gather.group = "tp";
+          }
           add(std::move(recv), chunk);
-          add(std::move(gather), chunk);
+          if (split) add(std::move(gather), chunk);
         }
       if (stage_of(chunk) == d && !start.dropped.count(orig.id)) {
         Op op = orig;

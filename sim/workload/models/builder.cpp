@@ -83,7 +83,7 @@ std::string TrainingSettings::summary() const {
   const FusedKernels usual;
   if (fused.layer_norm != usual.layer_norm) s += ", unfused norms";
   if (fused.softmax != usual.softmax) s += ", unfused softmax";
-  if (fused.softmax && fused.softmax_shape_rules) s += ", Megatron's softmax kernel where it fits";
+  if (fused.softmax_shape_rules) s += ", Megatron's softmax kernel where it fits";
   if (fused.bias_gelu != usual.bias_gelu) s += ", unfused bias-gelu";
   if (fused.swiglu != usual.swiglu) s += ", fused swiglu";
   if (finetune.freeze != FineTune::Freeze::none || finetune.lora()) s += ", " + finetune.summary();

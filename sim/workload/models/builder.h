@@ -516,10 +516,10 @@ class ModelBuilder {
     BufferId probs;  // the softmax output (fp32 for half types), saved by its backward
     BufferId out;    // the probabilities in dtype: probs, or their cast
   };
-  /// Its forward ops on `scores` (batch x heads x seq x seq, `elements`), named under `name`.
-  // Whether the attention's softmax is the fused kernel for scores of batch x heads x seq x
-  // seq (fused.softmax, and with fused.softmax_shape_rules the shape Megatron's kernel takes).
+  /// Whether the attention's softmax is the fused kernel for scores of batch x heads x seq x
+  /// seq (fused.softmax, and with fused.softmax_shape_rules the shape Megatron's kernel takes).
   bool fused_softmax_runs(std::int64_t batch, std::int64_t heads, std::int64_t seq, bool causal) const;
+  /// Its forward ops on `scores` (batch x heads x seq x seq, `elements`), named under `name`.
   SoftmaxChain unfused_softmax_forward(const std::string& name, BufferId scores, std::uint64_t elements,
                                        bool causal, std::int64_t batch, std::int64_t seq);
   /// Its backward ops from the gradient g of chain.out; returns the scores' gradient.
