@@ -165,19 +165,26 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
                                  l.origin.empty() ? "" : l.origin + ": ", t.name, ranks, p.name, compute.size(),
                                  more_devices_hint(p, ranks)));
   const std::uint32_t tp = std::max<std::uint32_t>(1, l.tp), stages = std::max<std::uint32_t>(1, l.stages);
-  const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * stages));
-  const Mesh mesh = Mesh::megatron(tp, dp, l.dp == dp ? l.ep : 1, stages);
+  const std::uint32_t cp = std::max<std::uint32_t>(1, l.cp);
+  const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * cp * stages));
+  const Mesh mesh = Mesh::megatron(tp, dp, l.dp == dp ? l.ep : 1, stages, cp);
   auto nodes = [&](const std::vector<std::uint32_t>& rs) {
     std::set<std::uint32_t> n;
     for (std::uint32_t r : rs) n.insert(p.devices[compute[r]].node);
     return n;
   };
-  std::cout << fmt::format("{} on {}: {} ranks (tp {}, dp {}, pp {}), rank = tp_rank + {} x (dp_rank + {} x stage)\n",
-                           t.description.empty() ? t.name : t.description, p.name, ranks, tp, dp, stages, tp, dp);
+  const std::string what = t.description.empty() ? t.name : t.description;
+  if (cp > 1)
+    std::cout << fmt::format(
+        "{} on {}: {} ranks (tp {}, cp {}, dp {}, pp {}), rank = tp_rank + {} x (cp_rank + {} x (dp_rank + {} x stage))\n",
+        what, p.name, ranks, tp, cp, dp, stages, tp, cp, dp);
+  else
+    std::cout << fmt::format("{} on {}: {} ranks (tp {}, dp {}, pp {}), rank = tp_rank + {} x (dp_rank + {} x stage)\n",
+                             what, p.name, ranks, tp, dp, stages, tp, dp);
   constexpr std::size_t kMostGroups = 8;  // listed per kind; the rest counted
   for (std::uint32_t s = 0; s < stages; ++s) {
     const std::uint32_t first = mesh.with(0, "pp", s);
-    const std::vector<std::uint32_t> all = mesh.group({"tp", "ep", "edp"}, first);
+    const std::vector<std::uint32_t> all = mesh.group(Mesh::stage_dims(), first);
     const auto n = nodes(all);
     std::cout << fmt::format("  stage {:<3} ranks {}-{} on {} ({} node{})\n", s, all.front(), all.back(),
                              device_span(p, compute, all), n.size(), n.size() == 1 ? "" : "s");
@@ -198,11 +205,11 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
       std::cout << fmt::format("    {} groups of {} ({}): {}\n", kind, mesh.size(dims),
                                one_node ? "each within a node" : "across nodes", groups);
     };
-    for (std::string_view kind : {"tp", "dp", "ep"}) list(kind);
+    for (std::string_view kind : {"tp", "cp", "dp", "ep"}) list(kind);
   }
   if (stages > 1)
     std::cout << fmt::format("  pipeline: stage s sends to s + 1 from each rank to the rank {} above it ({})\n",
-                             tp * dp, nodes({0, mesh.with(0, "pp", 1)}).size() > 1 ? "across nodes" : "within a node");
+                             tp * cp * dp, nodes({0, mesh.with(0, "pp", 1)}).size() > 1 ? "across nodes" : "within a node");
   return 0;
 }
 

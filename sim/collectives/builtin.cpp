@@ -9,7 +9,7 @@ namespace memsim {
 const std::vector<std::string>& communication_kinds() {
   static const std::vector<std::string> kinds{"all_reduce", "all_gather", "reduce_scatter", "all_to_all",
                                               "broadcast",  "reduce",     "gather",         "scatter",
-                                              "barrier",    "send",       "recv"};
+                                              "barrier",    "send",       "recv",           "ring_exchange"};
   return kinds;
 }
 

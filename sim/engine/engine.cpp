@@ -1,6 +1,7 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <span>
@@ -870,7 +871,14 @@ Summary Simulation::run() {
   char name[] = "memsim";
   char* argv[] = {name, nullptr};
   xbt_log_control_set("root.thres:warning");
+  // SimGrid's engine installs a SIGINT handler that calls exit(), which is not safe in a
+  // handler: a Ctrl-C that lands inside malloc deadlocks in the exit handlers' frees. What
+  // SIGINT did before (memsim's cleanup of unfinished outputs, sim/core/files.cpp, which
+  // only unlinks and then dies of the signal) is put back.
+  struct sigaction sigint_before {};
+  const bool saved_sigint = ::sigaction(SIGINT, nullptr, &sigint_before) == 0;
   sg4::Engine engine(&argc, argv);
+  if (saved_sigint) ::sigaction(SIGINT, &sigint_before, nullptr);
   // CM02 with no cross-traffic and no TCP window bound: a copy of S bytes over a link of
   // bandwidth B takes exactly S/B + latency, and copies sharing a link share it fairly.
   engine.set_config("network/model:CM02");

@@ -2,18 +2,22 @@
 // The grid of ranks a parallel step runs on: named dimensions, innermost first, and the one
 // place where a rank's number, its coordinates and its process groups are worked out.
 //
-// Megatron-LM numbers its ranks tensor-parallel innermost, then data-parallel, then pipeline
-// stages: rank = tp_rank + tp x (dp_rank + dp x stage). Expert parallelism splits the
-// data-parallel ranks into blocks of ep consecutive ones (the ranks that exchange tokens);
-// the ranks holding the same experts are every ep-th of them. So the mesh of a step is
+// Megatron-LM numbers its ranks tensor-parallel innermost, then context-parallel, then
+// data-parallel, then pipeline stages (its order "tp-cp-ep-dp-pp"):
+// rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x stage)). Expert parallelism splits
+// the data-parallel ranks into blocks of ep consecutive ones (the ranks that exchange
+// tokens); the ranks holding the same experts are every ep-th of them. So the mesh of a step is
 //
-//     tp (tp) x ep (ep) x edp (dp / ep) x pp (pp)         innermost first
+//     tp (tp) x cp (cp) x ep (ep) x edp (dp / ep) x pp (pp)         innermost first
 //
 // and a data-parallel rank is ep_rank + ep x edp_rank. Every process group is the set of
 // ranks that differ from one rank only in some of the dimensions:
 //
-//     tp  : {tp}        ep : {ep}        edp : {edp}        dp : {ep, edp}        pp : {pp}
+//     tp : {tp}    cp : {cp}    ep : {ep}    edp : {cp, edp}    dp : {cp, ep, edp}    pp : {pp}
 //
+// The weights are replicated over the context-parallel ranks as over the data-parallel
+// ones, so the groups that reduce gradients (dp, and edp for the experts') span cp too, as
+// Megatron's data-parallel group "with context parallel" does; with cp 1 they are dp's.
 // listed with the inner dimensions varying fastest (the ring order NCCL is given).
 #include <cstdint>
 #include <string>
@@ -36,8 +40,8 @@ class Mesh {
   /// Dimensions innermost first; names unique, sizes at least 1 (std::invalid_argument
   /// otherwise: a mesh is built by the code, not read from a file).
   explicit Mesh(std::vector<Dim> dims);
-  /// Megatron's order: tp, ep, edp (dp / ep), pp.
-  static Mesh megatron(std::uint32_t tp, std::uint32_t dp, std::uint32_t ep, std::uint32_t pp);
+  /// Megatron's order: tp, cp, ep, edp (dp / ep), pp.
+  static Mesh megatron(std::uint32_t tp, std::uint32_t dp, std::uint32_t ep, std::uint32_t pp, std::uint32_t cp = 1);
   static Mesh of(const ParallelSettings& s);
   static Mesh of(const ParallelLayout& layout);
 
@@ -69,6 +73,9 @@ class Mesh {
   /// empty for a kind that is not a mesh group (a pipeline's point-to-point pair, a tied
   /// weight's shared group).
   static std::vector<std::string_view> dims_of(std::string_view kind);
+  /// The dimensions within one pipeline stage (every one but pp): the ranks a stage's first
+  /// rank stands for when ranks are symmetric.
+  static const std::vector<std::string_view>& stage_dims();
 
  private:
   std::size_t index(std::string_view dim) const;

@@ -147,8 +147,25 @@ std::vector<std::string> unused_efficiency_lines(const std::vector<UnusedEfficie
     lines.emplace_back(u.device, fmt::format("{} {} no op of this run (its kinds: {})", fmt::join(parts, " and "),
                                              keys == 1 ? "matches" : "match", kinds_command));
   }
+  // Consecutive devices as one range, then every range with the same keys on one line (a
+  // pipeline's simulated ranks are a stage apart: gpu0, gpu1024, ...).
+  std::vector<std::pair<std::vector<std::string>, std::string>> merged;
+  for (const auto& [devices, text] : group_identical(lines)) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.second == text; });
+    if (it == merged.end())
+      merged.push_back({{devices}, text});
+    else
+      it->first.push_back(devices);
+  }
   std::vector<std::string> out;
-  for (const auto& [devices, text] : group_identical(lines)) out.push_back(devices + ": " + text);
+  constexpr std::size_t kMostListed = 4;
+  for (const auto& [devices, text] : merged) {
+    const std::string who =
+        devices.size() <= kMostListed
+            ? fmt::format("{}", fmt::join(devices, ", "))
+            : fmt::format("{}, {}, ... {} ({} of them)", devices[0], devices[1], devices.back(), devices.size());
+    out.push_back(who + ": " + text);
+  }
   return out;
 }
 

@@ -278,7 +278,7 @@ void run(RunInputs&& in, RunResult& out) {
       out.summary.micro_batches = layout.micro_batches;
       const Mesh mesh = Mesh::of(layout);
       for (std::uint32_t r : layout.simulated) {
-        if (mesh.first(r, {"tp", "ep", "edp"}) != r) continue;  // a stage's first rank speaks for it
+        if (mesh.first(r, Mesh::stage_dims()) != r) continue;  // a stage's first rank speaks for it
         PipelineStageSummary st{mesh.coord(r, "pp"), r, 0, 0, 0};
         if (r < out.summary.device_compute_s.size()) st.compute_s = out.summary.device_compute_s[r];
         if (r < out.summary.device_exposed_comm_s.size()) st.exposed_comm_s = out.summary.device_exposed_comm_s[r];

@@ -34,7 +34,9 @@ const std::vector<std::string>& known_op_kinds() {
       "elementwise", "reduction", "copy", "allocate", "other",
       // communication (issue 13): collectives and point-to-point, with Op::message_bytes
       "all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce",
-      "gather", "scatter", "barrier", "send", "recv"};
+      "gather", "scatter", "barrier", "send", "recv",
+      // context parallelism's ring attention: each rank sends to the next of its group
+      "ring_exchange"};
   return kinds;
 }
 

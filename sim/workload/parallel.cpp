@@ -28,6 +28,9 @@ std::vector<ParamSpec> parallel_param_specs() {
              "innermost: rank = tp_rank + tp x dp_rank)", "1"},
       {"sp", "sequence parallelism with tp: norms, dropouts and residuals on 1/tp of the tokens, "
              "reduce-scatter and all-gather in place of all-reduce", "false"},
+      {"cp", "context-parallel ranks (Megatron's --context-parallel-size, ring attention): each holds 1/cp of "
+             "every sequence, k and v passed around them in the attention, gradients reduced over dp x cp "
+             "(rank = tp_rank + tp x (cp_rank + cp x dp_rank))", "1"},
       {"ep", "expert-parallel ranks within each data-parallel group: a mixture of experts' experts split "
              "over them, tokens dispatched and combined by all-to-all", "1"},
       {"pp", "pipeline stages: the layers split evenly over pp devices, activations and their "
@@ -88,11 +91,12 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.sp = sp.as_bool();
   if (s.sp && s.tp == 1) sp.fail("sequence parallelism needs tp > 1");
   s.pp = static_cast<std::uint32_t>(params.get("pp").as_int_in(1, 1024));
+  s.cp = static_cast<std::uint32_t>(params.get("cp").as_int_in(1, 1024));
   // Ranks are 32-bit device numbers; a million is past any platform.
   constexpr std::uint64_t kMostRanks = std::uint64_t{1} << 20;
-  if (const std::uint64_t ranks = std::uint64_t{s.tp} * s.dp * s.pp; ranks > kMostRanks)
-    params.get(s.pp > 1 ? "pp" : "tp")
-        .fail(fmt::format("tp x dp x pp is {} ranks, more than the {} a step may run on", ranks, kMostRanks));
+  if (const std::uint64_t ranks = std::uint64_t{s.tp} * s.cp * s.dp * s.pp; ranks > kMostRanks)
+    params.get(s.pp > 1 ? "pp" : s.cp > 1 ? "cp" : "tp")
+        .fail(fmt::format("tp x cp x dp x pp is {} ranks, more than the {} a step may run on", ranks, kMostRanks));
   const ConfigNode ep = params.get("ep");
   s.ep = static_cast<std::uint32_t>(ep.as_int_in(1, 1024));
   if (s.ep > 1 && s.dp % s.ep != 0)
@@ -140,6 +144,7 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
 std::string parallel_summary(const ParallelSettings& s) {
   std::string out;
   if (s.tp > 1) out = fmt::format("tp {}{}", s.tp, s.sp ? " sp" : "");
+  if (s.cp > 1) out += fmt::format("{}cp {}", out.empty() ? "" : ", ", s.cp);
   if (s.ep > 1) out += fmt::format("{}ep {}", out.empty() ? "" : ", ", s.ep);
   if (s.pp > 1) {
     out += fmt::format("{}pp {} {}", out.empty() ? "" : ", ", s.pp, to_string(s.schedule));
@@ -303,15 +308,16 @@ class Sharder {
     out_ = in_.without_ops();
     // Rank 0's groups (a pipeline's stage: its first rank's); each rank's instance is the
     // mesh's group around it.
-    const Mesh mesh = Mesh::megatron(s_.tp, s_.dp, s_.ep, 1);
+    const Mesh mesh = Mesh::megatron(s_.tp, s_.dp, s_.ep, 1, s_.cp);
     out_.groups.push_back({"dp", mesh.group("dp", 0)});
     // The ranks holding rank 0's experts: every ep-th of its data-parallel group.
-    if (s_.ep > 1 && s_.dp > s_.ep) out_.groups.push_back({"edp", mesh.group("edp", 0)});
+    if (expert_replicas()) out_.groups.push_back({"edp", mesh.group("edp", 0)});
     out_.parallel = ParallelLayout{};
     out_.parallel.ranks = mesh.size();
     out_.parallel.symmetric = s_.symmetric;
     out_.parallel.summary = summary();
     out_.parallel.tp = s_.tp;
+    out_.parallel.cp = s_.cp;
     out_.parallel.dp = s_.dp;
     out_.parallel.ep = s_.ep;
     before_.resize(in_.ops.size());
@@ -376,7 +382,10 @@ class Sharder {
 
   // How many ranks share a parameter's gradient and shard its state: dp, or for an expert's
   // dp / ep; and over which group.
-  std::uint32_t ways(const Param& p) const { return p.expert ? s_.dp / s_.ep : s_.dp; }
+  // With context parallelism the weights are replicated over cp too: dp x cp ways.
+  std::uint32_t ways(const Param& p) const { return (p.expert ? s_.dp / s_.ep : s_.dp) * s_.cp; }
+  // Whether other ranks hold this rank's experts (an expert data-parallel group of 2 or more).
+  bool expert_replicas() const { return s_.ep > 1 && (s_.dp > s_.ep || s_.cp > 1); }
   static const char* group_of(const Param& p) { return p.expert ? "edp" : "dp"; }
 
   static Op comm_op(std::string name, std::string kind, Phase phase, std::uint64_t message,
@@ -417,7 +426,7 @@ class Sharder {
   void bucket_gradients() {
     bucket_gradients(false);
     // Experts' gradients over their own group; with ep = dp no other rank holds them.
-    if (s_.ep > 1 && s_.dp > s_.ep) bucket_gradients(true);
+    if (expert_replicas()) bucket_gradients(true);
   }
 
   void bucket_gradients(bool experts) {
@@ -519,7 +528,7 @@ class Sharder {
       unit.grad_bytes += in_.buffers[p.grad].bytes;
       if (p.ready != kNoOp) unit.ready = std::max(unit.ready, p.ready);
       unit_of_weight[p.weight] = it->second;
-      out_.buffers[p.weight].bytes = shard(in_.buffers[p.weight].bytes, s_.dp);
+      out_.buffers[p.weight].bytes = shard(in_.buffers[p.weight].bytes, ways(p));
     }
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer) continue;
@@ -609,14 +618,27 @@ class Sharder {
 
   void emit_all() {
     std::vector<OpId> new_id(in_.ops.size(), kNoOp);
+    // The last reduction or gather placed here that reads each buffer: a collective of the
+    // step that later writes the buffer (a pipeline's all-reduce of a tied embedding's
+    // gradient between its stages, as Megatron's finalize_model_grads runs it after the
+    // data-parallel reduction) waits for it, on whatever stream each runs.
+    std::map<BufferId, OpId> read_by;
     auto emit = [&](Op op) {
       for (OpId& w : op.waits_for) w = new_id[w];
-      return out_.add_op(std::move(op));
+      const OpId id = out_.add_op(std::move(op));
+      for (const auto* list : {&out_.ops[id].inputs, &out_.ops[id].updates})
+        for (BufferId b : *list) read_by[b] = id;
+      return id;
     };
     for (std::size_t i = 0; i < ops_.size(); ++i) {
       for (Op& op : before_[i]) emit(std::move(op));
       Op op = std::move(ops_[i]);
       for (OpId& w : op.waits_for) w = new_id[w];
+      if (!op.group.empty())
+        for (BufferId b : op.updates)
+          if (const auto it = read_by.find(b);
+              it != read_by.end() && std::find(op.waits_for.begin(), op.waits_for.end(), it->second) == op.waits_for.end())
+            op.waits_for.push_back(it->second);
       new_id[i] = out_.add_op(std::move(op));
       for (Op& op2 : after_[i]) emit(std::move(op2));
     }
@@ -645,7 +667,8 @@ double parallel_op_estimate(const Trace& step, const ParallelSettings& settings)
   if (settings.zero == 3) rank += 2 * m * steps;         // at most a gather per parameter, twice
   // A pipeline's stages split the step; without symmetric ranks each of a stage's tp x dp
   // ranks is simulated.
-  const double simulated = settings.symmetric ? 1.0 : static_cast<double>(settings.dp) * settings.tp;
+  const double simulated =
+      settings.symmetric ? 1.0 : static_cast<double>(settings.dp) * settings.cp * settings.tp;
   return rank * simulated;
 }
 
@@ -674,7 +697,8 @@ void place_rank_groups(Trace& placed) {
 
 Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   if (settings.pp > 1) return pipeline(step, settings);
-  if (settings.dp <= 1 && settings.micro_batches <= 1 && settings.tp <= 1 && settings.ep <= 1) return step;
+  if (settings.weight_replicas() <= 1 && settings.micro_batches <= 1 && settings.tp <= 1 && settings.ep <= 1)
+    return step;
   for (const Op& op : step.ops)
     if (op.device != 0)
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
@@ -682,7 +706,7 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   std::vector<std::uint32_t> mb;
   const Trace accumulated = accumulate(step, settings.micro_batches, mb, settings.fused_accumulation);
   Trace out;
-  if (settings.dp <= 1) {
+  if (settings.weight_replicas() <= 1) {
     out = accumulated;
     if (settings.tp <= 1) {
       out.description = fmt::format("{}, {} micro-batches", step.description.empty() ? step.name : step.description,
@@ -702,6 +726,7 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   // data-parallel group).
   const Mesh mesh = Mesh::of(settings);
   if (settings.tp > 1) out.groups.push_back({"tp", mesh.group("tp", 0)});
+  if (settings.cp > 1) out.groups.push_back({"cp", mesh.group("cp", 0)});
   if (settings.ep > 1) out.groups.push_back({"ep", mesh.group("ep", 0)});
   out.description = fmt::format("{}, {}", step.description.empty() ? step.name : step.description,
                                 out.parallel.summary);

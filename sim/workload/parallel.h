@@ -64,6 +64,13 @@ struct ParallelSettings {
   /// data-parallel group (consecutive data-parallel ranks), tokens sent to their experts'
   /// ranks and back by all-to-all (Megatron's alltoall token dispatcher).
   std::uint32_t ep = 1;
+  /// Context parallelism (Megatron's --context-parallel-size; TransformerEngine's ring
+  /// attention over point-to-point exchanges): each of cp ranks holds 1/cp of every
+  /// sequence (2 cp chunks, two per rank, so that a causal mask loads them evenly), the
+  /// attention passes k and v around the cp ranks; the weights are replicated over them and
+  /// their gradients reduced over dp x cp. Ranks: rank = tp_rank + tp x (cp_rank + cp x
+  /// (dp_rank + dp x stage)).
+  std::uint32_t cp = 1;
   /// Pipeline parallelism: the layers split into pp stages on different devices
   /// (pipeline.h), PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage).
   std::uint32_t pp = 1;
@@ -97,6 +104,10 @@ struct ParallelSettings {
   bool prefetch = true;
   bool reshard_after_forward = true;
   bool symmetric = true;
+
+  /// The ranks that hold the same weights and reduce their gradients: dp x cp (Megatron's
+  /// data-parallel group with context parallelism).
+  std::uint32_t weight_replicas() const { return dp * cp; }
 };
 
 /// The keys of `parallel:` with their defaults, for `memsim list` and the checks.

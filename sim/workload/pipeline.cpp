@@ -339,6 +339,7 @@ class Pipeliner {
     // Groups by stage; place() names each rank's instance and its ranks.
     if (s_.ep > 1) t.groups.push_back({"ep", mesh_.group("ep", 0)});
     if (s_.tp > 1) t.groups.push_back({"tp", mesh_.group("tp", 0)});
+    if (s_.cp > 1) t.groups.push_back({"cp", mesh_.group("cp", 0)});
     for (const auto& [key, c] : crossing_)
       if (c.from == d || c.to == d) t.groups.push_back({c.group, {c.from, c.to}});
     for (const auto& [b, holders] : shared_grad_)
@@ -349,7 +350,7 @@ class Pipeliner {
         pipeline_order(s_.schedule, s_.pp, d, s_.micro_batches, s_.virtual_stages);
     std::vector<std::uint32_t> mb;
     Trace run = run_micro_batches(t, order, s_.micro_batches, mb, chunk_of, s_.fused_accumulation);
-    if (s_.dp > 1) run = shard_over_dp(run, s_, std::move(mb));
+    if (s_.weight_replicas() > 1) run = shard_over_dp(run, s_, std::move(mb));
     return run;
   }
 
@@ -366,7 +367,7 @@ class Pipeliner {
     out.parallel.summary = parallel_summary(s_);
     out.parallel.speaker.assign(ranks, 0);
     // Symmetric: the first rank of each stage stands for the stage's tp x dp ranks.
-    const std::vector<std::string_view> in_stage{"tp", "ep", "edp"};
+    const std::vector<std::string_view>& in_stage = Mesh::stage_dims();
     std::vector<std::uint32_t> simulated;
     for (std::uint32_t stage = 0; stage < s_.pp; ++stage) {
       const std::uint32_t first = mesh_.with(0, "pp", stage);
@@ -381,6 +382,7 @@ class Pipeliner {
     out.parallel.schedule = std::string(to_string(s_.schedule));
     out.parallel.micro_batches = s_.micro_batches;
     out.parallel.tp = s_.tp;
+    out.parallel.cp = s_.cp;
     out.parallel.dp = s_.dp;
     out.parallel.ep = s_.ep;
     std::set<std::string> defined;
@@ -398,7 +400,9 @@ class Pipeliner {
           placed.name = fmt::format("{}@{}", g.name, placed.ranks.front());
         } else {
           const std::uint32_t dp = mesh_.coord(r, "ep") + s_.ep * mesh_.coord(r, "edp");
-          placed.name = fmt::format("{}@{}.{}", g.name, dp, mesh_.coord(r, "tp"));
+          // dp.tp, or dp.cp.tp with context parallelism: one name per rank of the stage.
+          placed.name = s_.cp > 1 ? fmt::format("{}@{}.{}.{}", g.name, dp, mesh_.coord(r, "cp"), mesh_.coord(r, "tp"))
+                                  : fmt::format("{}@{}.{}", g.name, dp, mesh_.coord(r, "tp"));
           for (std::uint32_t st : g.ranks) placed.ranks.push_back(mesh_.with(r, "pp", st));
         }
         group_name[g.name] = placed.name;

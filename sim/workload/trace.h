@@ -184,9 +184,9 @@ struct ParallelLayout {
   std::uint32_t stages = 1;
   std::string schedule;
   std::uint32_t micro_batches = 1;
-  /// The tensor-, data- and expert-parallel sizes: with the stages, the step's Mesh
-  /// (sim/parallel/mesh.h: rank = tp_rank + tp x (dp_rank + dp x stage)).
-  std::uint32_t tp = 1, dp = 1, ep = 1;
+  /// The tensor-, context-, data- and expert-parallel sizes: with the stages, the step's
+  /// Mesh (sim/parallel/mesh.h: rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x stage))).
+  std::uint32_t tp = 1, cp = 1, dp = 1, ep = 1;
   /// Where the rank count was asked for: the location of each parallel key that multiplies
   /// to it ("w.yaml:4:7: parallel.dp", "--set parallel.pp=3: parallel.pp"), for messages
   /// about the ranks; empty for a step whose ranks no key set (an imported trace's).

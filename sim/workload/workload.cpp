@@ -22,7 +22,7 @@ namespace {
 void check_parallel_size(const Trace& step, const ParallelSettings& s, const Params& parallel) {
   const double ops = parallel_op_estimate(step, s);
   if (!over_op_limit(ops)) return;
-  const double ranks = s.symmetric ? 1.0 : static_cast<double>(s.dp) * s.tp;
+  const double ranks = s.symmetric ? 1.0 : static_cast<double>(s.dp) * s.cp * s.tp;
   const char* key = ranks > s.micro_batches ? (s.dp >= s.tp ? "dp" : "tp")
                     : parallel.given("global_batch") ? "global_batch"
                                                      : "micro_batches";
@@ -78,7 +78,7 @@ Trace generate_workload(const ConfigNode& spec) {
     }
     // The keys whose product is the rank count, for the run's messages about it (a platform
     // with fewer devices).
-    for (const char* key : {"tp", "dp", "pp"})
+    for (const char* key : {"tp", "cp", "dp", "pp"})
       if (auto node = section->find(key); node && node->as_int() > 1)
         trace.parallel.origin += fmt::format("{}{}: {}", trace.parallel.origin.empty() ? "" : ", ", node->where(),
                                              node->key_path());

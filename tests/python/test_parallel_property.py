@@ -11,8 +11,8 @@ peaks may then differ by the messages freed at that instant: at most one forward
 message, 2 x batch x seq x hidden x 2 bytes (bf16). Seen on at least 5 of the 500 layouts, 8-32 KiB.
 
 The layouts are drawn from a seeded generator (the same ones on every run): GPT (tied head) and
-Llama (tied or not, dense or a mixture of experts), tp, sp, pp (1F1B, GPipe, interleaved), dp,
-ep, ZeRO 0-3, micro-batches, on one 8-GPU node or several. MEMSIM_PROPERTY_LAYOUTS sets how many
+Llama (tied or not, dense or a mixture of experts), tp, sp, cp, pp (1F1B, GPipe, interleaved),
+dp, ep, ZeRO 0-3, micro-batches, on one 8-GPU node or several. MEMSIM_PROPERTY_LAYOUTS sets how many
 (default 500, in shards so that pytest's report says which one failed).
 """
 import json
@@ -69,8 +69,11 @@ def draw(rng):
         parallel["ddp"] = "local"
     if v == 1 and pp > 1 and layers // pp >= 2 and rng.random() < 0.3:
         parallel["first_stage_layers"] = layers // pp + pp - 1  # the other stages one layer less each
+    if family != "gpt" and rng.random() < 0.25:
+        parallel["cp"] = 2  # context parallelism: ring attention over FlashAttention blocks
+        lines.append("attention_impl: fused")
     lines.append("parallel: {" + ", ".join(f"{k}: {val}" for k, val in parallel.items()) + "}")
-    ranks = tp * pp * dp
+    ranks = tp * pp * dp * parallel.get("cp", 1)
     nodes = max(1, -(-ranks // 8))
     if nodes == 1 and rng.random() < 0.7:
         return "\n".join(lines) + "\n", "dgx-h100", []

@@ -123,3 +123,15 @@ TEST(CollectiveAlgorithms, HierarchicalAllReduceAcrossTwoNodes) {
   EXPECT_NEAR(took[0], within + across + within, 1e-9);
   EXPECT_LT(took[0], 0.75 * kS / 10e9 + 6 * 10e-6);
 }
+
+TEST(CollectiveAlgorithms, RingExchangeSendsSToTheNextRankInOneStep) {
+  // Context parallelism's k/v ring (ring_exchange, run by direct): every rank sends S to the
+  // next one and receives S from the one before, all at once. Each GPU's link carries S up
+  // and S down: S/B + L, where an all-gather of the same blocks (n S in all) would take
+  // (n - 1) steps.
+  Trace t = all_reduces({kS}, 4);
+  for (Op& op : t.ops) op.kind = "ring_exchange";
+  const auto took = durations(platform(star(4)), t);
+  ASSERT_EQ(took.size(), 1u);
+  EXPECT_NEAR(took[0], kS / kB + kL, 1e-9);
+}

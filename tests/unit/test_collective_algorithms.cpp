@@ -64,7 +64,9 @@ TEST(CollectiveAlgorithms, EveryBuiltinIsFoundByNameAndTheDefaultsAreRingAndDire
   for (const auto& k : communication_kinds()) {
     const CollectiveAlgorithm& d = default_collective_algorithm(k);
     EXPECT_TRUE(d.runs(k)) << k;
-    EXPECT_EQ(d.name, k == "all_to_all" || k == "scatter" || k == "gather" || k == "send" || k == "recv" ? "direct" : "ring");
+    const bool direct =
+        k == "all_to_all" || k == "scatter" || k == "gather" || k == "send" || k == "recv" || k == "ring_exchange";
+    EXPECT_EQ(d.name, direct ? "direct" : "ring") << k;
   }
 }
 
@@ -180,7 +182,7 @@ TEST(CollectiveAlgorithms, BadAlgorithmRulesAreLocatedErrors) {
   EXPECT_EQ(error_of(kPlatform + "collectives:\n  algorithms: {allreduce: tree}\n"),
             "p.yaml:10:16: collectives.algorithms.allreduce: 'allreduce' is not a communication kind: expected one of "
             "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, reduce, gather, scatter, barrier, send, "
-            "recv; did you mean 'all_reduce'?");
+            "recv, ring_exchange; did you mean 'all_reduce'?");
   EXPECT_EQ(error_of(kPlatform + "collectives:\n  algorithms: {all_gather: nvls}\n"),
             "p.yaml:10:28: collectives.algorithms.all_gather: algorithm 'nvls' does not run all_gather: it runs all_reduce");
   EXPECT_EQ(error_of(kPlatform + "collectives:\n  algorithms: {all_reduce: [{use: ring}, {below: 1MiB, use: tree}]}\n"),

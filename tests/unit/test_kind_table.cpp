@@ -138,6 +138,16 @@ TEST(KindTable, NoteGroupsDevicesWithTheSameKeys) {
                 "gpu4: efficiency key matmul and memory_efficiency key relu match no op of this run (its kinds: "
                 "memsim info D W --op-kinds)",
                 "gpu5: memory_efficiency key relu matches no op of this run (its kinds: memsim info D W --op-kinds)"}));
+  // A pipeline's simulated ranks, a stage apart, with the same keys: one line.
+  std::vector<UnusedEfficiencyKeys> stages;
+  for (int s = 0; s < 16; ++s) stages.push_back({"gpu" + std::to_string(1024 * s), {"conv2d"}, {}});
+  EXPECT_EQ(unused_efficiency_lines(stages, "K"),
+            (std::vector<std::string>{"gpu0, gpu1024, ... gpu15360 (16 of them): efficiency key conv2d matches no op "
+                                      "of this run (its kinds: K)"}));
+  stages.resize(3);
+  EXPECT_EQ(unused_efficiency_lines(stages, "K"),
+            (std::vector<std::string>{"gpu0, gpu1024, gpu2048: efficiency key conv2d matches no op of this run (its "
+                                      "kinds: K)"}));
 }
 
 TEST(KindTable, TextTableShowsEachKindsEntryAndTheUnusedKeys) {

@@ -18,22 +18,38 @@ using namespace memsim;
 using namespace memsim::test;
 
 TEST(Mesh, NumbersRanksAsMegatronDoes) {
-  // rank = tp_rank + tp x (dp_rank + dp x stage), a data-parallel rank being
-  // ep_rank + ep x edp_rank.
-  const std::uint32_t tp = 4, dp = 6, ep = 3, pp = 5;
-  const Mesh mesh = Mesh::megatron(tp, dp, ep, pp);
-  EXPECT_EQ(mesh.size(), tp * dp * pp);
-  std::set<std::uint32_t> seen;
-  for (std::uint32_t s = 0; s < pp; ++s)
-    for (std::uint32_t d = 0; d < dp; ++d)
-      for (std::uint32_t t = 0; t < tp; ++t) {
-        const std::uint32_t r = mesh.rank({t, d % ep, d / ep, s});
-        EXPECT_EQ(r, t + tp * (d + dp * s));
-        EXPECT_EQ(mesh.coords(r), (Mesh::Coords{t, d % ep, d / ep, s}));
-        EXPECT_EQ(mesh.coord(r, "edp"), d / ep);
-        seen.insert(r);
-      }
-  EXPECT_EQ(seen.size(), mesh.size());
+  // rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x stage)) (Megatron's order
+  // tp-cp-ep-dp-pp), a data-parallel rank being ep_rank + ep x edp_rank.
+  for (const std::uint32_t cp : {1u, 2u, 3u}) {
+    const std::uint32_t tp = 4, dp = 6, ep = 3, pp = 5;
+    const Mesh mesh = Mesh::megatron(tp, dp, ep, pp, cp);
+    EXPECT_EQ(mesh.size(), tp * cp * dp * pp);
+    std::set<std::uint32_t> seen;
+    for (std::uint32_t s = 0; s < pp; ++s)
+      for (std::uint32_t d = 0; d < dp; ++d)
+        for (std::uint32_t c = 0; c < cp; ++c)
+          for (std::uint32_t t = 0; t < tp; ++t) {
+            const std::uint32_t r = mesh.rank({t, c, d % ep, d / ep, s});
+            EXPECT_EQ(r, t + tp * (c + cp * (d + dp * s)));
+            EXPECT_EQ(mesh.coords(r), (Mesh::Coords{t, c, d % ep, d / ep, s}));
+            EXPECT_EQ(mesh.coord(r, "edp"), d / ep);
+            EXPECT_EQ(mesh.coord(r, "cp"), c);
+            seen.insert(r);
+          }
+    EXPECT_EQ(seen.size(), mesh.size());
+  }
+}
+
+TEST(Mesh, ContextParallelRanksShareTheWeightsOfTheDataParallelOnes) {
+  // tp 2, cp 2, dp 2 (ep 1), pp 2: the gradients of a weight are reduced over dp x cp, as
+  // Megatron's data-parallel group with context parallelism; the k/v ring runs over cp.
+  const Mesh mesh = Mesh::megatron(2, 2, 1, 2, 2);
+  EXPECT_EQ(mesh.group("cp", 5), (std::vector<std::uint32_t>{5, 7}));
+  EXPECT_EQ(mesh.group("dp", 5), (std::vector<std::uint32_t>{1, 3, 5, 7}));
+  EXPECT_EQ(mesh.group("tp", 5), (std::vector<std::uint32_t>{4, 5}));
+  EXPECT_EQ(mesh.group("pp", 5), (std::vector<std::uint32_t>{5, 13}));
+  EXPECT_EQ(mesh.first(7, Mesh::stage_dims()), 0u);
+  EXPECT_EQ(mesh.first(15, Mesh::stage_dims()), 8u);
 }
 
 TEST(Mesh, GroupsPartitionTheRanksInRingOrder) {
@@ -66,7 +82,7 @@ TEST(Mesh, BadShapesAreRefused) {
   EXPECT_THROW(Mesh({{"tp", 0}}), std::invalid_argument);
   const Mesh mesh = Mesh::megatron(2, 2, 1, 2);
   EXPECT_THROW(mesh.coords(8), std::invalid_argument);
-  EXPECT_THROW(mesh.group("cp", 0), std::invalid_argument);
+  EXPECT_THROW(mesh.group("xp", 0), std::invalid_argument);
   EXPECT_TRUE(Mesh::dims_of("pp.0-1").empty());
 }
 
@@ -102,18 +118,18 @@ TEST(Mesh, EveryGroupOfEveryLayoutIsAMeshGroup) {
   int layouts = 0;
   while (layouts < 60) {
     const std::uint32_t tp = pick({1, 2, 4}), dp = pick({1, 2, 4}), pp = pick({1, 2, 4});
-    const std::uint32_t ep = pick({1, 2, 4});
-    if (dp % ep != 0 || tp * dp * pp < 2) continue;
+    const std::uint32_t ep = pick({1, 2, 4}), cp = pick({1, 1, 2});
+    if (dp % ep != 0 || tp * cp * dp * pp < 2) continue;
     const bool symmetric = rng() % 2 == 0;
     const int zero = ep > 1 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 4);
     const std::string yaml =
-        kModel + fmt::format("parallel:\n  tp: {}\n  dp: {}\n  ep: {}\n  pp: {}\n  zero: {}\n  micro_batches: {}\n"
-                             "  symmetric: {}\n",
-                             tp, dp, ep, pp, pp > 1 ? 0 : zero, pp > 1 ? pp : 1, symmetric ? "true" : "false");
+        kModel + fmt::format("parallel:\n  tp: {}\n  cp: {}\n  dp: {}\n  ep: {}\n  pp: {}\n  zero: {}\n"
+                             "  micro_batches: {}\n  symmetric: {}\n",
+                             tp, cp, dp, ep, pp, pp > 1 ? 0 : zero, pp > 1 ? pp : 1, symmetric ? "true" : "false");
     SCOPED_TRACE(yaml);
     const Trace t = placed(yaml);
     ++layouts;
-    const Mesh mesh = Mesh::megatron(tp, dp, ep, pp);
+    const Mesh mesh = Mesh::megatron(tp, dp, ep, pp, cp);
     EXPECT_EQ(t.parallel.ranks, mesh.size());
     std::map<std::string, const ProcessGroup*> by_name;
     for (const ProcessGroup& g : t.groups) {

@@ -73,6 +73,8 @@ TEST(ZooModels, ParameterCountsMatchThePublishedOnes) {
   EXPECT_EQ(from_file("workloads/deepseek-moe-16b.yaml").parameters, 16'375'728'128u);
   EXPECT_EQ(from_file("tests/data/hf/deepseek-moe-16b.yaml").parameters, 16'375'728'128u);
   EXPECT_EQ(from_file("workloads/gpt3-175b.yaml").parameters, 174'604'259'328u);
+  // Llama 3.1 405B's model card: 405,853,388,800.
+  EXPECT_EQ(from_file("workloads/llama3-405b.yaml").parameters, 405'853'388'800u);
 }
 
 TEST(ZooModels, HuggingFaceConfigsOfTheOtherFamilies) {

@@ -61,6 +61,14 @@ Value ModelBuilder::attention(const std::string& name, Value q, Value k, Value v
     throw std::invalid_argument(fmt::format(
         "layer '{}': k and v of width {} are no whole number of {}-wide heads dividing {}", name,
         kv_width, head_dim, heads));
+  if (settings_.cp > 1) {
+    if (impl != AttentionImpl::fused)
+      throw std::invalid_argument(fmt::format(
+          "layer '{}': context parallelism runs ring attention over FlashAttention blocks; the materialized and "
+          "selective forms are not modelled under it",
+          name));
+    return context_parallel_attention(name, q, k, v, batch, heads, causal);
+  }
   // The causal mask costs nothing in either form: materialised, it is applied inside the
   // softmax (Megatron's fused scale-mask-softmax; unfused, a mask fill of its own); fused,
   // it skips the masked blocks.
@@ -259,6 +267,18 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
   return context;
 }
 
+// The gradients of q, k and v a FlashAttention backward makes: only those an operand needs
+// (a frozen projection below none); the kernel's work is the same.
+ModelBuilder::QkvGrads ModelBuilder::qkv_grads(const std::string& name, Value q, Value k, Value v, double q_bytes,
+                                               double kv_bytes) {
+  auto grad_of = [&](Value x, const char* what, double bytes) {
+    return values_[x.id].requires_grad
+               ? trace_.add_buffer(name + what, static_cast<std::uint64_t>(bytes), Category::activation_grad)
+               : kNoBuffer;
+  };
+  return {grad_of(q, ".grad_q", q_bytes), grad_of(k, ".grad_k", kv_bytes), grad_of(v, ".grad_v", kv_bytes)};
+}
+
 // FlashAttention (2): one kernel that never writes the seq x seq scores. It saves q, k, v,
 // its output and the fp32 row logsumexp; dropout on the probabilities is regenerated from
 // the RNG state in the backward, so it keeps no mask. The backward recomputes the scores
@@ -278,7 +298,6 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
                        (causal ? 0.5 : 1.0);
   const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad ||
                   values_[v.id].requires_grad;
-  auto wants = [this](Value x) { return values_[x.id].requires_grad; };
 
   const Value out = new_value(name + ".out", {tokens, hidden}, rg);
   const BufferId lse = activation_buffer(name + ".logsumexp", rows, DType::fp32);
@@ -289,14 +308,7 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
   tape_.push_back([=, this] {
     if (!has_grad(out)) return;
     const BufferId g = take_grad(out);
-    auto grad_of = [&](const std::string& n, double bytes) {
-      return trace_.add_buffer(n, static_cast<std::uint64_t>(bytes), Category::activation_grad);
-    };
-    // Only the gradients an operand needs (a frozen projection below none); the kernel's
-    // work is the same.
-    const BufferId gq = wants(q) ? grad_of(name + ".grad_q", q_bytes) : kNoBuffer,
-                   gk = wants(k) ? grad_of(name + ".grad_k", kv_bytes) : kNoBuffer,
-                   gv = wants(v) ? grad_of(name + ".grad_v", kv_bytes) : kNoBuffer;
+    const auto [gq, gk, gv] = qkv_grads(name, q, k, v, q_bytes, kv_bytes);
     const OpId bw = emit(name + ".backward", "flash_attention_backward",
                          distinct({g, buffer(q), buffer(k), buffer(v), buffer(out), lse}),
                          present({gq, gk, gv}), {}, kFlashBackwardRatio * flops);
@@ -305,6 +317,126 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
     op.workspace_bytes = static_cast<std::uint64_t>(tokens * hidden) * 4 + rows * 4;
     op.bytes_moved = 4 * q_bytes + 4 * kv_bytes + 4.0 * static_cast<double>(rows) +
                      2.0 * static_cast<double>(op.workspace_bytes);
+    if (gq != kNoBuffer) contribute(q, gq, name);
+    if (gk != kNoBuffer) contribute(k, gk, name);
+    if (gv != kNoBuffer) contribute(v, gv, name);
+  });
+  return out;
+}
+
+// Context parallelism as TransformerEngine's ring attention runs it (AttnFuncWithCPAndKVP2P,
+// Megatron's --cp-comm-type p2p, its default). With c = settings().cp, this rank holds q, k
+// and v of 1/c of each sequence: two of its 2c chunks, i and 2c - 1 - i, so that under a
+// causal mask every rank, and every step, does the same work.
+//
+// Forward, c steps: at step i the FlashAttention kernel runs q against the k/v block this
+// rank holds (its own at step 0), while that block goes on to the next rank of the cp group
+// and the previous rank's comes in (a ring_exchange of k and v; c - 1 of them, each on the
+// group's stream, overlapping the step's kernel). Each step's output is merged into the
+// running output and logsumexp (the online softmax's correction, counted in its bytes).
+// A step's work is that of FlashAttention over this rank's tokens alone: with a causal mask,
+// all of q against half of a block or half of q against all of it.
+//
+// Backward, c steps of the kernel's backward against the blocks, received again in the same
+// ring; the k/v gradient of a block travels one step behind it, each rank adding its part:
+// exchange i carries block i onward (i < c - 1) and the gradient accumulated at step i - 1
+// (i >= 1), so the c exchanges send 2 (c - 1) blocks in all. The last gradient received
+// plus this rank's last part is its own k and v gradient (one add).
+//
+// Saved for the backward: q, k, v, the output and the logsumexp of this rank's tokens, as
+// fused_attention. In flight: the received blocks (comm buffers), each until its step has
+// read it and passed it on, and the parts of the k/v gradient.
+Value ModelBuilder::context_parallel_attention(const std::string& name, Value q, Value k, Value v,
+                                               std::int64_t batch, std::int64_t heads, bool causal) {
+  const std::uint32_t c = settings_.cp;
+  const std::int64_t tokens = shape(q)[0], hidden = shape(q)[1];
+  const std::int64_t seq = tokens / batch;  // this rank's part of each sequence
+  const double esize = dtype_bytes(settings_.dtype);
+  const double q_bytes = static_cast<double>(tokens * hidden) * esize;
+  const double kv_bytes = static_cast<double>(element_count(shape(k))) * esize;
+  const auto block = static_cast<std::uint64_t>(2 * kv_bytes);  // k and v
+  const auto rows = static_cast<std::uint64_t>(batch * heads * seq);
+  const double step_flops = 4.0 * static_cast<double>(batch * seq) * static_cast<double>(seq * hidden) *
+                            (causal ? 0.5 : 1.0);
+  const bool rg = values_[q.id].requires_grad || values_[k.id].requires_grad || values_[v.id].requires_grad;
+  auto step_name = [name](const char* what, std::uint32_t i) { return fmt::format("{}.{}{}", name, what, i); };
+  auto with = [](std::vector<BufferId> a, const std::vector<BufferId>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return distinct(std::move(a));
+  };
+
+  const Value out = new_value(name + ".out", {tokens, hidden}, rg);
+  const BufferId lse = activation_buffer(name + ".logsumexp", rows, DType::fp32);
+  std::vector<BufferId> held = distinct({buffer(k), buffer(v)});
+  for (std::uint32_t i = 0; i < c; ++i) {
+    std::vector<BufferId> next;
+    if (i + 1 < c) {
+      next = {trace_.add_buffer(step_name("kv", i + 1), block, Category::comm)};
+      emit_comm(step_name("kv_exchange", i), "ring_exchange", held, next, {}, block, "cp");
+    }
+    const std::vector<BufferId> reads = with({buffer(q)}, held);
+    const OpId id = i == 0 ? emit(step_name("step", i), "flash_attention", reads, {buffer(out), lse}, {}, step_flops)
+                           : emit(step_name("step", i), "flash_attention", reads, {}, {buffer(out), lse}, step_flops);
+    // q read, the step's output written; from step 1 the running output read and written
+    // again by the correction.
+    trace_.ops[id].bytes_moved = (i == 0 ? 2 : 4) * q_bytes + 2 * kv_bytes + 4.0 * static_cast<double>(rows);
+    held = next;
+  }
+  cp_used_ = true;
+
+  tape_.push_back([=, this] {
+    if (!has_grad(out)) return;
+    const BufferId g = take_grad(out);
+    const auto [gq, gk, gv] = qkv_grads(name, q, k, v, q_bytes, kv_bytes);
+    auto grad_of = [&](const std::string& n, double bytes) {
+      return trace_.add_buffer(n, static_cast<std::uint64_t>(bytes), Category::activation_grad);
+    };
+    const bool kv_grads = gk != kNoBuffer || gv != kNoBuffer;
+    std::vector<BufferId> kv = distinct({buffer(k), buffer(v)});
+    std::vector<BufferId> carried;  // the k/v gradient accumulated so far: received part, own part
+    for (std::uint32_t i = 0; i < c; ++i) {
+      // Exchange i: this block onward, and the gradient accumulated at the step before.
+      std::vector<BufferId> send, received, next;
+      std::uint64_t message = 0;
+      if (i + 1 < c) {
+        send = kv;
+        next = {trace_.add_buffer(step_name("kv", i + 1) + ".backward", block, Category::comm)};
+        received = next;
+        message += block;
+      }
+      BufferId got = kNoBuffer;  // the gradient of the block held now, from the ranks before
+      if (i >= 1 && kv_grads) {
+        send = with(send, carried);
+        got = trace_.add_buffer(step_name("grad_kv", i) + ".received", block, Category::comm);
+        received.push_back(got);
+        message += block;
+      }
+      if (message > 0)
+        emit_comm(step_name("kv_exchange", i) + ".backward", "ring_exchange", send, received, {}, message, "cp");
+      const BufferId part = kv_grads ? grad_of(step_name("grad_kv", i), 2 * kv_bytes) : kNoBuffer;
+      std::vector<BufferId> outputs;
+      if (i == 0 && gq != kNoBuffer) outputs.push_back(gq);
+      if (part != kNoBuffer) outputs.push_back(part);
+      std::vector<BufferId> updates;
+      if (i > 0 && gq != kNoBuffer) updates.push_back(gq);
+      const OpId bw = emit(step_name("step", i) + ".backward", "flash_attention_backward",
+                           with({g, buffer(q)}, with(kv, {buffer(out), lse})), outputs, updates,
+                           kFlashBackwardRatio * step_flops);
+      Op& op = trace_.ops[bw];
+      op.workspace_bytes = static_cast<std::uint64_t>(tokens * hidden) * 4 + rows * 4;
+      op.bytes_moved = 4 * q_bytes + 4 * kv_bytes + 4.0 * static_cast<double>(rows) +
+                       2.0 * static_cast<double>(op.workspace_bytes);
+      carried.clear();
+      if (got != kNoBuffer) carried.push_back(got);
+      if (part != kNoBuffer) carried.push_back(part);
+      kv = next;
+    }
+    if (kv_grads) {
+      // This rank's block's gradient: what came round plus its own last part.
+      const std::vector<BufferId> grads = present({gk, gv});
+      const OpId add = emit(name + ".grad_kv.add", "add", carried, grads, {}, 2 * kv_bytes / esize);
+      trace_.ops[add].bytes_moved = 3 * static_cast<double>(block);
+    }
     if (gq != kNoBuffer) contribute(q, gq, name);
     if (gk != kNoBuffer) contribute(k, gk, name);
     if (gv != kNoBuffer) contribute(v, gv, name);

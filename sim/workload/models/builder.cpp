@@ -179,6 +179,7 @@ TrainingSettings read_training_settings(const Params& params) {
     s.tp = p.tp;
     s.sp = p.sp;
     s.ep = p.ep;
+    s.cp = p.cp;
     s.parallel = *section;
     if (const FineTune& f = s.finetune; f.node) {
       if (f.lora() && p.tp > 1)
@@ -447,6 +448,11 @@ Trace ModelBuilder::finish(std::string name, std::string description) {
     refuse("tp", settings_.tp,
            fmt::format("model {} does not split over tensor-parallel ranks; the transformers (bert, gpt2, gpt, "
                        "llama) do",
+                       name));
+  if (settings_.cp > 1 && !cp_used_)
+    refuse("cp", settings_.cp,
+           fmt::format("model {} does not split its sequences over context-parallel ranks; the decoders (gpt2, gpt, "
+                       "llama, hf) with attention_impl: fused do",
                        name));
   if (settings_.ep > 1 && !ep_used_)
     refuse("ep", settings_.ep, fmt::format("model {} has no experts to split over expert-parallel ranks", name));

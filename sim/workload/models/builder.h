@@ -145,6 +145,9 @@ struct TrainingSettings {
   /// run again in the backward (ModelBuilder::begin_recompute).
   bool full_recompute = false;
   std::uint32_t ep = 1;  // expert-parallel ranks (parallel.ep)
+  /// Context-parallel ranks (parallel.cp): the model is this rank's 1/cp of each sequence,
+  /// and its attention passes k and v around the cp ranks (context_parallel_attention).
+  std::uint32_t cp = 1;
   /// The fused_* parameters of the models that declare them; else the defaults.
   FusedKernels fused;
   /// The `finetune` key of the models that declare it (the transformers); else none.
@@ -393,7 +396,10 @@ class ModelBuilder {
   /// Megatron's unfused scale, mask fill and softmax, in fp32 for half types, on a bool
   /// mask input "attention_mask"), optional dropout on the probabilities, then probs v. fused
   /// (FlashAttention): one op that saves q, k, v, its output and the fp32 logsumexp, and no
-  /// seq x seq tensor. `dropout_p` applies to the probabilities.
+  /// seq x seq tensor. `dropout_p` applies to the probabilities. With settings().cp > 1, q,
+  /// k and v are this rank's tokens (1/cp of each sequence) and the fused form runs as ring
+  /// attention over the cp ranks (context_parallel_attention); the others are not modelled
+  /// under context parallelism (std::invalid_argument: the generators refuse them first).
   Value attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
                   std::int64_t heads, bool causal, AttentionImpl impl, double dropout_p);
 
@@ -446,6 +452,12 @@ class ModelBuilder {
   Value fused_attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
                         std::int64_t heads, bool causal);
   Value repeat_kv(const std::string& name, Value x, std::int64_t groups);
+  struct QkvGrads {
+    BufferId q, k, v;  // kNoBuffer where the operand needs none
+  };
+  QkvGrads qkv_grads(const std::string& name, Value q, Value k, Value v, double q_bytes, double kv_bytes);
+  Value context_parallel_attention(const std::string& name, Value q, Value k, Value v, std::int64_t batch,
+                                   std::int64_t heads, bool causal);
 
  public:
   // ---- end of sequence-model layers ----
@@ -563,6 +575,7 @@ class ModelBuilder {
   OpId recompute_from_ = kNoOp;  // the first op of the open recomputed region
   std::unordered_map<BufferId, BufferId> remap_;  // during a region's backward: its forward buffers' remakes
   bool ep_used_ = false;  // an expert-parallel exchange ran
+  bool cp_used_ = false;  // a context-parallel attention ran
   BufferId attention_mask_ = kNoBuffer;  // the unfused softmax's mask input, once made
 };
 

@@ -25,7 +25,8 @@ OpId ModelBuilder::emit_comm(std::string name, std::string_view kind, std::vecto
   op.group = group;
   op.message_bytes = message_bytes;
   op.bytes_moved = 0;  // the network moves it, not the compute tier
-  (std::string_view(group) == "ep" ? ep_used_ : tp_used_) = true;
+  const std::string_view g(group);
+  (g == "ep" ? ep_used_ : g == "cp" ? cp_used_ : tp_used_) = true;
   return id;
 }
 

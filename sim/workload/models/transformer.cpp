@@ -376,7 +376,27 @@ Impl read_impl(const Params& params) {
   return impl;
 }
 
-// Tensor parallelism's divisibility, checked where the user set it (parallel.tp).
+// Context parallelism's conditions, checked where the user set it (parallel.cp): a decoder
+// (`splits_sequences`), whose attention is the fused kernel that ring attention runs, over
+// sequences of 2 cp chunks (cp under a bidirectional mask).
+void check_cp(const Params& params, const Arch& a, std::int64_t seq, Impl impl, bool splits_sequences) {
+  const std::int64_t c = read_training_settings(params).cp;
+  if (c == 1) return;
+  const ConfigNode cp = *params.extra("parallel")->find("cp");
+  if (!splits_sequences)
+    cp.fail("context parallelism splits a decoder's sequences; this encoder's pooled and classified first token is "
+            "not modelled under it (the decoders gpt2, gpt, llama and hf's do)");
+  if (impl != Impl::fused)
+    cp.fail("context parallelism runs ring attention over FlashAttention blocks (TransformerEngine's): set "
+            "attention_impl: fused");
+  const std::int64_t chunks = a.causal ? 2 * c : c;
+  if (seq % chunks != 0)
+    cp.fail_expected(fmt::format("a cp whose {} chunks divide seq_len {}{}", chunks, seq,
+                                 a.causal ? " (2 cp chunks, two per rank, balance the causal mask)" : ""));
+}
+
+// Tensor parallelism's divisibility, checked where the user set it (parallel.tp); `seq` is
+// this rank's part of a sequence (1/cp of it).
 void check_tp(const Params& params, const Arch& a, std::int64_t seq, std::int64_t batch) {
   const std::int64_t t = read_training_settings(params).tp;
   if (t == 1) return;
@@ -503,6 +523,7 @@ Trace bert_encoder(const Params& params, const std::string& name, const BertShap
   const Arch a{.layers = b.layers, .hidden = b.hidden, .heads = b.heads, .ffn = b.ffn,
                .vocab = b.vocab, .pre_norm = false, .rms_norm = false, .swiglu = false,
                .bias = true, .causal = false, .fused_qkv = false, .dropout = p};
+  check_cp(params, a, seq, impl, false);
   check_tp(params, a, seq, settings.batch);
   const std::int64_t t = settings.tp;
   ModelBuilder m(tuned(settings, name, a, false));
@@ -561,7 +582,8 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
   ModelBuilder m(tuned(settings, name, a, blocks_only));
   m.set_trainable(m.settings().finetune.trains_embeddings());
   const std::int64_t t = settings.tp;
-  const std::int64_t n = settings.batch, tokens = n * seq;
+  // This rank's positions of each sequence: 1/cp of them under context parallelism.
+  const std::int64_t n = settings.batch, positions_here = seq / settings.cp, tokens = n * positions_here;
   const Stack stack{m, a, kGptNames, n, impl, nullptr};
   const std::string description = fmt::format("{} ({} layers x {}, {} heads, {}{})", name, a.layers,
                                               a.hidden, a.heads, details(seq, impl, m.settings()),
@@ -577,7 +599,7 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
     return m.finish(name, description);
   }
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
-  const Value positions = m.input("position_ids", {seq}, DType::int64);
+  const Value positions = m.input("position_ids", {positions_here}, DType::int64);
   // Shifted by one position in the labels, as Hugging Face's loss does now.
   const Value labels = m.input("labels", {tokens}, DType::int64);
   Value x = m.embedding("transformer.wte", ids, vocab_rows(a.vocab, t), a.hidden);
@@ -610,7 +632,8 @@ Trace gpt2_decoder(const Params& params, const std::string& name, const Gpt2Shap
                    std::int64_t seq, Impl impl, double dropout, const TrainingSettings& settings) {
   Arch a = gpt_arch(g.layers, g.hidden, g.heads, g.vocab, dropout);
   a.ffn = g.ffn;
-  check_tp(params, a, seq, settings.batch);
+  check_cp(params, a, seq, impl, true);
+  check_tp(params, a, seq / settings.cp, settings.batch);
   return gpt_decoder(name, a, g.max_positions, seq, impl, false, settings);
 }
 
@@ -635,7 +658,8 @@ Trace generate_gpt2(const Params& params) {
   for (const Variant& candidate : kVariants)
     if (variant == candidate.variant) v = candidate;
   const Arch a = gpt_arch(v.layers, v.hidden, v.heads, 50257, p);
-  check_tp(params, a, seq, settings.batch);
+  check_cp(params, a, seq, impl, true);
+  check_tp(params, a, seq / settings.cp, settings.batch);
   return gpt_decoder(v.name, a, 1024, seq, impl, false, settings);
 }
 
@@ -655,7 +679,8 @@ Trace generate_gpt(const Params& params) {
   const double p = params.get("dropout").as_fraction();
   const TrainingSettings settings = read_training_settings(params);
   const Arch a = gpt_arch(layers, hidden, heads, vocab, p);
-  check_tp(params, a, seq, settings.batch);
+  check_cp(params, a, seq, impl, true);
+  check_tp(params, a, seq / settings.cp, settings.batch);
   return gpt_decoder("gpt", a, max_positions, seq, impl, blocks_only, settings);
 }
 
@@ -706,16 +731,19 @@ Trace llama_decoder(const Params& params, const std::string& name, const Decoder
          .pre_norm = true, .rms_norm = true, .swiglu = true, .bias = false, .causal = true,
          .fused_qkv = false, .dropout = dropout, .kv_heads = d.kv_heads, .qkv_bias = d.qkv_bias};
   if (d.experts > 0) a.moe = &moe;
-  check_tp(params, a, seq, settings.batch);
+  check_cp(params, a, seq, impl, true);
+  check_tp(params, a, seq / settings.cp, settings.batch);
 
   ModelBuilder m(tuned(settings, name, a, false));
   m.set_trainable(m.settings().finetune.trains_embeddings());
-  const std::int64_t n = settings.batch, tokens = n * seq, head_dim = d.hidden / d.heads;
+  // This rank's positions of each sequence: 1/cp of them under context parallelism.
+  const std::int64_t n = settings.batch, positions_here = seq / settings.cp, tokens = n * positions_here,
+                     head_dim = d.hidden / d.heads;
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
   const Value labels = m.input("labels", {tokens}, DType::int64);
   // LlamaRotaryEmbedding's tables, computed once per step without gradient; taken as given.
-  const Value rotary[2] = {m.input("rotary.cos", {seq, head_dim}, settings.dtype),
-                           m.input("rotary.sin", {seq, head_dim}, settings.dtype)};
+  const Value rotary[2] = {m.input("rotary.cos", {positions_here, head_dim}, settings.dtype),
+                           m.input("rotary.sin", {positions_here, head_dim}, settings.dtype)};
   const std::int64_t t = settings.tp;
   Value x = m.embedding("model.embed_tokens", ids, vocab_rows(d.vocab, t), d.hidden);
   x = embedded(m, "model.embed_tokens", x);
