@@ -57,6 +57,9 @@ std::vector<ParamSpec> parallel_param_specs() {
       {"ddp", "overlapped: gradients reduced in buckets as the backward makes them (PyTorch DDP, ZeRO 1-2); "
               "local: Megatron-LM's --DDP-impl local, one reduction of the whole contiguous gradient buffer after "
               "the backward, not overlapped (zero 0-2)", "overlapped"},
+      {"overlap_param_gather", "zero 1-2: the updated weight shards are all-gathered before each bucket's first use "
+                               "in the forward, overlapping it (Megatron's --overlap-param-gather), not after the "
+                               "optimizer step", "false"},
       {"prefetch", "zero 3: the next unit's all-gather starts when the current unit starts "
                    "(false: when it ends)", "true"},
       {"reshard_after_forward", "zero 3: free a unit's gathered parameters after its forward "
@@ -130,6 +133,12 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   s.zero = static_cast<int>(params.get("zero").as_int_in(0, 3));
   s.bucket_bytes = params.get("bucket").as_positive_bytes();
   s.bucket_view = params.get("bucket_view").as_bool();
+  const ConfigNode overlap = params.get("overlap_param_gather");
+  s.overlap_param_gather = overlap.as_bool();
+  if (s.overlap_param_gather && s.zero != 1 && s.zero != 2)
+    overlap.fail(fmt::format("gathers the updated weight shards of zero 1 or 2 (the distributed optimizer) during the "
+                             "next forward; got zero {}",
+                             s.zero));
   const ConfigNode ddp = params.get("ddp");
   s.ddp_local = ddp.as_choice({"overlapped", "local"}) == "local";
   if (s.ddp_local && s.zero == 3)
@@ -485,11 +494,26 @@ class Sharder {
         }
       }
       after_[ready].push_back(std::move(rs));
-      // The updated shards of the (full) weights are gathered after the step.
-      Op ag = comm_op(name + ".all_gather", "all_gather", Phase::optimizer, weight_bytes, group);
+      // The updated shards of the (full) weights are gathered after the step; with
+      // overlap_param_gather (Megatron's distributed optimizer) before the bucket's first use
+      // in the forward instead, on the communication stream: in the steady state the next
+      // step's forward hides the gather of this step's update.
+      const OpId first_use = s_.overlap_param_gather ? first_forward_reader(bucket) : kNoOp;
+      Op ag = comm_op(name + ".all_gather", "all_gather", first_use == kNoOp ? Phase::optimizer : Phase::forward,
+                      weight_bytes, group);
       for (std::size_t i : bucket) ag.updates.push_back(params_[i].weight);
-      after_[last_step].push_back(std::move(ag));
+      (first_use == kNoOp ? after_[last_step] : before_[first_use]).push_back(std::move(ag));
     }
+  }
+
+  // The first forward op that reads a weight of `bucket` (kNoOp: none does).
+  OpId first_forward_reader(const std::vector<std::size_t>& bucket) const {
+    for (const Op& op : in_.ops) {
+      if (op.phase != Phase::forward) continue;
+      for (std::size_t i : bucket)
+        if (std::find(op.inputs.begin(), op.inputs.end(), params_[i].weight) != op.inputs.end()) return op.id;
+    }
+    return kNoOp;
   }
 
   struct Unit {

@@ -101,6 +101,10 @@ struct ParallelSettings {
   /// of its own), reduced once after the last of them is made, not overlapped with the
   /// backward; false: buckets reduced as the backward fills them (PyTorch DDP, ZeRO).
   bool ddp_local = false;
+  /// ZeRO-1/2 (Megatron's distributed optimizer, --overlap-param-gather): the updated weight
+  /// shards are all-gathered before each bucket's first use in the forward, overlapping the
+  /// forward, rather than after the optimizer step.
+  bool overlap_param_gather = false;
   bool prefetch = true;
   bool reshard_after_forward = true;
   bool symmetric = true;

@@ -67,6 +67,8 @@ def draw(rng):
         parallel["scatter_gather"] = "true"
     if dp > 1 and parallel["zero"] != 3 and rng.random() < 0.2:
         parallel["ddp"] = "local"
+    if parallel["zero"] in (1, 2) and rng.random() < 0.3:
+        parallel["overlap_param_gather"] = "true"
     if v == 1 and pp > 1 and layers // pp >= 2 and rng.random() < 0.3:
         parallel["first_stage_layers"] = layers // pp + pp - 1  # the other stages one layer less each
     if family != "gpt" and rng.random() < 0.25:

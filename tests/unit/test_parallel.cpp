@@ -3,6 +3,7 @@
 // multi-node platform's naming.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <set>
@@ -168,6 +169,60 @@ TEST(Parallel, LocalDdpReducesTheWholeGradientBufferOnceAfterTheBackward) {
     EXPECT_EQ(std::string(e.what()),
               "w.yaml:4:33: parallel.ddp: local (one reduction after the backward) needs zero 0, 1 or 2, got zero 3 "
               "(which gathers and reduces per unit)");
+  }
+}
+
+TEST(Parallel, OverlappedParamGatherGathersEachBucketBeforeItsFirstForwardUse) {
+  // Megatron's --overlap-param-gather: the distributed optimizer's all-gather of a bucket's
+  // updated weight shards runs before the bucket's first use in the forward (the next step's,
+  // in the steady state), not after the optimizer step; the same gathers of the same bytes.
+  for (int zero : {1, 2}) {
+    SCOPED_TRACE(zero);
+    const Preset* preset = find_preset("workloads", "llama-7b");
+    ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
+    spec.override_value({"parallel", "dp"}, "8", "test");
+    spec.override_value({"parallel", "zero"}, std::to_string(zero), "test");
+    const Trace after = generate_workload(spec);
+    spec.override_value({"parallel", "overlap_param_gather"}, "true", "test");
+    const Trace t = generate_workload(spec);
+    std::uint64_t gathered = 0, gathered_after = 0;
+    std::size_t gathers = 0, gathers_after = 0;
+    for (const Op& op : after.ops)
+      if (op.kind == "all_gather") {
+        EXPECT_EQ(op.phase, Phase::optimizer);
+        gathered_after += op.message_bytes, ++gathers_after;
+      }
+    for (std::size_t i = 0; i < t.ops.size(); ++i) {
+      const Op& op = t.ops[i];
+      if (op.kind != "all_gather") continue;
+      EXPECT_EQ(op.phase, Phase::forward) << op.name;
+      gathered += op.message_bytes, ++gathers;
+      // The next op that is no gather reads one of the weights it gathers, and no op before
+      // it does.
+      std::size_t j = i + 1;
+      while (t.ops[j].kind == "all_gather") ++j;
+      bool reads = false;
+      for (BufferId w : op.updates)
+        reads |= std::find(t.ops[j].inputs.begin(), t.ops[j].inputs.end(), w) != t.ops[j].inputs.end();
+      EXPECT_TRUE(reads) << op.name << " then " << t.ops[j].name;
+      for (std::size_t k = 0; k < i; ++k)
+        for (BufferId w : op.updates)
+          EXPECT_EQ(std::find(t.ops[k].inputs.begin(), t.ops[k].inputs.end(), w), t.ops[k].inputs.end())
+              << t.ops[k].name << " reads a weight before " << op.name;
+    }
+    EXPECT_EQ(gathers, gathers_after);
+    EXPECT_EQ(gathered, gathered_after);
+    EXPECT_GT(gathers, 1u);
+  }
+  ConfigNode bad = ConfigNode::parse_text(
+      "model: chain\nlayers: 2\nwidth: 8\nparallel: {dp: 2, zero: 3, overlap_param_gather: true}\n", "w.yaml");
+  try {
+    generate_workload(bad);
+    ADD_FAILURE() << "zero 3 with overlap_param_gather was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.overlap_param_gather: gathers the updated weight shards of zero 1 or 2"),
+              std::string::npos)
+        << e.what();
   }
 }
 
