@@ -150,12 +150,12 @@ std::vector<std::string> unused_efficiency_lines(const std::vector<UnusedEfficie
   // Consecutive devices as one range, then every range with the same keys on one line (a
   // pipeline's simulated ranks are a stage apart: gpu0, gpu1024, ...).
   std::vector<std::pair<std::vector<std::string>, std::string>> merged;
-  for (const auto& [devices, text] : group_identical(lines)) {
-    auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.second == text; });
+  for (const auto& range : group_identical(lines)) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const auto& m) { return m.second == range.second; });
     if (it == merged.end())
-      merged.push_back({{devices}, text});
+      merged.push_back({{range.first}, range.second});
     else
-      it->first.push_back(devices);
+      it->first.push_back(range.first);
   }
   std::vector<std::string> out;
   constexpr std::size_t kMostListed = 4;
