@@ -141,6 +141,12 @@ class Result:
     def ok(self):
         return self.status == "ok"
 
+    @property
+    def throughput(self):
+        """summary.json's throughput (docs/throughput.md): samples and tokens per second, MFU,
+        HFU, GPU-hours per 10^9 tokens; None for a step that did not fit."""
+        return self.summary.get("throughput")
+
     def peak_bytes(self, tier, reserved=False):
         """The peak of `tier` ("gpu0.hbm") in bytes: allocated, or reserved by the allocator."""
         tiers = self.summary["tiers"]

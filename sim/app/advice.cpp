@@ -11,6 +11,7 @@
 #include "sim/core/error.h"
 #include "sim/core/units.h"
 #include "sim/inputs/inputs.h"
+#include "sim/plan/plan.h"
 #include "sim/policy/policy.h"
 #include "sim/sweep/fit.h"
 #include "sim/sweep/runner.h"
@@ -356,6 +357,56 @@ OomAdvice advise(const RunRequest& request, const Summary& summary, const std::s
     f.slowdown = advice.needs_time_s > 0 ? f.iteration_time_s / advice.needs_time_s : 0;
     f.point = points[*best];
     advice.fits.push_back(f);
+  }
+
+  // 5. A transformer's layout: memsim plan's search over the step's GPUs and global batch
+  // (tensor and pipeline ranks, micro-batches, ZeRO, recomputation), its fastest that fits.
+  // A step without layout (one replica on each device) is searched on one GPU.
+  if (!recompute.empty() && summary.throughput && summary.throughput->samples > 0) {
+    const Throughput& t = *summary.throughput;
+    PlanOptions p;
+    p.platform = request.device;
+    p.workload = request.workload;
+    for (const Override& o : shared) {
+      if (o.target == "workload" && o.key == "seq_len" && o.value.find_first_not_of("0123456789") == std::string::npos &&
+          !o.value.empty() && o.value.size() < 10)
+        p.seq_len = std::stoll(o.value);  // the step's, which the search keeps
+      else if (!plan_sets_key(o))
+        p.sets.push_back(fmt::format("{}.{}={}", o.target, o.key, o.value));
+    }
+    p.gpus = summary.ranks > 1 ? summary.ranks : 1;
+    p.global_batch = static_cast<std::int64_t>(summary.ranks > 1 ? t.samples : t.samples / t.gpus);
+    p.top = 1;
+    p.out_dir = out_dir + "/advice/plan";
+    p.memsim = memsim;
+    p.quiet = true;
+    if (progress)
+      progress(fmt::format("what would fit: a layout search (memsim plan) over {} GPU{}, global batch {}", p.gpus,
+                           p.gpus == 1 ? "" : "s", p.global_batch));
+    std::optional<PlanBest> found;
+    try {
+      plan_command(p, &found);
+      if (found) {
+        FitAdvice f;
+        f.change = "layout";
+        f.policy = found->policy;
+        f.layout = found->layout;
+        f.sets = found->sets;
+        f.gpus = p.gpus;
+        f.global_batch = p.global_batch;
+        f.iteration_time_s = found->time_s;
+        f.mfu = found->mfu;
+        f.slowdown = advice.needs_time_s > 0 ? f.iteration_time_s / advice.needs_time_s : 0;
+        f.point = found->point;
+        advice.fits.push_back(f);
+      } else {
+        advice.notes.push_back(fmt::format("no layout of {} GPUs at global batch {} fits (memsim plan's search, {}/)",
+                                           p.gpus, p.global_batch, p.out_dir));
+      }
+    } catch (const std::exception& e) {
+      const std::string why = e.what();
+      advice.notes.push_back("the layout search stopped: " + why.substr(0, why.find('\n')));
+    }
   }
   return advice;
 }

@@ -9,7 +9,7 @@ namespace memsim {
 
 Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams)
     : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams),
-      rerun_(trace.ops.size(), 0) {
+      model_flops_(accelerators, 0.0), hardware_flops_(accelerators, 0.0), rerun_(trace.ops.size(), 0) {
   for (const Op& op : trace.ops) {
     if (is_communication_kind(op.kind)) communicates_ = true;
     rerun_[op.id] = is_recomputed_op(op.name);
@@ -95,6 +95,10 @@ void Tally::on_event(const Event& e) {
       } else {
         b.compute_s += d;
       }
+      if (op.device < accelerators_ && op.phase != Phase::optimizer) {
+        hardware_flops_[op.device] += op.flops;
+        if (!rerun_[op.id]) model_flops_[op.device] += op.flops;
+      }
       add_interval(b.work, e.start_s, e.end_s);
       ++ops_run_;
       if (communicates_) {
@@ -112,6 +116,7 @@ void Tally::on_event(const Event& e) {
       b.recompute_s += d;
       add_interval(b.work, e.start_s, e.end_s);
       recompute_flops_ += op.flops;
+      if (op.device < accelerators_) hardware_flops_[op.device] += op.flops;
       if (communicates_) {
         add_interval(computing_[op.device], e.start_s, e.end_s);
         add_interval(passes_[op.device], e.start_s, e.end_s);
@@ -234,6 +239,8 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   s.swap_out_bytes = swap_out_bytes_;
   s.transfer_time_s = transfer_time_s_;
   s.recompute_flops = recompute_flops_;
+  s.device_model_flops = model_flops_;
+  s.device_hardware_flops = hardware_flops_;
   s.ops_run = ops_run_;
 }
 

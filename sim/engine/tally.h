@@ -66,6 +66,9 @@ class Tally {
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
   std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward
   double transfer_time_s_ = 0, recompute_flops_ = 0;
+  // Per accelerator: the FLOPs of its forward and backward ops, without the recomputed
+  // ones (the model's) and all it ran (the hardware's).
+  std::vector<double> model_flops_, hardware_flops_;
   // Per op: a forward op the workload runs again itself (recomputed_ops.h). Its run is a
   // compute event, as the trace's other ops; a policy's re-run of any op is a recompute
   // event. Both count as recompute time, each run once.

@@ -81,7 +81,8 @@ PlanBounds::PlanBounds(std::string platform, std::string workload, std::vector<O
   facts_.materialized = impl == "materialized" || impl == "selective";
 
   // The model once, on one device, one sample, without recomputation: its layers and the
-  // FLOPs that MFU counts. The workload's own checks run here too.
+  // dtype of most of its FLOPs (whose peak the MFU line names). The workload's own checks
+  // run here too.
   std::vector<Override> base = overrides_;
   for (std::string s : {"workload.batch=1", "workload.recompute=none"}) base.push_back(parse_override(s));
   if (facts_.materialized) base.push_back(parse_override("workload.attention_impl=materialized"));
@@ -100,7 +101,6 @@ PlanBounds::PlanBounds(std::string platform, std::string workload, std::vector<O
     if (op.phase == Phase::forward && op.group.empty()) by_dtype[static_cast<int>(op.dtype)] += op.flops;
   const auto most = std::max_element(by_dtype.begin(), by_dtype.end());
   facts_.dtype = static_cast<DType>(most - by_dtype.begin());
-  for (double f : by_dtype) facts_.forward_flops_per_sample += f;
   facts_.peak_flops = gpu.peak_flops[static_cast<int>(facts_.dtype)];
 }
 

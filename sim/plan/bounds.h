@@ -40,7 +40,6 @@ struct PlanFacts {
   std::uint32_t layers = 0;          // numbered layers (transformer blocks)
   std::int64_t seq_len = 0;          // tokens per sample
   bool materialized = false;         // attention not FlashAttention's (selective recompute applies)
-  double forward_flops_per_sample = 0;  // one sample's forward, tp 1, as the trace counts it
   DType dtype = DType::fp32;         // the dtype most forward FLOPs are in
   double peak_flops = 0;             // the first GPU's peak for that dtype
   std::string tier;                  // the first GPU's compute tier

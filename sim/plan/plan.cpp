@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 // The keys every layout sets itself: a --set of one would be overwritten, so it is refused.
-bool layout_key(const Override& o) {
+bool layout_key_of(const Override& o) {
   if (o.target != "workload") return false;
   static const std::set<std::string> keys{"batch", "recompute", "parallel.tp", "parallel.sp", "parallel.pp",
                                           "parallel.schedule", "parallel.virtual_stages", "parallel.dp",
@@ -61,6 +61,8 @@ struct Figures {
   double exposed_comm_s = 0;
   std::uint64_t oom_short_bytes = 0;  // oom: what the failing allocation lacked
   std::string oom_op;
+  // The run's throughput (summary.json's; -1: not there, as in a run of an older memsim).
+  double tokens_per_s = -1, mfu = -1, hfu = -1;
 };
 
 Figures figures(const json& s) {
@@ -68,6 +70,11 @@ Figures figures(const json& s) {
   if (!s.is_object()) return f;  // a failed run has no summary
   if (s.contains("iteration_time_s") && s["iteration_time_s"].is_number()) f.time_s = s["iteration_time_s"];
   f.exposed_comm_s = s.value("exposed_comm_time_s", 0.0);
+  if (s.contains("throughput") && s["throughput"].is_object()) {
+    const json& t = s["throughput"];
+    for (auto [key, to] : {std::pair{"tokens_per_s", &f.tokens_per_s}, {"mfu", &f.mfu}, {"hfu", &f.hfu}})
+      if (t.contains(key) && t[key].is_number()) *to = t[key].get<double>();
+  }
   if (s.contains("tiers"))
     for (const auto& [name, t] : s["tiers"].items()) {
       if (t.value("role", "") != "compute") continue;
@@ -115,10 +122,21 @@ std::string table_text(const std::vector<std::vector<std::string>>& rows) {
   return out;
 }
 
+// The stream, or one that writes nothing (a stream without a buffer).
+std::ostream& quiet_or(std::ostream& s, bool quiet) {
+  static std::ostream none(nullptr);
+  return quiet ? none : s;
+}
+
 }  // namespace
 
-int plan_command(const PlanOptions& o) {
+bool plan_sets_key(const Override& o) { return layout_key_of(o); }
+
+int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   const auto start = std::chrono::steady_clock::now();
+  std::ostream& out = quiet_or(std::cout, o.quiet);
+  std::ostream& err = quiet_or(std::cerr, o.quiet);
+  if (best_out) best_out->reset();
   if (o.top < 1) throw UsageError(fmt::format("--top expects a number of layouts >= 1, got {}", o.top));
   const std::vector<int> zero = parse_zero_list(o.zero);
   std::vector<Recompute> recompute = parse_recompute_list(o.recompute);
@@ -144,7 +162,7 @@ int plan_command(const PlanOptions& o) {
   std::vector<Override> overrides;
   for (const std::string& s : o.sets) {
     Override ov = parse_override(s);
-    if (layout_key(ov))
+    if (layout_key_of(ov))
       throw UsageError(fmt::format("--set {}: memsim plan chooses {} for each layout (use --global-batch, --seq-len "
                                    "and the constraints --max-tp, --max-pp, --zero, --recompute)",
                                    s, ov.key));
@@ -250,7 +268,7 @@ int plan_command(const PlanOptions& o) {
   if (ec) throw InputError(fmt::format("{}: cannot create output folder: {}", o.out_dir, ec.message()));
   PointStore store(o.out_dir, o.memsim, o.force);
   const int jobs = std::max(1, std::min<int>(default_jobs(o.jobs), static_cast<int>(std::max<std::size_t>(queue.size(), 1))));
-  std::cerr << fmt::format("plan {}: {} valid layouts ({} refused by the model), {} over {} by their memory bound; "
+  err << fmt::format("plan {}: {} valid layouts ({} refused by the model), {} over {} by their memory bound; "
                            "simulating in order of their time bound with {} worker{}{}\n",
                            shape, valid.size(),
                            [&] {
@@ -297,7 +315,7 @@ int plan_command(const PlanOptions& o) {
       std::lock_guard lock(mutex);
       ++simulated;
       if (r.status == "ok") best.insert(figures(r.summary).time_s);
-      std::cerr << fmt::format("[{}] {:<5} {}{}  {}\n", simulated, r.status,
+      err << fmt::format("[{}] {:<5} {}{}  {}\n", simulated, r.status,
                                r.status == "ok" ? seconds_text(figures(r.summary).time_s) : "-",
                                r.ran ? "" : " (done before)", valid[i].layout.text());
       valid[i].result = std::move(r);
@@ -320,11 +338,9 @@ int plan_command(const PlanOptions& o) {
   const double cut = o.exhaustive ? std::numeric_limits<double>::infinity() : cutoff();
 
   // results.csv: every valid layout in bound order, what became of it.
-  const double tokens_per_step = static_cast<double>(global) * static_cast<double>(facts.seq_len);
-  const double model_flops = 3 * facts.forward_flops_per_sample * static_cast<double>(global);
   std::string csv =
       "tp,sp,pp,schedule,virtual_stages,dp,micro_batch,micro_batches,zero,recompute,offload,status,"
-      "time_bound_s,memory_bound_bytes,iteration_time_s,tokens_per_s,mfu,peak_bytes,margin_bytes,"
+      "time_bound_s,memory_bound_bytes,iteration_time_s,tokens_per_s,mfu,hfu,peak_bytes,margin_bytes,"
       "bubble_fraction,exposed_comm_s,point_id,error\n";
   struct Row {
     const Candidate* c;
@@ -351,11 +367,11 @@ int plan_command(const PlanOptions& o) {
     const bool timed = row.status == "ok" && row.f.time_s > 0;
     auto num = [](double x) { return fmt::format("{:.9g}", x); };
     csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", l.tp, l.sp, l.pp, l.schedule(),
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", l.tp, l.sp, l.pp, l.schedule(),
         l.virtual_stages, l.dp, l.micro_batch, l.micro_batches, l.zero, to_string(l.recompute), l.offload,
         row.status, num(c.time_bound_s), c.memory_bound_bytes, timed ? num(row.f.time_s) : "",
-        timed ? num(tokens_per_step / row.f.time_s) : "",
-        timed && facts.peak_flops > 0 ? num(model_flops / (gpus * facts.peak_flops * row.f.time_s)) : "",
+        timed && row.f.tokens_per_s >= 0 ? num(row.f.tokens_per_s) : "",
+        timed && row.f.mfu >= 0 ? num(row.f.mfu) : "", timed && row.f.hfu >= 0 ? num(row.f.hfu) : "",
         row.status == "ok" || row.status == "oom" ? std::to_string(row.f.peak_bytes) : "",
         row.status == "ok" ? std::to_string(static_cast<std::int64_t>(row.f.capacity_bytes) -
                                             static_cast<std::int64_t>(row.f.peak_bytes))
@@ -370,12 +386,12 @@ int plan_command(const PlanOptions& o) {
   // The terminal: the count, the top layouts, the best of those that lost and why.
   std::size_t refused_count = 0;
   for (const auto& [_, k] : refused) refused_count += k;
-  std::cout << fmt::format("plan {}\n", shape);
-  std::cout << fmt::format("layouts     {} valid ({} divide; the model refuses {}), {} rejected by the memory bound, "
+  out << fmt::format("plan {}\n", shape);
+  out << fmt::format("layouts     {} valid ({} divide; the model refuses {}), {} rejected by the memory bound, "
                            "{} simulated{}\n",
                            valid.size(), layouts.size(), refused_count, memory_rejected,
                            ok + oom + failed, o.exhaustive ? " (exhaustive: no pruning)" : "");
-  std::cout << notes;
+  out << notes;
   std::vector<const Row*> top;
   for (const Row& r : rows)
     if (r.status == "ok") top.push_back(&r);
@@ -384,25 +400,40 @@ int plan_command(const PlanOptions& o) {
     return a->c->layout.text() < b->c->layout.text();
   });
   const std::size_t shown = std::min<std::size_t>(top.size(), o.top);
+  if (best_out && !top.empty()) {
+    const Row& r = *top.front();
+    PlanBest b;
+    b.layout = r.c->layout.text();
+    b.policy = r.c->run.request.policy;
+    const std::vector<Override>& sets = r.c->run.request.overrides;
+    for (std::size_t k = overrides.size(); k < sets.size(); ++k)
+      b.sets.push_back(sets[k].key.starts_with("parallel.")
+                           ? fmt::format("{}={}", sets[k].key, sets[k].value)
+                           : fmt::format("{}.{}={}", sets[k].target, sets[k].key, sets[k].value));
+    b.time_s = r.f.time_s;
+    b.mfu = r.f.mfu;
+    b.peak_bytes = r.f.peak_bytes;
+    b.point = store.point_dir(r.c->run.id);
+    *best_out = std::move(b);
+  }
   if (shown == 0) {
-    std::cout << "fits        no layout fits\n";
+    out << "fits        no layout fits\n";
   } else {
     std::vector<std::vector<std::string>> table{
-        {"#", "layout", "step", "tokens/s", "MFU", "peak/GPU", "margin"}};
+        {"#", "layout", "step", "tokens/s", "MFU", "HFU", "peak/GPU", "margin"}};
+    auto percent = [](double x) { return x >= 0 ? fmt::format("{:.1f}%", 100 * x) : std::string("-"); };
     for (std::size_t k = 0; k < shown; ++k) {
       const Row& r = *top[k];
       table.push_back({std::to_string(k + 1), r.c->layout.text(), seconds_text(r.f.time_s),
-                       fmt::format("{:.0f}", tokens_per_step / r.f.time_s),
-                       facts.peak_flops > 0
-                           ? fmt::format("{:.1f}%", 100 * model_flops / (gpus * facts.peak_flops * r.f.time_s))
-                           : "-",
+                       r.f.tokens_per_s >= 0 ? fmt::format("{:.0f}", r.f.tokens_per_s) : "-", percent(r.f.mfu),
+                       percent(r.f.hfu),
                        format_bytes(static_cast<double>(r.f.peak_bytes)),
                        format_bytes(static_cast<double>(r.f.capacity_bytes - std::min(r.f.capacity_bytes, r.f.peak_bytes)))});
     }
-    std::cout << fmt::format("top {}\n", shown) << table_text(table);
-    std::cout << fmt::format("            MFU: 3 x the forward FLOPs of one sample (memsim's trace, tp 1, no "
-                             "recomputation) x {} samples / ({} GPUs x {} peak {} x step)\n",
-                             global, gpus, to_string(facts.dtype), format_rate(facts.peak_flops));
+    out << fmt::format("top {}\n", shown) << table_text(table);
+    out << fmt::format("            MFU: the step's forward and backward FLOPs as traced, without "
+                             "recomputation (HFU: with it), over {} GPUs x {} peak {} x step\n",
+                             gpus, to_string(facts.dtype), format_rate(facts.peak_flops));
   }
   // Why the best of the rest lose: the fastest bounds that did not fit, and the next
   // fastest simulated steps.
@@ -427,18 +458,18 @@ int plan_command(const PlanOptions& o) {
                               100 * (r.f.time_s / top[0]->f.time_s - 1), detail));
   }
   if (!why.empty()) {
-    std::cout << "others  ";
-    for (std::size_t k = 0; k < why.size(); ++k) std::cout << (k ? "            " : "    ") << why[k] << "\n";
+    out << "others  ";
+    for (std::size_t k = 0; k < why.size(); ++k) out << (k ? "            " : "    ") << why[k] << "\n";
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::cout << fmt::format("search      {} simulated ({} ok, {} oom, {} failed), {} skipped by the time bound\n",
+  out << fmt::format("search      {} simulated ({} ok, {} oom, {} failed), {} skipped by the time bound\n",
                            ok + oom + failed, ok, oom, failed,
                            std::count_if(rows.begin(), rows.end(),
                                          [](const Row& r) { return r.status == "over_time_bound"; }));
-  std::cerr << fmt::format("plan: {} runs in {:.1f} s ({} of them here)\n", simulated, wall, store.children_run());
-  std::cout << fmt::format("results     {}/results.csv\n", o.out_dir);
+  err << fmt::format("plan: {} runs in {:.1f} s ({} of them here)\n", simulated, wall, store.children_run());
+  out << fmt::format("results     {}/results.csv\n", o.out_dir);
   if (failed) {
-    std::cerr << fmt::format("memsim: {} layout{} failed; see the error column of {}/results.csv\n", failed,
+    err << fmt::format("memsim: {} layout{} failed; see the error column of {}/results.csv\n", failed,
                              failed == 1 ? "" : "s", o.out_dir);
     return 1;
   }

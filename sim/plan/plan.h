@@ -12,8 +12,11 @@
 // skipped only when its bound, hence its time, exceeds a step time already simulated.
 // OUT/results.csv lists every valid layout in bound order with what became of it.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "sim/inputs/inputs.h"
 
 namespace memsim {
 
@@ -37,9 +40,25 @@ struct PlanOptions {
   bool exhaustive = false;           // simulate every valid layout, no pruning
   bool force = false;
   std::string memsim;                // the executable that runs layouts
+  bool quiet = false;                // print nothing (the OOM advice's search)
 };
 
-/// Runs the command; 0 done, 1 bad input or failed runs, 130/143 interrupted.
-int plan_command(const PlanOptions& options);
+/// The fastest layout that fits, as the search proved it.
+struct PlanBest {
+  std::string layout;              // Layout::text()
+  std::string policy;              // none, or zero-offload
+  std::vector<std::string> sets;   // the KEY=VALUE overrides that make it
+  double time_s = 0;
+  double mfu = -1;                 // -1: not known
+  std::uint64_t peak_bytes = 0;    // the fullest compute tier's
+  std::string point;               // the folder of its run
+};
+
+/// Runs the command; 0 done, 1 bad input or failed runs, 130/143 interrupted. With `best`,
+/// the fastest layout that fits goes there (nullopt when none does).
+int plan_command(const PlanOptions& options, std::optional<PlanBest>* best = nullptr);
+
+/// Whether each layout of the search sets this key itself (a --set of it is refused).
+bool plan_sets_key(const Override& o);
 
 }  // namespace memsim

@@ -73,9 +73,14 @@ struct LiveBuffer {
 
 /// A change that makes the step fit, verified by running it (`memsim run`'s advice).
 struct FitAdvice {
-  std::string change;        // batch | policy | recompute
+  std::string change;        // batch | policy | recompute | layout
   std::string policy;
   std::string recompute;     // for recompute: the workload's recomputation (full | selective)
+  std::string layout;        // for layout: memsim plan's words for it ("tp 2, pp 1, dp 4, ...")
+  std::vector<std::string> sets;  // for layout: the --set KEY=VALUE that make it
+  std::uint32_t gpus = 0;    // for layout: the GPUs searched over
+  std::int64_t global_batch = 0;
+  double mfu = -1;           // for layout (-1: not known)
   std::int64_t batch = 0;    // 0: the workload has no batch parameter
   std::int64_t first_fail = 0;  // for batch: the smallest batch found not to fit
   double iteration_time_s = 0;
@@ -160,6 +165,23 @@ struct UnusedEfficiencyKeys {
   std::vector<std::string> efficiency, memory_efficiency;  // in key order
 };
 
+/// What the step trained on per second and how much of the GPUs' peak it used. Written for
+/// a step that finished (status ok) only; an oom's counts are of the part it ran.
+/// Per step, over every GPU, simulated or not: a simulated rank's figures stand for the
+/// peers it speaks for.
+struct Throughput {
+  std::uint32_t gpus = 0;     // accelerators the step runs on
+  std::uint64_t samples = 0;  // over the data-parallel replicas (0: unknown, as for a trace)
+  std::uint64_t tokens = 0;   // samples x their sequence length (0: unknown, or no sequence)
+  /// The forward and backward ops' FLOPs as memsim's trace counts them (a multiply-add is
+  /// 2), without recomputation: what MFU counts. hardware_flops adds the recomputation (the
+  /// workload's and a policy's): what HFU counts. The optimizer's are in neither.
+  double model_flops = 0;
+  double hardware_flops = 0;
+  double peak_flops = 0;      // of one GPU in `dtype` (0: the device gives none)
+  DType dtype = DType::fp32;  // the dtype most of the model FLOPs ran in
+};
+
 struct Summary {
   std::string status = "ok";  // ok | oom
   std::string workload;       // trace name
@@ -206,6 +228,10 @@ struct Summary {
   std::uint64_t swap_out_bytes = 0;
   std::uint64_t swap_in_bytes = 0;
   double recompute_flops = 0;
+  /// Per accelerator slot: its forward and backward FLOPs without and with recomputation
+  /// (Throughput's, before the peers are counted).
+  std::vector<double> device_model_flops, device_hardware_flops;
+  std::optional<Throughput> throughput;
   std::uint64_t ops_run = 0;
   std::uint64_t ops_total = 0;
   std::vector<TierSummary> tiers;

@@ -51,6 +51,13 @@ ordered_json advice_json(const OomAdvice& a) {
                     {"slowdown", f.slowdown > 0 ? ordered_json(f.slowdown) : ordered_json()},
                     {"point", f.point}});
     if (!f.recompute.empty()) fits.back()["recompute"] = f.recompute;
+    if (f.change == "layout") {
+      fits.back()["layout"] = f.layout;
+      fits.back()["sets"] = f.sets;
+      fits.back()["gpus"] = f.gpus;
+      fits.back()["global_batch"] = f.global_batch;
+      fits.back()["mfu"] = f.mfu >= 0 ? ordered_json(f.mfu) : ordered_json();
+    }
   }
   j["would_fit"] = fits;
   ordered_json tried = ordered_json::array();
@@ -116,6 +123,13 @@ std::vector<std::pair<std::string, std::string>> advice_rows(const OomReport& oo
                          f.batch ? fmt::format(", batch {}", f.batch) : "", format_seconds(f.iteration_time_s),
                          f.slowdown > 0 ? fmt::format(", {:.2f}x the time with enough memory", f.slowdown) : "",
                          f.point);
+    else if (f.change == "layout")
+      text = fmt::format("layout {}{} (memsim plan over {} GPU{}, global batch {}): {}{}{}, {}/", f.layout,
+                         f.policy == "none" ? "" : ", policy " + f.policy, f.gpus, f.gpus == 1 ? "" : "s",
+                         f.global_batch, format_seconds(f.iteration_time_s),
+                         f.mfu >= 0 ? fmt::format(", MFU {:.1f}%", 100 * f.mfu) : "",
+                         f.slowdown > 0 ? fmt::format(", {:.2f}x the time with enough memory", f.slowdown) : "",
+                         f.point);
     else
       text = fmt::format("policy {}{}: {}{}, {}/", f.policy, f.batch ? fmt::format(" at batch {}", f.batch) : "",
                          format_seconds(f.iteration_time_s),
@@ -150,6 +164,70 @@ std::optional<Numbered> numbered(const std::string& name) {
   if (i == head.size() || head.size() - i > 9) return std::nullopt;
   return Numbered{head.substr(0, i), std::stoull(head.substr(i)),
                   dot == std::string::npos ? std::string() : name.substr(dot)};
+}
+
+// The step's rates from its counts (throughput: a run that finished).
+struct Rates {
+  double samples_per_s = 0, tokens_per_s = 0, mfu = 0, hfu = 0;
+  double gpu_hours_per_1e9_tokens = 0;
+};
+Rates rates_of(const Throughput& t, double iteration_s) {
+  Rates r;
+  r.samples_per_s = static_cast<double>(t.samples) / iteration_s;
+  r.tokens_per_s = static_cast<double>(t.tokens) / iteration_s;
+  const double peak = t.gpus * t.peak_flops * iteration_s;  // what the GPUs could have done
+  if (peak > 0) {
+    r.mfu = t.model_flops / peak;
+    r.hfu = t.hardware_flops / peak;
+  }
+  if (t.tokens > 0) r.gpu_hours_per_1e9_tokens = t.gpus * iteration_s / 3600 * 1e9 / static_cast<double>(t.tokens);
+  return r;
+}
+
+// summary.json's "throughput": null for a step that did not finish; a figure it cannot know
+// (the samples of an imported trace, the tokens of a CNN, the peak of a device that gives
+// none) is null.
+ordered_json throughput_json(const Summary& s) {
+  if (!s.throughput || s.status != "ok" || s.iteration_time_s <= 0) return nullptr;
+  const Throughput& t = *s.throughput;
+  const Rates r = rates_of(t, s.iteration_time_s);
+  auto known = [](bool has, double v) { return has ? ordered_json(v) : ordered_json(); };
+  const bool samples = t.samples > 0, tokens = t.tokens > 0, peak = t.peak_flops > 0;
+  return {{"gpus", t.gpus},
+          {"samples_per_step", samples ? ordered_json(t.samples) : ordered_json()},
+          {"tokens_per_step", tokens ? ordered_json(t.tokens) : ordered_json()},
+          {"samples_per_s", known(samples, r.samples_per_s)},
+          {"samples_per_s_per_gpu", known(samples, r.samples_per_s / t.gpus)},
+          {"tokens_per_s", known(tokens, r.tokens_per_s)},
+          {"tokens_per_s_per_gpu", known(tokens, r.tokens_per_s / t.gpus)},
+          {"gpu_hours_per_1e9_tokens", known(tokens, r.gpu_hours_per_1e9_tokens)},
+          {"model_flops_per_step", t.model_flops},
+          {"hardware_flops_per_step", t.hardware_flops},
+          {"peak_flops_per_gpu", known(peak, t.peak_flops)},
+          {"peak_dtype", std::string(to_string(t.dtype))},
+          {"mfu", known(peak, r.mfu)},
+          {"hfu", known(peak, r.hfu)},
+          {"flops_counted", "the forward and backward ops' FLOPs as memsim's trace counts them (a multiply-add "
+                            "is 2) on every GPU; MFU without recomputation, HFU with it (the workload's and a "
+                            "policy's); the optimizer's in neither; over gpus x peak_flops_per_gpu x "
+                            "iteration_time_s"}};
+}
+
+// The terminal's throughput line: "61,440 tokens/s (7,680 per GPU, 8 GPUs); MFU 41.2%, HFU
+// 41.2% of 989 TFLOPS bf16; 36.2 GPU-hours per 10^9 tokens".
+std::string throughput_text(const Throughput& t, double iteration_s) {
+  const Rates r = rates_of(t, iteration_s);
+  std::vector<std::string> parts;
+  const std::string gpus = fmt::format("{} GPU{}", t.gpus, t.gpus == 1 ? "" : "s");
+  if (t.tokens > 0)
+    parts.push_back(fmt::format("{:.0f} tokens/s ({:.0f} per GPU, {})", r.tokens_per_s, r.tokens_per_s / t.gpus, gpus));
+  else if (t.samples > 0)
+    parts.push_back(fmt::format("{:.4g} samples/s ({:.4g} per GPU, {})", r.samples_per_s, r.samples_per_s / t.gpus, gpus));
+  if (t.peak_flops > 0)
+    parts.push_back(fmt::format("MFU {:.1f}%, HFU {:.1f}% of {} {}{}", 100 * r.mfu, 100 * r.hfu, format_rate(t.peak_flops),
+                                to_string(t.dtype), t.samples > 0 ? "" : " x " + gpus));
+  if (t.tokens > 0) parts.push_back(fmt::format("{:.3g} GPU-hours per 10^9 tokens", r.gpu_hours_per_1e9_tokens));
+  return fmt::format("{}", fmt::join(parts, "; "));
 }
 
 }  // namespace
@@ -216,6 +294,7 @@ std::string summary_json(const Summary& s) {
     j["pipeline"] = {{"schedule", s.pipeline_schedule}, {"micro_batches", s.micro_batches},
                      {"flush_s", s.passes_end_s}, {"stages", stages}};
   }
+  j["throughput"] = throughput_json(s);
   ordered_json collectives = ordered_json::array();
   for (const auto& c : s.collectives)
     collectives.push_back({{"kind", c.kind}, {"count", c.count}, {"bytes", c.bytes}});
@@ -439,6 +518,10 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
       fmt::format("{} = {}{}", format_seconds(s.iteration_time_s), terms,
                   s.status == "ok" ? fmt::format("   ({:.1f}% slower than compute alone)", slower)
                                    : std::string("   (stopped at the OOM)")));
+  if (s.throughput && s.status == "ok" && s.iteration_time_s > 0) {
+    const std::string text = throughput_text(*s.throughput, s.iteration_time_s);
+    if (!text.empty()) row("throughput", text);
+  }
   if (s.host_compute_time_s > 0)
     row("host", fmt::format("CPU computed {} (offloaded ops), {} of it while the accelerator waited",
                             format_seconds(s.host_compute_time_s), format_seconds(s.exposed_host_time_s)));

@@ -1,6 +1,7 @@
 #include "sim/run/run.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -82,6 +83,37 @@ std::uint32_t nodes_apart(const PlatformSpec& p, const std::vector<std::size_t>&
 }
 
 // Per device, the device in the same place of node 0's description (itself on node 0).
+// The step's throughput (also of a step that ran out of memory, whose GPUs and samples the
+// advice searches layouts for; it is written for a step that finished only): each
+// simulated accelerator's FLOPs counted once for every GPU it
+// speaks for (`speaks_for[d]`, 0 for a device that ran nothing of the step), over `gpus`.
+// `samples`: the step's, over its data-parallel replicas (0: unknown).
+std::optional<Throughput> throughput_of(const Summary& s, const Trace& trace, const PlatformSpec& platform,
+                                        const std::vector<std::uint32_t>& speaks_for, std::uint32_t gpus,
+                                        std::uint64_t samples, std::uint64_t sample_tokens) {
+  if (gpus == 0) return std::nullopt;
+  Throughput t;
+  t.gpus = gpus;
+  t.samples = samples;
+  t.tokens = samples * sample_tokens;
+  std::size_t first = speaks_for.size();
+  for (std::size_t d = 0; d < speaks_for.size(); ++d) {
+    if (speaks_for[d] == 0) continue;
+    first = std::min(first, d);
+    if (d < s.device_model_flops.size()) t.model_flops += speaks_for[d] * s.device_model_flops[d];
+    if (d < s.device_hardware_flops.size()) t.hardware_flops += speaks_for[d] * s.device_hardware_flops[d];
+  }
+  // The dtype of most of the model's FLOPs sets the peak MFU is measured against.
+  std::array<double, kDTypeCount> by_dtype{};
+  for (const Op& op : trace.ops)
+    if (op.phase != Phase::optimizer && op.device < speaks_for.size() && speaks_for[op.device] > 0)
+      by_dtype[static_cast<std::size_t>(op.dtype)] += op.flops;
+  t.dtype = static_cast<DType>(std::max_element(by_dtype.begin(), by_dtype.end()) - by_dtype.begin());
+  const auto compute = platform.compute_devices();
+  if (first < compute.size()) t.peak_flops = platform.devices[compute[first]].peak_flops[static_cast<std::size_t>(t.dtype)];
+  return t;
+}
+
 std::vector<std::size_t> node0_counterparts(const PlatformSpec& p) {
   std::vector<std::size_t> out(p.devices.size());
   std::vector<std::size_t> seen(p.nodes, 0);  // devices of each node so far
@@ -122,6 +154,12 @@ void run(RunInputs&& in, RunResult& out) {
   const Policy& policy = *in.policy;
   const auto compute = platform.compute_devices();
   std::vector<std::uint32_t> slots = in.slots;
+  // The samples of each workload given, before they are moved (throughput counts them).
+  std::vector<std::uint64_t> workload_samples;
+  for (const Trace& w : in.workloads) workload_samples.push_back(w.samples);
+  const std::uint64_t sample_tokens = in.workloads.empty() ? 0 : in.workloads[0].sample_tokens;
+  const bool same_tokens = std::all_of(in.workloads.begin(), in.workloads.end(),
+                                       [&](const Trace& w) { return w.sample_tokens == sample_tokens; });
   // A rank of a data-parallel step: the ranks take the first compute devices; with symmetric
   // ranks only rank 0 is simulated (its peers' traffic is on the links all the same).
   ParallelLayout layout = in.workloads.size() == 1 ? in.workloads[0].parallel : ParallelLayout{};
@@ -322,6 +360,34 @@ void run(RunInputs&& in, RunResult& out) {
       if (twin[d] == d || dev.tiers.size() != dev0.tiers.size()) continue;
       for (std::size_t i = 0; i < dev.tiers.size(); ++i) speaks_for(dev.tiers[i], dev0.tiers[i]);
     }
+  }
+  {
+    // Who each simulated accelerator speaks for: its symmetric peers, or its twin on every
+    // other node; the samples of every data-parallel replica, or of every device's own step.
+    std::vector<std::uint32_t> speaks_for(compute.size(), 0);
+    std::uint32_t gpus = 0;
+    std::uint64_t samples = 0;
+    if (layout.ranks > 1) {
+      gpus = layout.ranks;
+      for (std::uint32_t r = 0; r < layout.ranks; ++r)
+        ++speaks_for[!layout.symmetric ? r : placed ? layout.speaker[r] : r % node_speakers];
+      const std::uint64_t model_ranks = std::uint64_t{layout.tp} * layout.cp * layout.stages;
+      if (!layout.from_trace && workload_samples.size() == 1 && layout.ranks % model_ranks == 0)
+        samples = workload_samples[0] * (layout.ranks / model_ranks);
+    } else {
+      const std::uint32_t copies = node0_replicas ? platform.nodes : 1;
+      gpus = static_cast<std::uint32_t>(slots.size()) * copies;
+      bool known = same_tokens;
+      for (std::size_t k = 0; k < slots.size(); ++k) {
+        speaks_for[slots[k]] = copies;
+        const std::uint64_t n = workload_samples.size() == 1 ? workload_samples[0] : workload_samples[k];
+        known &= n > 0;
+        samples += n * copies;
+      }
+      if (!known) samples = 0;
+    }
+    out.summary.throughput =
+        throughput_of(out.summary, out.trace, platform, speaks_for, gpus, samples, samples ? sample_tokens : 0);
   }
   check_summary(out.summary);  // before anyone writes it
   if (in.explain_peaks) explain_peaks(out, platform);

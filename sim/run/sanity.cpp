@@ -46,6 +46,14 @@ void check_summary(const Summary& s) {
   }
   if (!std::isfinite(s.recompute_flops) || s.recompute_flops < 0)
     fail(fmt::format("recompute_flops is {} (expected a finite count >= 0)", s.recompute_flops));
+  if (const auto& t = s.throughput) {
+    if (!std::isfinite(t->model_flops) || t->model_flops < 0 || !std::isfinite(t->hardware_flops) ||
+        t->hardware_flops < t->model_flops * (1 - 1e-12))
+      fail(fmt::format("throughput counts {} model and {} hardware FLOPs (expected finite counts, the hardware's "
+                       "no fewer than the model's)",
+                       t->model_flops, t->hardware_flops));
+    if (t->gpus == 0) fail("throughput counts 0 GPUs");
+  }
   for (const LinkSummary& l : s.links)
     if (!std::isfinite(l.utilisation) || l.utilisation < 0)
       fail(fmt::format("link {} utilisation is {} (expected a finite share >= 0)", l.name, l.utilisation));

@@ -9,6 +9,8 @@ constexpr const char* kFigures[] = {"iteration_time_s", "compute_time_s", "stall
                                     "recompute_time_s", "transfer_time_s", "swap_out_bytes",
                                     "swap_in_bytes",    "recompute_flops",  "comm_time_s",
                                     "exposed_comm_time_s"};
+// summary.json's throughput figures, columns of the same names.
+constexpr const char* kThroughput[] = {"tokens_per_s", "samples_per_s", "mfu", "hfu", "gpu_hours_per_1e9_tokens"};
 
 std::string number(const nlohmann::json& j, const char* key) {
   if (!j.is_object() || !j.contains(key) || !j[key].is_number()) return "";
@@ -36,6 +38,7 @@ ResultsTable::ResultsTable(const SweepSpec& spec, const std::vector<SweepPoint>&
   for (const auto& a : spec.axes) header_ += "," + csv_cell(a.key);
   header_ += ",status,error";
   for (const char* f : kFigures) header_ += std::string(",") + f;
+  for (const char* f : kThroughput) header_ += std::string(",") + f;
   for (const auto& t : tiers_)
     header_ += "," + csv_cell(t + ".peak_allocated_bytes") + "," + csv_cell(t + ".peak_reserved_bytes");
   if (spec.fit) {
@@ -55,6 +58,8 @@ std::string ResultsTable::row(const SweepPoint& p, const RowResult& r) const {
   if (r.fit && !r.fit->error.empty() && r.status != "error") error = "fit: " + r.fit->error;
   out += "," + r.status + "," + csv_cell(error.substr(0, error.find('\n')));
   for (const char* f : kFigures) out += "," + number(r.summary, f);
+  const bool rates = r.summary.is_object() && r.summary.contains("throughput");
+  for (const char* f : kThroughput) out += "," + (rates ? number(r.summary["throughput"], f) : std::string());
   const nlohmann::json* tiers =
       r.summary.is_object() && r.summary.contains("tiers") ? &r.summary["tiers"] : nullptr;
   for (const auto& t : tiers_) {

@@ -4,7 +4,8 @@
 //
 //   point_id, device, workload, policy, <each axis, named by its key>, status, error,
 //   iteration_time_s, compute_time_s, stall_time_s, recompute_time_s, transfer_time_s,
-//   swap_out_bytes, swap_in_bytes, recompute_flops,
+//   swap_out_bytes, swap_in_bytes, recompute_flops, comm_time_s, exposed_comm_time_s,
+//   tokens_per_s, samples_per_s, mfu, hfu, gpu_hours_per_1e9_tokens   (summary.json throughput)
 //   <tier>.peak_allocated_bytes, <tier>.peak_reserved_bytes   (each compute tier)
 //   [max_<axis>, max_<axis>_within_slowdown]                  (with fit:)
 //

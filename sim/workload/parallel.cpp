@@ -206,6 +206,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
       for (BufferId b : op.inputs)
         if (step.buffers[b].category == Category::gradient) param_grad[b] = true;
   Trace out = step.without_ops();
+  out.samples *= m;
   std::uint32_t chunks = 1;
   for (const MicroBatchBlock& block : order) chunks = std::max(chunks, block.chunk + 1);
   // The ops of each block kind: (chunk, forward or backward), in step order.

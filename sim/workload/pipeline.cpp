@@ -226,6 +226,8 @@ class Pipeliner {
     t.name = in_.name;
     t.description = in_.description;
     t.parameters = in_.parameters;
+    t.samples = in_.samples;
+    t.sample_tokens = in_.sample_tokens;
     std::vector<BufferId> id(in_.buffers.size(), kNoOp);
     const SharedGradStart start = shared_grad_start(d);
     auto buffer = [&](BufferId b) {
@@ -361,6 +363,8 @@ class Pipeliner {
     out.name = in_.name;
     out.description = in_.description;
     out.parameters = in_.parameters;
+    out.samples = stages.front().samples;  // its micro-batches'
+    out.sample_tokens = in_.sample_tokens;
     out.parallel = ParallelLayout{};
     out.parallel.ranks = ranks;
     out.parallel.symmetric = s_.symmetric;

@@ -70,6 +70,8 @@ Trace Trace::without_ops() const {
   out.description = description;
   out.measured_on = measured_on;
   out.parameters = parameters;
+  out.samples = samples;
+  out.sample_tokens = sample_tokens;
   out.import_notes = import_notes;
   out.buffers = buffers;
   for (Buffer& b : out.buffers) b.producer = kNoOp;
@@ -240,6 +242,12 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
   out.description = same ? fmt::format("{} x {} devices", traces[0].description.empty() ? traces[0].name : traces[0].description, traces.size())
                          : fmt::format("{} workloads on {} devices", traces.size(), traces.size());
   out.parameters = traces[0].parameters;
+  // A replica on each device trains its own samples (unknown when one of them does not say).
+  const bool counted = std::all_of(traces.begin(), traces.end(), [&](const Trace& t) {
+    return t.samples > 0 && t.sample_tokens == traces[0].sample_tokens;
+  });
+  for (const Trace& t : traces) out.samples += counted ? t.samples : 0;
+  out.sample_tokens = counted ? traces[0].sample_tokens : 0;
   out.measured_on = traces[0].measured_on;
   out.parallel = traces[0].parallel;
   // Process groups are shared: a rank's step names the group, the group names the devices.

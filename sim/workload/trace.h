@@ -198,6 +198,11 @@ struct Trace {
   std::string description;           // "resnet50 (batch 64, fp32, momentum)"
   std::string measured_on;           // platform name the ops' measured_s come from, if any
   std::uint64_t parameters = 0;      // trainable parameters, when the source knows (0: unknown)
+  /// The samples one data-parallel replica's step trains on, its micro-batches' together
+  /// (0: unknown, as in an imported trace), and the tokens of each: a sequence model's
+  /// sequence length (0: not a sequence model, or unknown). Throughput is counted in these.
+  std::uint64_t samples = 0;
+  std::uint64_t sample_tokens = 0;
   /// What an importer could not use or chose on the user's behalf (a dropped op, a tensor
   /// without a size, the step it picked), one line each, for stderr and summary.json.
   std::vector<std::string> import_notes;

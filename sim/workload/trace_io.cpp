@@ -65,6 +65,8 @@ void write_trace_json(const Trace& trace, std::ostream& out) {
   out << "  \"description\": " << str(trace.description) << ",\n";
   if (!trace.measured_on.empty()) out << "  \"measured_on\": " << str(trace.measured_on) << ",\n";
   if (trace.parameters) out << "  \"parameters\": " << trace.parameters << ",\n";
+  if (trace.samples) out << "  \"samples\": " << trace.samples << ",\n";
+  if (trace.sample_tokens) out << "  \"sample_tokens\": " << trace.sample_tokens << ",\n";
   if (trace.parallel.ranks > 1)
     out << fmt::format("  \"parallel\": {{\"ranks\": {}, \"symmetric\": {}, \"summary\": {}{}}},\n",
                        trace.parallel.ranks, trace.parallel.symmetric ? "true" : "false",
@@ -123,7 +125,7 @@ bool is_native_trace(const ConfigNode& root) {
 
 Trace read_trace(const ConfigNode& root) {
   root.allow_only({"format", "version", "name", "description", "measured_on", "parameters",
-                   "buffers", "ops", "groups", "parallel"});
+                   "samples", "sample_tokens", "buffers", "ops", "groups", "parallel"});
   auto version = root.at("version");
   if (version.as_int() != kTraceFormatVersion)
     version.fail_expected(fmt::format("format version {}", kTraceFormatVersion));
@@ -132,6 +134,8 @@ Trace read_trace(const ConfigNode& root) {
   if (auto d = root.find("description")) t.description = d->as_string();
   if (auto m = root.find("measured_on")) t.measured_on = m->as_string();
   if (auto p = root.find("parameters")) t.parameters = static_cast<std::uint64_t>(p->as_int_in(0, INT64_MAX));
+  if (auto s = root.find("samples")) t.samples = static_cast<std::uint64_t>(s->as_int_in(0, INT64_MAX));
+  if (auto s = root.find("sample_tokens")) t.sample_tokens = static_cast<std::uint64_t>(s->as_int_in(0, INT64_MAX));
 
   if (auto par = root.find("parallel")) {
     par->allow_only({"ranks", "symmetric", "summary", "from_trace"});
@@ -141,6 +145,9 @@ Trace read_trace(const ConfigNode& root) {
     if (auto sym = par->find("symmetric")) t.parallel.symmetric = sym->as_bool();
     if (auto sum = par->find("summary")) t.parallel.summary = sum->as_string();
     if (auto ft = par->find("from_trace")) t.parallel.from_trace = ft->as_bool();
+    // The file does not say how its ranks split into tensor, context and pipeline ranks, so
+    // neither how many data-parallel replicas train samples: throughput counts none.
+    if (t.parallel.ranks > 1) t.samples = 0;
   }
   if (auto groups = root.find("groups"))
     for (const auto& g : groups->items()) {

@@ -81,6 +81,15 @@ def test_oom_is_a_result_not_an_error(ms):
     r = ms.run("v100-16gb", "resnet50", overrides={"workload.batch": 256})
     assert r.status == "oom" and not r.ok
     assert r.summary["oom"]["tier"] == "gpu0.hbm"
+    assert r.throughput is None
+
+
+def test_throughput_of_a_run(ms):
+    r = ms.run("a100-80gb", "gpt2-small", overrides={"workload.batch": 2})
+    t = r.throughput
+    assert t["gpus"] == 1 and t["tokens_per_step"] == 2 * 1024
+    assert t["tokens_per_s"] == pytest.approx(2048 / r.summary["iteration_time_s"], rel=1e-12)
+    assert 0 < t["mfu"] <= t["hfu"] < 1
 
 
 def test_many_runs_in_one_process_neither_grow_nor_drift(ms):

@@ -191,3 +191,39 @@ TEST(Plan, OomAdviceProposesRecomputationWhenItBeatsEveryPolicy) {
   EXPECT_EQ(run["iteration_time_s"].get<double>(), by_recompute);
   EXPECT_NE(r.out.find("recompute: selective (policy none, batch 10): "), std::string::npos) << r.out;
 }
+
+// Llama 7B cut to 4 layers with plain data parallelism (dp 8, zero 0) runs out of a 16 GiB
+// V100's memory on its model state; the advice searches the layouts of the same 8 GPUs and
+// global batch as memsim plan does, and its fastest that fits is a run of its own that fits,
+// with the --set overrides that make it.
+TEST(Plan, OomAdviceSearchesTheLayoutsOfTheSameGpus) {
+  const std::string dir = temp_dir("layout_advice");
+  const CliResult r = run_memsim("run dgx-a100 llama-7b --set workload.layers=4 --set workload.seq_len=512 "
+                                 "--set parallel.dp=8 --set gpu0.hbm.capacity=4GiB --quiet -o " + dir);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto summary = nlohmann::json::parse(slurp(dir + "/summary.json"));
+  ASSERT_EQ(summary["status"], "oom");
+  const nlohmann::json* layout = nullptr;
+  for (const auto& f : summary["oom"]["advice"]["would_fit"])
+    if (f["change"] == "layout") layout = &f;
+  ASSERT_NE(layout, nullptr) << summary["oom"]["advice"].dump(2);
+  EXPECT_EQ((*layout)["gpus"], 8);
+  EXPECT_EQ((*layout)["global_batch"], 8);
+  const auto run = nlohmann::json::parse(slurp((*layout)["point"].get<std::string>() + "/summary.json"));
+  EXPECT_EQ(run["status"], "ok");
+  EXPECT_EQ(run["iteration_time_s"], (*layout)["iteration_time_s"]);
+  EXPECT_EQ(run["throughput"]["mfu"], (*layout)["mfu"]);
+  EXPECT_EQ(run["throughput"]["gpus"], 8);
+  EXPECT_EQ(run["throughput"]["samples_per_step"], 8);
+  // The overrides given again make that run: same step time.
+  std::string sets;
+  for (const auto& s : (*layout)["sets"]) sets += " --set " + s.get<std::string>();
+  const std::string again = temp_dir("layout_advice_again");
+  const CliResult rerun = run_memsim("run dgx-a100 llama-7b --set workload.layers=4 --set workload.seq_len=512 "
+                                     "--set gpu0.hbm.capacity=4GiB" + sets + " --quiet --no-advice -o " + again);
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  const auto rerun_summary = nlohmann::json::parse(slurp(again + "/summary.json"));
+  EXPECT_EQ(rerun_summary["status"], "ok");
+  EXPECT_EQ(rerun_summary["iteration_time_s"], (*layout)["iteration_time_s"]);
+  EXPECT_NE(r.out.find("(memsim plan over 8 GPUs, global batch 8)"), std::string::npos) << r.out;
+}

@@ -139,8 +139,8 @@ TEST(SweepRun, SmallSweepGivesOneRowPerPointRerunSkipsAndForceReruns) {
   EXPECT_EQ(header,
             "point_id,device,workload,policy,workload.batch,status,error,iteration_time_s,"
             "compute_time_s,stall_time_s,recompute_time_s,transfer_time_s,swap_out_bytes,"
-            "swap_in_bytes,recompute_flops,comm_time_s,exposed_comm_time_s,gpu0.hbm.peak_allocated_bytes,"
-            "gpu0.hbm.peak_reserved_bytes");
+            "swap_in_bytes,recompute_flops,comm_time_s,exposed_comm_time_s,tokens_per_s,samples_per_s,mfu,hfu,"
+            "gpu_hours_per_1e9_tokens,gpu0.hbm.peak_allocated_bytes,gpu0.hbm.peak_reserved_bytes");
   const char* order[8][3] = {{"mlp", "none", "32"},      {"mlp", "none", "64"},
                              {"mlp", "keep-all", "32"},  {"mlp", "keep-all", "64"},
                              {"chain", "none", "32"},    {"chain", "none", "64"},

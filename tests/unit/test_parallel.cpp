@@ -20,14 +20,17 @@ using namespace memsim;
 
 namespace {
 
-Trace llama_7b(int dp, int zero) {
+// The llama-7b preset's spec at `dp` ranks and ZeRO stage `zero`, for a test to set more.
+ConfigNode llama_7b_spec(int dp, int zero) {
   const Preset* preset = find_preset("workloads", "llama-7b");
   EXPECT_NE(preset, nullptr);
   ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
   spec.override_value({"parallel", "dp"}, std::to_string(dp), "test");
   spec.override_value({"parallel", "zero"}, std::to_string(zero), "test");
-  return generate_workload(spec);
+  return spec;
 }
+
+Trace llama_7b(int dp, int zero) { return generate_workload(llama_7b_spec(dp, zero)); }
 
 // A rank's model state: weights and master weights, optimizer state (all persistent), and
 // the gradients its optimizer steps read (full or shards).
@@ -135,10 +138,7 @@ TEST(Parallel, LocalDdpReducesTheWholeGradientBufferOnceAfterTheBackward) {
   // backward op; no bucket memory of its own.
   for (int zero : {0, 1}) {
     SCOPED_TRACE(zero);
-    const Preset* preset = find_preset("workloads", "llama-7b");
-    ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
-    spec.override_value({"parallel", "dp"}, "8", "test");
-    spec.override_value({"parallel", "zero"}, std::to_string(zero), "test");
+    ConfigNode spec = llama_7b_spec(8, zero);
     const Trace bucketed = generate_workload(spec);
     spec.override_value({"parallel", "ddp"}, "local", "test");
     const Trace t = generate_workload(spec);
@@ -178,10 +178,7 @@ TEST(Parallel, OverlappedParamGatherGathersEachBucketBeforeItsFirstForwardUse) {
   // in the steady state), not after the optimizer step; the same gathers of the same bytes.
   for (int zero : {1, 2}) {
     SCOPED_TRACE(zero);
-    const Preset* preset = find_preset("workloads", "llama-7b");
-    ConfigNode spec = ConfigNode::parse_text(preset->text, preset->path);
-    spec.override_value({"parallel", "dp"}, "8", "test");
-    spec.override_value({"parallel", "zero"}, std::to_string(zero), "test");
+    ConfigNode spec = llama_7b_spec(8, zero);
     const Trace after = generate_workload(spec);
     spec.override_value({"parallel", "overlap_param_gather"}, "true", "test");
     const Trace t = generate_workload(spec);

@@ -191,13 +191,15 @@ TEST(SweepResults, CsvCellsAndRows) {
   EXPECT_EQ(table.header(),
             "point_id,device,workload,policy,workload.layers,status,error,iteration_time_s,"
             "compute_time_s,stall_time_s,recompute_time_s,transfer_time_s,swap_out_bytes,"
-            "swap_in_bytes,recompute_flops,comm_time_s,exposed_comm_time_s,gpu0.hbm.peak_allocated_bytes,gpu0.hbm.peak_reserved_bytes\n");
+            "swap_in_bytes,recompute_flops,comm_time_s,exposed_comm_time_s,tokens_per_s,samples_per_s,mfu,hfu,"
+            "gpu_hours_per_1e9_tokens,gpu0.hbm.peak_allocated_bytes,gpu0.hbm.peak_reserved_bytes\n");
   nlohmann::json summary = {{"status", "ok"}, {"iteration_time_s", 0.5}, {"swap_out_bytes", 7},
+                            {"throughput", {{"tokens_per_s", nullptr}, {"samples_per_s", 64}, {"mfu", 0.25}}},
                             {"tiers", {{"gpu0.hbm", {{"peak_allocated_bytes", 11}, {"peak_reserved_bytes", 12}}}}}};
   EXPECT_EQ(table.row(points[0], {"ok", "", summary, {}}),
-            points[0].run.id + ",a100-40gb,mlp,none,\"[8, 4]\",ok,,0.5,,,,,7,,,,,11,12\n");
+            points[0].run.id + ",a100-40gb,mlp,none,\"[8, 4]\",ok,,0.5,,,,,7,,,,,,64,0.25,,,11,12\n");
   EXPECT_EQ(table.row(points[0], {"error", "bad\nsecond line", {}, {}}),
-            points[0].run.id + ",a100-40gb,mlp,none,\"[8, 4]\",error,bad,,,,,,,,,,,,\n");
+            points[0].run.id + ",a100-40gb,mlp,none,\"[8, 4]\",error,bad,,,,,,,,,,,,,,,,,\n");
 }
 
 // A stand-in for `memsim run`: a shell script.

@@ -437,7 +437,7 @@ void ModelBuilder::end_recompute(Value out) {
   });
 }
 
-Trace ModelBuilder::finish(std::string name, std::string description) {
+Trace ModelBuilder::finish(std::string name, std::string description, std::int64_t sample_tokens) {
   // Located at the value (a file's line or the --set that gave it).
   auto refuse = [&](const char* key, std::uint32_t value, const std::string& why) {
     if (settings_.parallel)
@@ -486,6 +486,8 @@ Trace ModelBuilder::finish(std::string name, std::string description) {
   trace_.name = std::move(name);
   trace_.description = std::move(description);
   for (const Parameter& p : params_) trace_.parameters += p.elements;
+  trace_.samples = static_cast<std::uint64_t>(settings_.batch);
+  trace_.sample_tokens = static_cast<std::uint64_t>(sample_tokens);
   return std::move(trace_);
 }
 

@@ -463,7 +463,7 @@ class ModelBuilder {
   // ---- end of sequence-model layers ----
 
   /// Emits the backward pass and the optimizer steps; the builder is spent afterwards.
-  Trace finish(std::string name, std::string description);
+  Trace finish(std::string name, std::string description, std::int64_t sample_tokens = 0);
 
  private:
   struct ValueInfo {

@@ -44,7 +44,8 @@ Trace generate(const char* model, Cell cell, const Params& params) {
   m.cross_entropy(logits, labels);
 
   return m.finish(model, fmt::format("{} {} x {} over {} steps ({})", model, layers, hidden,
-                                     seq_len, settings.summary()));
+                                     seq_len, settings.summary()),
+                  seq_len);
 }
 
 ModelInfo make(const char* model, Cell cell, const char* what) {

@@ -568,7 +568,8 @@ Trace bert_encoder(const Params& params, const std::string& name, const BertShap
   m.cross_entropy(x, labels);
 
   return m.finish(name, fmt::format("{} ({} head, {})", name, mlm ? "mlm" : "classifier",
-                                    details(seq, impl, m.settings())));
+                                    details(seq, impl, m.settings())),
+                  seq);
 }
 
 namespace {
@@ -596,7 +597,7 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
     const Value target = m.input("target", {rows, a.hidden}, settings.dtype);
     x = blocks(stack, "transformer.h.", x);
     m.mse_loss(x, target);
-    return m.finish(name, description);
+    return m.finish(name, description, seq);
   }
   const Value ids = m.input("input_ids", {tokens}, DType::int64);
   const Value positions = m.input("position_ids", {positions_here}, DType::int64);
@@ -616,7 +617,7 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
   x = tp_enter(m, "lm_head", x);
   x = m.tied_linear("lm_head", x, "transformer.wte.weight", false);
   m.cross_entropy(x, labels);
-  return m.finish(name, description);
+  return m.finish(name, description, seq);
 }
 
 Arch gpt_arch(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t vocab,
@@ -764,7 +765,7 @@ Trace llama_decoder(const Params& params, const std::string& name, const Decoder
                          d.shared_experts > 0
                              ? fmt::format(" + {} shared, expert ffn {}", d.shared_experts, d.moe_ffn)
                              : std::string());
-  return m.finish(name, fmt::format("{} ({}, {})", name, shape, details(seq, impl, m.settings())));
+  return m.finish(name, fmt::format("{} ({}, {})", name, shape, details(seq, impl, m.settings())), seq);
 }
 
 namespace {
