@@ -82,31 +82,30 @@ std::uint32_t nodes_apart(const PlatformSpec& p, const std::vector<std::size_t>&
   return static_cast<std::uint32_t>(per_node);
 }
 
-// Per device, the device in the same place of node 0's description (itself on node 0).
 // The step's throughput (also of a step that ran out of memory, whose GPUs and samples the
 // advice searches layouts for; it is written for a step that finished only): each
-// simulated accelerator's FLOPs counted once for every GPU it
-// speaks for (`speaks_for[d]`, 0 for a device that ran nothing of the step), over `gpus`.
-// `samples`: the step's, over its data-parallel replicas (0: unknown).
+// simulated accelerator's FLOPs counted once for every GPU it speaks for (`peers[d]`, 0 for
+// a device that ran nothing of the step), over `gpus`. `samples`: the step's, over its
+// data-parallel replicas (0: unknown).
 std::optional<Throughput> throughput_of(const Summary& s, const Trace& trace, const PlatformSpec& platform,
-                                        const std::vector<std::uint32_t>& speaks_for, std::uint32_t gpus,
+                                        const std::vector<std::uint32_t>& peers, std::uint32_t gpus,
                                         std::uint64_t samples, std::uint64_t sample_tokens) {
   if (gpus == 0) return std::nullopt;
   Throughput t;
   t.gpus = gpus;
   t.samples = samples;
   t.tokens = samples * sample_tokens;
-  std::size_t first = speaks_for.size();
-  for (std::size_t d = 0; d < speaks_for.size(); ++d) {
-    if (speaks_for[d] == 0) continue;
+  std::size_t first = peers.size();
+  for (std::size_t d = 0; d < peers.size(); ++d) {
+    if (peers[d] == 0) continue;
     first = std::min(first, d);
-    if (d < s.device_model_flops.size()) t.model_flops += speaks_for[d] * s.device_model_flops[d];
-    if (d < s.device_hardware_flops.size()) t.hardware_flops += speaks_for[d] * s.device_hardware_flops[d];
+    if (d < s.device_model_flops.size()) t.model_flops += peers[d] * s.device_model_flops[d];
+    if (d < s.device_hardware_flops.size()) t.hardware_flops += peers[d] * s.device_hardware_flops[d];
   }
   // The dtype of most of the model's FLOPs sets the peak MFU is measured against.
   std::array<double, kDTypeCount> by_dtype{};
   for (const Op& op : trace.ops)
-    if (op.phase != Phase::optimizer && op.device < speaks_for.size() && speaks_for[op.device] > 0)
+    if (op.phase != Phase::optimizer && op.device < peers.size() && peers[op.device] > 0)
       by_dtype[static_cast<std::size_t>(op.dtype)] += op.flops;
   t.dtype = static_cast<DType>(std::max_element(by_dtype.begin(), by_dtype.end()) - by_dtype.begin());
   const auto compute = platform.compute_devices();
@@ -114,6 +113,7 @@ std::optional<Throughput> throughput_of(const Summary& s, const Trace& trace, co
   return t;
 }
 
+// Per device, the device in the same place of node 0's description (itself on node 0).
 std::vector<std::size_t> node0_counterparts(const PlatformSpec& p) {
   std::vector<std::size_t> out(p.devices.size());
   std::vector<std::size_t> seen(p.nodes, 0);  // devices of each node so far
@@ -364,13 +364,13 @@ void run(RunInputs&& in, RunResult& out) {
   {
     // Who each simulated accelerator speaks for: its symmetric peers, or its twin on every
     // other node; the samples of every data-parallel replica, or of every device's own step.
-    std::vector<std::uint32_t> speaks_for(compute.size(), 0);
+    std::vector<std::uint32_t> peers(compute.size(), 0);
     std::uint32_t gpus = 0;
     std::uint64_t samples = 0;
     if (layout.ranks > 1) {
       gpus = layout.ranks;
       for (std::uint32_t r = 0; r < layout.ranks; ++r)
-        ++speaks_for[!layout.symmetric ? r : placed ? layout.speaker[r] : r % node_speakers];
+        ++peers[!layout.symmetric ? r : placed ? layout.speaker[r] : r % node_speakers];
       const std::uint64_t model_ranks = std::uint64_t{layout.tp} * layout.cp * layout.stages;
       if (!layout.from_trace && workload_samples.size() == 1 && layout.ranks % model_ranks == 0)
         samples = workload_samples[0] * (layout.ranks / model_ranks);
@@ -379,7 +379,7 @@ void run(RunInputs&& in, RunResult& out) {
       gpus = static_cast<std::uint32_t>(slots.size()) * copies;
       bool known = same_tokens;
       for (std::size_t k = 0; k < slots.size(); ++k) {
-        speaks_for[slots[k]] = copies;
+        peers[slots[k]] = copies;
         const std::uint64_t n = workload_samples.size() == 1 ? workload_samples[0] : workload_samples[k];
         known &= n > 0;
         samples += n * copies;
@@ -387,7 +387,7 @@ void run(RunInputs&& in, RunResult& out) {
       if (!known) samples = 0;
     }
     out.summary.throughput =
-        throughput_of(out.summary, out.trace, platform, speaks_for, gpus, samples, samples ? sample_tokens : 0);
+        throughput_of(out.summary, out.trace, platform, peers, gpus, samples, samples ? sample_tokens : 0);
   }
   check_summary(out.summary);  // before anyone writes it
   if (in.explain_peaks) explain_peaks(out, platform);
