@@ -257,6 +257,25 @@ TEST(Parallel, TheNativeTraceKeepsGroupsWaitsAndLayout) {
     EXPECT_EQ(back.ops[i].waits_for, t.ops[i].waits_for);
     EXPECT_EQ(back.ops[i].group, t.ops[i].group);
   }
+  // The file does not say how its ranks split into replicas: no samples to count; the
+  // tokens of each are kept.
+  EXPECT_EQ(t.samples, 1u);
+  EXPECT_EQ(back.samples, 0u);
+  EXPECT_EQ(back.sample_tokens, 4096u);
+}
+
+TEST(Parallel, TheNativeTraceKeepsTheSamplesOfOneReplica) {
+  ConfigNode spec = llama_7b_spec(1, 0);
+  spec.override_value({"layers"}, "1", "test");
+  spec.override_value({"batch"}, "3", "test");
+  spec.override_value({"parallel", "micro_batches"}, "2", "test");
+  const Trace t = generate_workload(spec);
+  EXPECT_EQ(t.samples, 6u);  // 2 micro-batches of 3
+  std::ostringstream out;
+  write_trace_json(t, out);
+  const Trace back = read_trace(ConfigNode::parse_text(out.str(), "t.json"));
+  EXPECT_EQ(back.samples, 6u);
+  EXPECT_EQ(back.sample_tokens, 4096u);
 }
 
 TEST(Parallel, UnitsAreBlocksOrTopLevelModules) {
