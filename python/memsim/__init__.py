@@ -262,7 +262,8 @@ def info(target, workload=None, overrides=None, op_kinds=False):
 
 def list(what=None):  # noqa: A001 (memsim.list mirrors `memsim list`)
     """`memsim list --json` as a dict: policies, allocators, models, collective algorithms, a
-    workload's parallel keys and the built-in presets (what: one of those)."""
+    workload's parallel keys (each with its scheme) and the parallel schemes, and the built-in
+    presets (what: one of policies, allocators, models, collectives, parallel, presets)."""
     return json.loads(_cli(["list", *([what] if what else []), "--json"], "memsim.list"))
 
 

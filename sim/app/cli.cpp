@@ -44,6 +44,7 @@
 #include "sim/inputs/policy_args.h"
 #include "sim/memory/allocator.h"
 #include "sim/parallel/mesh.h"
+#include "sim/parallel/scheme.h"
 #include "sim/workload/parallel.h"
 #include "sim/report/chrome_trace.h"
 #include "sim/report/csv_stream.h"
@@ -167,7 +168,8 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
   const std::uint32_t tp = std::max<std::uint32_t>(1, l.tp), stages = std::max<std::uint32_t>(1, l.stages);
   const std::uint32_t cp = std::max<std::uint32_t>(1, l.cp);
   const std::uint32_t dp = std::max<std::uint32_t>(1, ranks / (tp * cp * stages));
-  const Mesh mesh = Mesh::megatron(tp, dp, l.dp == dp ? l.ep : 1, stages, cp);
+  const std::uint32_t replicas = l.dp == dp && dp % std::max<std::uint32_t>(1, l.dp_replicas) == 0 ? l.dp_replicas : 1;
+  const Mesh mesh = Mesh::megatron(tp, dp, l.dp == dp ? l.ep : 1, stages, cp, replicas);
   auto nodes = [&](const std::vector<std::uint32_t>& rs) {
     std::set<std::uint32_t> n;
     for (std::uint32_t r : rs) n.insert(p.devices[compute[r]].node);
@@ -206,6 +208,8 @@ int cmd_placement(const std::string& platform_arg, const std::string& workload_a
                                one_node ? "each within a node" : "across nodes", groups);
     };
     for (std::string_view kind : {"tp", "cp", "dp", "ep"}) list(kind);
+    if (replicas > 1)
+      for (std::string_view kind : {"dp_shard", "dp_replica"}) list(kind);
   }
   if (stages > 1)
     std::cout << fmt::format("  pipeline: stage s sends to s + 1 from each rank to the rank {} above it ({})\n",
@@ -561,8 +565,8 @@ ordered_json params_json(const std::vector<ParamSpec>& params) {
 const std::vector<std::string> kListed = {"policies", "allocators", "models", "collectives", "parallel", "presets"};
 
 // `memsim list [WHAT] [--json]`: every registered policy, allocator, model and collective
-// algorithm with its parameters, a workload's parallel keys, and the built-in presets; WHAT
-// picks one of them.
+// algorithm with its parameters, the parallel schemes with their keys of a workload's parallel:
+// section, and the built-in presets; WHAT picks one of them.
 int cmd_list(const std::string& what, bool json) {
   if (!what.empty() && std::find(kListed.begin(), kListed.end(), what) == kListed.end())
     throw UsageError(fmt::format("list {}: expected one of {}{}", what, fmt::join(kListed, ", "),
@@ -602,7 +606,24 @@ int cmd_list(const std::string& what, bool json) {
         items.push_back({{"name", name}, {"description", description}, {"params", params_json(params)}});
       j[g.key] = items;
     }
-    if (wanted("parallel")) j["parallel"] = params_json(parallel_param_specs());
+    if (wanted("parallel")) {
+      // Every key with the scheme that declares it, then the schemes.
+      ordered_json keys = ordered_json::array(), schemes = ordered_json::array();
+      for (const ParallelScheme& scheme : builtin_parallel_schemes()) {
+        ordered_json names = ordered_json::array();
+        for (ordered_json key : params_json(scheme.params)) {
+          names.push_back(key["name"]);
+          key["scheme"] = scheme.name;
+          keys.push_back(std::move(key));
+        }
+        schemes.push_back({{"name", scheme.name},
+                           {"description", scheme.description},
+                           {"carried_out_by", scheme.transforms() ? "step transform" : "model generator"},
+                           {"keys", names}});
+      }
+      j["parallel"] = keys;
+      j["parallel_schemes"] = schemes;
+    }
     if (wanted("presets")) j["presets"] = {{"devices", devices}, {"workloads", workloads}};
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -617,9 +638,13 @@ int cmd_list(const std::string& what, bool json) {
     }
   }
   if (wanted("parallel")) {
-    std::cout << (first ? "" : "\n") << "parallel keys (a workload's parallel: section, --set parallel.KEY=VALUE):\n";
+    std::cout << (first ? "" : "\n")
+              << "parallel keys (a workload's parallel: section, --set parallel.KEY=VALUE), by parallel scheme:\n";
     first = false;
-    print_params(parallel_param_specs());
+    for (const ParallelScheme& scheme : builtin_parallel_schemes()) {
+      std::cout << fmt::format("  {:<18} {}\n", scheme.name, scheme.description);
+      print_params(scheme.params);
+    }
   }
   if (wanted("presets")) {
     std::cout << (first ? "" : "\n") << "built-in devices:   ";

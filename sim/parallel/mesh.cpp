@@ -24,19 +24,22 @@ Mesh::Mesh(std::vector<Dim> dims) : dims_(std::move(dims)) {
   size_ = static_cast<std::uint32_t>(size);
 }
 
-Mesh Mesh::megatron(std::uint32_t tp, std::uint32_t dp, std::uint32_t ep, std::uint32_t pp, std::uint32_t cp) {
+Mesh Mesh::megatron(std::uint32_t tp, std::uint32_t dp, std::uint32_t ep, std::uint32_t pp, std::uint32_t cp,
+                    std::uint32_t replicas) {
   tp = std::max<std::uint32_t>(1, tp);
   cp = std::max<std::uint32_t>(1, cp);
   dp = std::max<std::uint32_t>(1, dp);
   ep = std::max<std::uint32_t>(1, ep);
   pp = std::max<std::uint32_t>(1, pp);
-  if (dp % ep != 0) throw std::invalid_argument(fmt::format("ep {} does not divide dp {}", ep, dp));
-  return Mesh({{"tp", tp}, {"cp", cp}, {"ep", ep}, {"edp", dp / ep}, {"pp", pp}});
+  replicas = std::max<std::uint32_t>(1, replicas);
+  if (dp % (ep * replicas) != 0)
+    throw std::invalid_argument(fmt::format("ep {} x dp replicas {} does not divide dp {}", ep, replicas, dp));
+  return Mesh({{"tp", tp}, {"cp", cp}, {"ep", ep}, {"edp", dp / ep / replicas}, {"hdp", replicas}, {"pp", pp}});
 }
 
-Mesh Mesh::of(const ParallelSettings& s) { return megatron(s.tp, s.dp, s.ep, s.pp, s.cp); }
+Mesh Mesh::of(const ParallelSettings& s) { return megatron(s.tp, s.dp, s.ep, s.pp, s.cp, s.dp_replicas()); }
 
-Mesh Mesh::of(const ParallelLayout& l) { return megatron(l.tp, l.dp, l.ep, l.stages, l.cp); }
+Mesh Mesh::of(const ParallelLayout& l) { return megatron(l.tp, l.dp, l.ep, l.stages, l.cp, l.dp_replicas); }
 
 std::size_t Mesh::index(std::string_view dim) const {
   for (std::size_t i = 0; i < dims_.size(); ++i)
@@ -128,14 +131,16 @@ std::vector<std::string_view> Mesh::dims_of(std::string_view kind) {
   if (kind == "tp") return {"tp"};
   if (kind == "cp") return {"cp"};
   if (kind == "ep") return {"ep"};
-  if (kind == "edp") return {"cp", "edp"};
-  if (kind == "dp") return {"cp", "ep", "edp"};
+  if (kind == "edp") return {"cp", "edp", "hdp"};
+  if (kind == "dp") return {"cp", "ep", "edp", "hdp"};
+  if (kind == "dp_shard") return {"cp", "ep", "edp"};
+  if (kind == "dp_replica") return {"hdp"};
   if (kind == "pp") return {"pp"};
   return {};
 }
 
 const std::vector<std::string_view>& Mesh::stage_dims() {
-  static const std::vector<std::string_view> dims{"tp", "cp", "ep", "edp"};
+  static const std::vector<std::string_view> dims{"tp", "cp", "ep", "edp", "hdp"};
   return dims;
 }
 

@@ -10,10 +10,17 @@
 //
 //     tp (tp) x cp (cp) x ep (ep) x edp (dp / ep) x pp (pp)         innermost first
 //
-// and a data-parallel rank is ep_rank + ep x edp_rank. Every process group is the set of
-// ranks that differ from one rank only in some of the dimensions:
+// and a data-parallel rank is ep_rank + ep x edp_rank. HSDP (FSDP's hybrid shard) splits the
+// data-parallel ranks once more, into hdp replicas of the groups that shard the model state
+// (consecutive ranks: a node), so the full mesh is
 //
-//     tp : {tp}    cp : {cp}    ep : {ep}    edp : {cp, edp}    dp : {cp, ep, edp}    pp : {pp}
+//     tp x cp x ep x edp (dp / ep / hdp) x hdp x pp              (hdp 1 without HSDP)
+//
+// Every process group is the set of ranks that differ from one rank only in some of the
+// dimensions:
+//
+//     tp : {tp}    cp : {cp}    ep : {ep}    edp : {cp, edp, hdp}    dp : {cp, ep, edp, hdp}
+//     dp_shard : {cp, ep, edp}    dp_replica : {hdp}    pp : {pp}
 //
 // The weights are replicated over the context-parallel ranks as over the data-parallel
 // ones, so the groups that reduce gradients (dp, and edp for the experts') span cp too, as
@@ -40,8 +47,9 @@ class Mesh {
   /// Dimensions innermost first; names unique, sizes at least 1 (std::invalid_argument
   /// otherwise: a mesh is built by the code, not read from a file).
   explicit Mesh(std::vector<Dim> dims);
-  /// Megatron's order: tp, cp, ep, edp (dp / ep), pp.
-  static Mesh megatron(std::uint32_t tp, std::uint32_t dp, std::uint32_t ep, std::uint32_t pp, std::uint32_t cp = 1);
+  /// Megatron's order: tp, cp, ep, edp (dp / ep / replicas), hdp (replicas), pp.
+  static Mesh megatron(std::uint32_t tp, std::uint32_t dp, std::uint32_t ep, std::uint32_t pp, std::uint32_t cp = 1,
+                       std::uint32_t replicas = 1);
   static Mesh of(const ParallelSettings& s);
   static Mesh of(const ParallelLayout& layout);
 
@@ -64,7 +72,8 @@ class Mesh {
   /// The ranks that differ from `rank` only in `dims`, the first dimension varying fastest
   /// in mesh order (so the group's ring order is the ranks' order).
   std::vector<std::uint32_t> group(const std::vector<std::string_view>& dims, std::uint32_t rank) const;
-  /// The group of a named kind ("tp", "ep", "edp", "dp", "pp") around `rank`.
+  /// The group of a named kind ("tp", "ep", "edp", "dp", "dp_shard", "dp_replica", "pp")
+  /// around `rank`.
   std::vector<std::uint32_t> group(std::string_view kind, std::uint32_t rank) const;
   /// Every group of `dims`, each once, in order of their first rank.
   std::vector<std::vector<std::uint32_t>> groups(const std::vector<std::string_view>& dims) const;

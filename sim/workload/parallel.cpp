@@ -8,6 +8,7 @@
 
 #include "sim/core/error.h"
 #include "sim/parallel/mesh.h"
+#include "sim/parallel/scheme.h"
 #include "sim/workload/pipeline.h"
 
 namespace memsim {
@@ -19,58 +20,6 @@ std::string_view to_string(PipelineSchedule s) {
     case PipelineSchedule::interleaved: return "interleaved";
   }
   return "?";
-}
-
-std::vector<ParamSpec> parallel_param_specs() {
-  return {
-      {"dp", "data-parallel ranks: the step is one of dp, each on its own device", "1"},
-      {"tp", "tensor-parallel ranks (Megatron's column and row split of attention and MLP; TP "
-             "innermost: rank = tp_rank + tp x dp_rank)", "1"},
-      {"sp", "sequence parallelism with tp: norms, dropouts and residuals on 1/tp of the tokens, "
-             "reduce-scatter and all-gather in place of all-reduce", "false"},
-      {"cp", "context-parallel ranks (Megatron's --context-parallel-size, ring attention): each holds 1/cp of "
-             "every sequence, k and v passed around them in the attention, gradients reduced over dp x cp "
-             "(rank = tp_rank + tp x (cp_rank + cp x dp_rank))", "1"},
-      {"ep", "expert-parallel ranks within each data-parallel group: a mixture of experts' experts split "
-             "over them, tokens dispatched and combined by all-to-all", "1"},
-      {"pp", "pipeline stages: the layers split evenly over pp devices, activations and their "
-             "gradients sent between them (PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage))", "1"},
-      {"schedule", "pipeline schedule: gpipe, 1f1b (PipeDream-Flush) or interleaved (Megatron's, "
-                   "over virtual_stages chunks per device)", "1f1b"},
-      {"virtual_stages", "interleaved: model chunks per device", "1"},
-      {"first_stage_layers", "layers on the first pipeline stage, the other stages sharing the rest evenly "
-                             "(Megatron's --decoder-first-pipeline-num-layers); 0: the even share", "0"},
-      {"last_stage_layers", "layers on the last pipeline stage (--decoder-last-pipeline-num-layers); 0: the even "
-                            "share", "0"},
-      {"scatter_gather", "pipeline sends with tp > 1 and no sp: each tensor-parallel rank sends 1/tp of the "
-                         "tensor and the receiving stage all-gathers it over its tp group (Megatron-LM's "
-                         "scatter_gather_tensors_in_pipeline); false: every rank sends the whole tensor", "false"},
-      {"fused_accumulation", "micro-batches add their weight gradients into .grad inside the backward op "
-                             "(Megatron's gradient_accumulation_fusion), not through a gradient of their "
-                             "own and an accumulate_grad", "false"},
-      {"zero", "0 DDP (all-reduce), 1 optimizer state sharded, 2 and gradients, 3 and parameters "
-               "(FSDP's full shard)", "0"},
-      {"bucket", "gradient bucket: DDP's bucket_cap_mb (its first bucket is 1 MiB), ZeRO-1/2's "
-                 "reduce and all-gather bucket", "25MiB"},
-      {"bucket_view", "zero 0: gradients are views into the buckets (gradient_as_bucket_view), "
-                      "no bucket memory", "false"},
-      {"ddp", "overlapped: gradients reduced in buckets as the backward makes them (PyTorch DDP, ZeRO 1-2); "
-              "local: Megatron-LM's --DDP-impl local, one reduction of the whole contiguous gradient buffer after "
-              "the backward, not overlapped (zero 0-2)", "overlapped"},
-      {"overlap_param_gather", "zero 1-2: the updated weight shards are all-gathered before each bucket's first use "
-                               "in the forward, overlapping it (Megatron's --overlap-param-gather), not after the "
-                               "optimizer step", "false"},
-      {"prefetch", "zero 3: the next unit's all-gather starts when the current unit starts "
-                   "(false: when it ends)", "true"},
-      {"reshard_after_forward", "zero 3: free a unit's gathered parameters after its forward "
-                                "and gather them again for backward", "true"},
-      {"symmetric", "simulate rank 0 only, its peers' traffic still on the links (false: "
-                    "simulate every rank)", "true"},
-      {"micro_batches", "gradient accumulation: forward and backward passes of the batch per "
-                        "optimizer step", "1"},
-      {"global_batch", "samples per optimizer step over all ranks (0: batch x micro_batches x "
-                       "dp); sets micro_batches to global_batch / (batch x dp), rounded up", "0"},
-  };
 }
 
 ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch) {
@@ -146,6 +95,17 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
              "per unit)");
   s.prefetch = params.get("prefetch").as_bool();
   s.reshard_after_forward = params.get("reshard_after_forward").as_bool();
+  const ConfigNode hsdp = params.get("hsdp");
+  s.hsdp = static_cast<std::uint32_t>(hsdp.as_int_in(0, 1 << 20));
+  if (s.hsdp > 0) {
+    if (s.zero != 3)
+      hsdp.fail(fmt::format("shards the model state within groups of data-parallel ranks as zero 3 does (FSDP's "
+                            "HYBRID_SHARD): it needs zero 3, got zero {}",
+                            s.zero));
+    if (s.dp % s.hsdp != 0)
+      hsdp.fail_expected(fmt::format("a divisor of dp ({}): the ranks of one shard group", s.dp));
+    if (s.ep > 1) hsdp.fail(fmt::format("with expert parallelism (ep {}) is not modelled", s.ep));
+  }
   s.symmetric = params.get("symmetric").as_bool();
   return s;
 }
@@ -160,6 +120,7 @@ std::string parallel_summary(const ParallelSettings& s) {
     if (s.virtual_stages > 1) out += fmt::format(" x {} chunks", s.virtual_stages);
   }
   if (s.dp > 1 || out.empty()) out += fmt::format("{}dp {}, zero {}", out.empty() ? "" : ", ", s.dp, s.zero);
+  if (s.dp_replicas() > 1) out += fmt::format(", hsdp {} x {} replicas", s.hsdp, s.dp_replicas());
   if (s.micro_batches > 1) out += fmt::format(", {} micro-batches", s.micro_batches);
   return out;
 }
@@ -318,8 +279,13 @@ class Sharder {
     out_ = in_.without_ops();
     // Rank 0's groups (a pipeline's stage: its first rank's); each rank's instance is the
     // mesh's group around it.
-    const Mesh mesh = Mesh::megatron(s_.tp, s_.dp, s_.ep, 1, s_.cp);
+    const Mesh mesh = Mesh::megatron(s_.tp, s_.dp, s_.ep, 1, s_.cp, s_.dp_replicas());
     out_.groups.push_back({"dp", mesh.group("dp", 0)});
+    // HSDP: the group sharding rank 0's state, and the ranks holding the same shard.
+    if (hybrid()) {
+      out_.groups.push_back({"dp_shard", mesh.group("dp_shard", 0)});
+      out_.groups.push_back({"dp_replica", mesh.group("dp_replica", 0)});
+    }
     // The ranks holding rank 0's experts: every ep-th of its data-parallel group.
     if (expert_replicas()) out_.groups.push_back({"edp", mesh.group("edp", 0)});
     out_.parallel = ParallelLayout{};
@@ -330,6 +296,7 @@ class Sharder {
     out_.parallel.cp = s_.cp;
     out_.parallel.dp = s_.dp;
     out_.parallel.ep = s_.ep;
+    out_.parallel.dp_replicas = s_.dp_replicas();
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
     ops_ = in_.ops;
@@ -392,8 +359,15 @@ class Sharder {
 
   // How many ranks share a parameter's gradient and shard its state: dp, or for an expert's
   // dp / ep; and over which group.
-  // With context parallelism the weights are replicated over cp too: dp x cp ways.
-  std::uint32_t ways(const Param& p) const { return (p.expert ? s_.dp / s_.ep : s_.dp) * s_.cp; }
+  // With context parallelism the weights are replicated over cp too: dp x cp ways; with HSDP
+  // the state is sharded within a group of dp / replicas ranks (x cp).
+  std::uint32_t ways(const Param& p) const {
+    return (p.expert ? s_.dp / s_.ep : s_.dp) / s_.dp_replicas() * s_.cp;
+  }
+  // HSDP: ZeRO-3's gathers and reduce-scatters run within "dp_shard", and each gradient shard
+  // is all-reduced over "dp_replica"; else they run over "dp".
+  bool hybrid() const { return s_.dp_replicas() > 1; }
+  const char* shard_group() const { return hybrid() ? "dp_shard" : "dp"; }
   // Whether other ranks hold this rank's experts (an expert data-parallel group of 2 or more).
   bool expert_replicas() const { return s_.ep > 1 && (s_.dp > s_.ep || s_.cp > 1); }
   static const char* group_of(const Param& p) { return p.expert ? "edp" : "dp"; }
@@ -603,7 +577,7 @@ class Sharder {
         const OpId at = s_.prefetch && k > 0 ? order[k - 1].first : order[k].first;
         const std::string mb = m > 1 ? fmt::format("@mb{}", order[k].mb) : std::string();
         Op ag = comm_op(u.name + (phase == Phase::forward ? ".all_gather" : ".all_gather.backward") + mb,
-                        "all_gather", phase, u.weight_bytes);
+                        "all_gather", phase, u.weight_bytes, shard_group());
         for (std::size_t i : u.params) ag.inputs.push_back(params_[i].weight);
         ag.outputs.push_back(phase == Phase::forward ? u.gathered_forward[order[k].mb]
                                                      : u.gathered_backward[order[k].mb]);
@@ -629,15 +603,23 @@ class Sharder {
       op.inputs = std::move(inputs);
     }
     for (const Unit& u : units) {
-      Op rs = comm_op(u.name + ".reduce_scatter", "reduce_scatter", Phase::backward, u.grad_bytes);
+      Op rs = comm_op(u.name + ".reduce_scatter", "reduce_scatter", Phase::backward, u.grad_bytes, shard_group());
+      // HSDP: the shard is then all-reduced with the replicas' (FSDP's all-reduce over its
+      // replicate group, right after the reduce-scatter, on the same stream).
+      Op ar = comm_op(u.name + ".all_reduce", "all_reduce", Phase::backward, 0, "dp_replica");
       bool any = false;
       for (std::size_t i : u.params) {
         if (params_[i].ready == kNoOp) continue;
         rs.inputs.push_back(params_[i].grad);
-        rs.outputs.push_back(grad_shard(params_[i]));
+        const BufferId shard = grad_shard(params_[i]);
+        rs.outputs.push_back(shard);
+        ar.updates.push_back(shard);
+        ar.message_bytes += out_.buffers[shard].bytes;
         any = true;
       }
-      if (any) after_[u.ready].push_back(std::move(rs));
+      if (!any) continue;
+      after_[u.ready].push_back(std::move(rs));
+      if (hybrid()) after_[u.ready].push_back(std::move(ar));
     }
   }
 
@@ -720,10 +702,11 @@ void place_rank_groups(Trace& placed) {
   placed.groups = std::move(groups);
 }
 
-Trace parallelize(const Trace& step, const ParallelSettings& settings) {
-  if (settings.pp > 1) return pipeline(step, settings);
-  if (settings.weight_replicas() <= 1 && settings.micro_batches <= 1 && settings.tp <= 1 && settings.ep <= 1)
-    return step;
+namespace {
+
+// The data-parallel scheme without a pipeline (with one, the pipeline scheme runs the
+// micro-batches and shards each stage over its data-parallel group itself).
+Trace parallelize_data(const Trace& step, const ParallelSettings& settings) {
   for (const Op& op : step.ops)
     if (op.device != 0)
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
@@ -756,6 +739,46 @@ Trace parallelize(const Trace& step, const ParallelSettings& settings) {
   out.description = fmt::format("{}, {}", step.description.empty() ? step.name : step.description,
                                 out.parallel.summary);
   return out;
+}
+
+}  // namespace
+
+ParallelScheme data_parallel_scheme() {
+  return {"data",
+          "data parallelism and gradient accumulation: PyTorch DDP's bucketed all-reduce, DeepSpeed ZeRO 1-3 and "
+          "FSDP over dp ranks, micro-batches accumulated before one reduction and one optimizer step (with pp, "
+          "the pipeline runs them on each stage)",
+          {{"dp", "data-parallel ranks: the step is one of dp, each on its own device", "1"},
+           {"zero", "0 DDP (all-reduce), 1 optimizer state sharded, 2 and gradients, 3 and parameters (FSDP's full "
+                    "shard)", "0"},
+           {"bucket", "gradient bucket: DDP's bucket_cap_mb (its first bucket is 1 MiB), ZeRO-1/2's reduce and "
+                      "all-gather bucket", "25MiB"},
+           {"bucket_view", "zero 0: gradients are views into the buckets (gradient_as_bucket_view), no bucket "
+                           "memory", "false"},
+           {"ddp", "overlapped: gradients reduced in buckets as the backward makes them (PyTorch DDP, ZeRO 1-2); "
+                   "local: Megatron-LM's --DDP-impl local, one reduction of the whole contiguous gradient buffer "
+                   "after the backward, not overlapped (zero 0-2)", "overlapped"},
+           {"overlap_param_gather", "zero 1-2: the updated weight shards are all-gathered before each bucket's first "
+                                    "use in the forward, overlapping it (Megatron's --overlap-param-gather), not "
+                                    "after the optimizer step", "false"},
+           {"prefetch", "zero 3: the next unit's all-gather starts when the current unit starts (false: when it "
+                        "ends)", "true"},
+           {"reshard_after_forward", "zero 3: free a unit's gathered parameters after its forward and gather them "
+                                     "again for backward", "true"},
+           {"hsdp", "zero 3 as FSDP's HYBRID_SHARD: the model state sharded within groups of hsdp consecutive "
+                    "data-parallel ranks (a node), replicated over the dp / hsdp groups; gradients reduce-scattered "
+                    "within the group, then all-reduced across; 0: sharded over all dp (FULL_SHARD)", "0"},
+           {"micro_batches", "gradient accumulation: forward and backward passes of the batch per optimizer step",
+            "1"},
+           {"global_batch", "samples per optimizer step over all ranks (0: batch x micro_batches x dp); sets "
+                            "micro_batches to global_batch / (batch x dp), rounded up", "0"},
+           {"fused_accumulation", "micro-batches add their weight gradients into .grad inside the backward op "
+                                  "(Megatron's gradient_accumulation_fusion), not through a gradient of their own "
+                                  "and an accumulate_grad", "false"}},
+          [](const ParallelSettings& s, const Params&) {
+            return s.pp <= 1 && (s.weight_replicas() > 1 || s.micro_batches > 1 || s.tp > 1 || s.ep > 1);
+          },
+          [](const Trace& step, const ParallelSettings& s, const Params&) { return parallelize_data(step, s); }};
 }
 
 }  // namespace memsim

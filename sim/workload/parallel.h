@@ -28,8 +28,12 @@
 //   its own and added into .grad (accumulate_grad); the reduction waits for the last
 //   micro-batch (DDP's no_sync(), and FSDP's too: full gradients accumulate, then one
 //   reduce-scatter), and ZeRO-3 gathers each unit again in every micro-batch.
+// hsdp S (with zero 3, FSDP's hybrid shard): as zero 3 within groups of S data-parallel ranks
+//   (gathers and reduce-scatters over "dp_shard"), each unit's gradient shard then
+//   all-reduced over the dp / S groups ("dp_replica"), as FSDP does after its reduce-scatter.
 // Every shard is ceil(bytes / dp): per-GPU model state for mixed-precision Adam (16 bytes per
-// parameter) is 16P (DDP), 4P + 12P/N (ZeRO-1), 2P + 14P/N (ZeRO-2), 16P/N (ZeRO-3).
+// parameter) is 16P (DDP), 4P + 12P/N (ZeRO-1), 2P + 14P/N (ZeRO-2), 16P/N (ZeRO-3), 16P/S
+// (HSDP).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -107,14 +111,24 @@ struct ParallelSettings {
   bool overlap_param_gather = false;
   bool prefetch = true;
   bool reshard_after_forward = true;
+  /// HSDP (FSDP's HYBRID_SHARD, zero 3): the model state sharded over groups of `hsdp`
+  /// consecutive data-parallel ranks (a node), replicated over the dp / hsdp groups; each
+  /// unit's gradients reduce-scattered within the group, then the shard all-reduced across
+  /// the groups. 0: sharded over all dp ranks (FULL_SHARD).
+  std::uint32_t hsdp = 0;
   bool symmetric = true;
+
+  /// The groups of ranks that each hold a whole copy of the sharded state: dp / hsdp (1
+  /// without HSDP).
+  std::uint32_t dp_replicas() const { return hsdp > 0 ? dp / hsdp : 1; }
 
   /// The ranks that hold the same weights and reduce their gradients: dp x cp (Megatron's
   /// data-parallel group with context parallelism).
   std::uint32_t weight_replicas() const { return dp * cp; }
 };
 
-/// The keys of `parallel:` with their defaults, for `memsim list` and the checks.
+/// The keys of `parallel:` with their defaults: every parallel scheme's (sim/parallel/scheme.h),
+/// in the registry's order, for `memsim list` and the checks.
 std::vector<ParamSpec> parallel_param_specs();
 /// Reads them; a bad value is an InputError located at the value. `batch` is the workload's
 /// (micro-)batch, for `global_batch` (0: the model has none).
@@ -133,7 +147,9 @@ class ParallelKeyError : public InputError {
   std::vector<std::string> keys_;
 };
 
-/// Rank 0's step of `step` (a single-device step) under `settings`. Throws InputError for a
+/// Rank 0's step of `step` (a single-device step) under `settings`: every built-in parallel
+/// scheme that transforms the step and applies, in order (apply_parallel_schemes, scheme.h; a
+/// workload's `parallel:` section goes through that, with its keys). Throws InputError for a
 /// step it cannot shard (no optimizer step to find the parameters by), a ParallelKeyError
 /// where one key is the cause.
 Trace parallelize(const Trace& step, const ParallelSettings& settings);

@@ -8,6 +8,7 @@
 
 #include "sim/core/error.h"
 #include "sim/parallel/mesh.h"
+#include "sim/parallel/scheme.h"
 
 namespace memsim {
 
@@ -389,6 +390,7 @@ class Pipeliner {
     out.parallel.cp = s_.cp;
     out.parallel.dp = s_.dp;
     out.parallel.ep = s_.ep;
+    out.parallel.dp_replicas = s_.dp_replicas();
     std::set<std::string> defined;
     for (const std::uint32_t r : simulated) {
       const std::uint32_t stage = mesh_.coord(r, "pp");
@@ -403,7 +405,8 @@ class Pipeliner {
           placed.ranks = mesh_.group(g.name, r);
           placed.name = fmt::format("{}@{}", g.name, placed.ranks.front());
         } else {
-          const std::uint32_t dp = mesh_.coord(r, "ep") + s_.ep * mesh_.coord(r, "edp");
+          const std::uint32_t dp =
+              mesh_.coord(r, "ep") + s_.ep * (mesh_.coord(r, "edp") + mesh_.size("edp") * mesh_.coord(r, "hdp"));
           // dp.tp, or dp.cp.tp with context parallelism: one name per rank of the stage.
           placed.name = s_.cp > 1 ? fmt::format("{}@{}.{}.{}", g.name, dp, mesh_.coord(r, "cp"), mesh_.coord(r, "tp"))
                                   : fmt::format("{}@{}.{}", g.name, dp, mesh_.coord(r, "tp"));
@@ -484,6 +487,26 @@ Trace pipeline(const Trace& step, const ParallelSettings& settings) {
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
                                    step.name, op.name, op.device));
   return Pipeliner(step, settings).run();
+}
+
+ParallelScheme pipeline_scheme() {
+  return {"pipeline",
+          "pipeline parallelism: the layers split over pp stages on different devices, activations and their "
+          "gradients sent between them, micro-batches in GPipe, 1F1B or Megatron's interleaved order",
+          {{"pp", "pipeline stages: the layers split evenly over pp devices, activations and their gradients sent "
+                  "between them (PP outermost: rank = tp_rank + tp x (dp_rank + dp x stage))", "1"},
+           {"schedule", "pipeline schedule: gpipe, 1f1b (PipeDream-Flush) or interleaved (Megatron's, over "
+                        "virtual_stages chunks per device)", "1f1b"},
+           {"virtual_stages", "interleaved: model chunks per device", "1"},
+           {"first_stage_layers", "layers on the first pipeline stage, the other stages sharing the rest evenly "
+                                  "(Megatron's --decoder-first-pipeline-num-layers); 0: the even share", "0"},
+           {"last_stage_layers", "layers on the last pipeline stage (--decoder-last-pipeline-num-layers); 0: the "
+                                 "even share", "0"},
+           {"scatter_gather", "pipeline sends with tp > 1 and no sp: each tensor-parallel rank sends 1/tp of the "
+                              "tensor and the receiving stage all-gathers it over its tp group (Megatron-LM's "
+                              "scatter_gather_tensors_in_pipeline); false: every rank sends the whole tensor", "false"}},
+          [](const ParallelSettings& s, const Params&) { return s.pp > 1; },
+          [](const Trace& step, const ParallelSettings& s, const Params&) { return pipeline(step, s); }};
 }
 
 }  // namespace memsim

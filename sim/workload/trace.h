@@ -187,6 +187,9 @@ struct ParallelLayout {
   /// The tensor-, context-, data- and expert-parallel sizes: with the stages, the step's
   /// Mesh (sim/parallel/mesh.h: rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x stage))).
   std::uint32_t tp = 1, cp = 1, dp = 1, ep = 1;
+  /// HSDP (FSDP's hybrid shard): the data-parallel ranks in dp_replicas groups that each
+  /// shard the model state over dp / dp_replicas of them; 1: one group (the Mesh's hdp).
+  std::uint32_t dp_replicas = 1;
   /// Where the rank count was asked for: the location of each parallel key that multiplies
   /// to it ("w.yaml:4:7: parallel.dp", "--set parallel.pp=3: parallel.pp"), for messages
   /// about the ranks; empty for a step whose ranks no key set (an imported trace's).

@@ -8,6 +8,7 @@
 #include "sim/core/limits.h"
 #include "sim/core/registry.h"
 #include "sim/workload/models/builder.h"
+#include "sim/parallel/scheme.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/parallel.h"
 
@@ -67,7 +68,7 @@ Trace generate_workload(const ConfigNode& spec) {
     const ParallelSettings settings = read_parallel_settings(parallel, batch);
     check_parallel_size(trace, settings, parallel);
     try {
-      trace = parallelize(trace, settings);
+      trace = apply_parallel_schemes(trace, settings, parallel);
     } catch (const ParallelKeyError& e) {
       // Located at the key that caused it (its line, or the --set that gave it).
       for (const std::string& key : e.keys())

@@ -43,7 +43,7 @@ def test_list_filters_and_json():
     assert policies.startswith("policies (") and "allocators (" not in policies
     assert policies.strip() in whole
     j = json.loads(memsim("list", "--json").stdout)
-    assert list(j) == ["policies", "allocators", "models", "collectives", "parallel", "presets"]
+    assert list(j) == ["policies", "allocators", "models", "collectives", "parallel", "parallel_schemes", "presets"]
     assert [a["name"] for a in j["collectives"]] == ["ring", "tree", "nvls", "hierarchical", "direct"]
     collectives = memsim("list", "collectives").stdout
     assert collectives.startswith("collective algorithms (") and "policies (" not in collectives
@@ -55,6 +55,12 @@ def test_list_filters_and_json():
     parallel = {k["name"]: k for k in j["parallel"]}
     assert {"tp", "sp", "ep", "pp", "dp", "zero", "schedule", "micro_batches", "global_batch"} <= set(parallel)
     assert parallel["pp"]["default"] == "1" and not parallel["pp"]["required"]
+    # Each key with the parallel scheme that declares it; the schemes in registry order.
+    assert (parallel["tp"]["scheme"], parallel["zero"]["scheme"], parallel["pp"]["scheme"]) == ("tensor", "data", "pipeline")
+    schemes = {s["name"]: s for s in j["parallel_schemes"]}
+    assert list(schemes) == ["tensor", "context", "expert", "data", "pipeline", "ranks"]
+    assert schemes["tensor"]["carried_out_by"] == "model generator" and schemes["data"]["carried_out_by"] == "step transform"
+    assert sorted(k for s in schemes.values() for k in s["keys"]) == sorted(parallel)
     text = memsim("list", "parallel").stdout
     assert text.startswith("parallel keys (") and "policies (" not in text and "\n      zero " in text
     presets = json.loads(memsim("list", "presets", "--json").stdout)

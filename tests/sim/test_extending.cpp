@@ -1,13 +1,15 @@
 // The examples of docs/extending.md, compiled from the page itself (CMakeLists.txt cuts them
 // out): the budgeted recompute policy runs through run() and meets its budget; the
 // power-of-two allocator rounds as the page says; the one-shot all-reduce sends what the
-// page says it sends.
+// page says it sends; the compressed-gradients scheme shrinks the data-parallel reductions
+// and nothing else.
 #include <gtest/gtest.h>
 
 #include "sim/collectives/collectives.h"
 #include "sim/core/config.h"
 #include "sim/exec/replay.h"
 #include "sim/memory/allocator.h"
+#include "sim/parallel/scheme.h"
 #include "sim/platform/platform.h"
 #include "sim/run/run.h"
 #include "sim/workload/models/models.h"
@@ -17,6 +19,7 @@ namespace memsim {
 PolicyInfo cheap_recompute_policy();
 AllocatorInfo power_of_two_allocator();
 CollectiveAlgorithm one_shot_algorithm();
+ParallelScheme compressed_gradients_scheme();
 }  // namespace memsim
 
 using namespace memsim;
@@ -122,4 +125,69 @@ TEST(Extending, TheOneShotAllReduceSendsTheWholeTensorToEveryPeerInOneStep) {
   for (std::uint32_t r = 0; r < 4; ++r) EXPECT_EQ(out[r], 3000u) << r;  // (n - 1) S each way: 3S/B on a link
   EXPECT_EQ(out, in);
   EXPECT_EQ(find_collective_algorithm("one-shot"), nullptr);  // the page's, not registered
+}
+
+namespace {
+
+// A 2-layer GPT's step under `parallel` (a parallel: section), as generate_workload makes it
+// with the page's scheme registered after the built-in ones.
+Trace with_compression(const std::string& parallel) {
+  std::vector<ParallelScheme> schemes = builtin_parallel_schemes();
+  schemes.push_back(compressed_gradients_scheme());
+  std::vector<ParamSpec> keys = parallel_param_specs();
+  keys.insert(keys.end(), schemes.back().params.begin(), schemes.back().params.end());
+  const Params section(ConfigNode::parse_text(parallel, "w.yaml"), keys, "parallel");
+  static const Trace step = generate(
+      "{model: gpt, layers: 2, hidden: 64, heads: 4, vocab: 100, max_positions: 128, seq_len: 128, batch: 2}");
+  return apply_parallel_schemes(step, read_parallel_settings(section, 2), section, schemes);
+}
+
+// Every op of `compressed` as in `plain` but the data-parallel gradient reductions, which send
+// 1/4 of the bytes (rounded up); returns how many there were.
+int expect_quarter_reductions(const Trace& plain, const Trace& compressed) {
+  EXPECT_EQ(plain.ops.size(), compressed.ops.size());
+  int reductions = 0;
+  for (std::size_t i = 0; i < std::min(plain.ops.size(), compressed.ops.size()); ++i) {
+    const Op &a = plain.ops[i], &b = compressed.ops[i];
+    EXPECT_EQ(a.name, b.name);
+    const bool dp = a.group == "dp" || a.group.starts_with("dp@");
+    if (dp && (a.kind == "all_reduce" || a.kind == "reduce_scatter")) {
+      ++reductions;
+      EXPECT_EQ(b.message_bytes, (a.message_bytes + 3) / 4) << a.name;
+    } else {
+      EXPECT_EQ(b.message_bytes, a.message_bytes) << a.name;
+    }
+  }
+  return reductions;
+}
+
+}  // namespace
+
+TEST(Extending, TheCompressedGradientsSchemeShrinksTheDataParallelReductionsOnly) {
+  const Trace plain = with_compression("{dp: 4}");
+  EXPECT_EQ(plain.ops.size(), workload("{model: gpt, layers: 2, hidden: 64, heads: 4, vocab: 100, max_positions: 128, "
+                                       "seq_len: 128, batch: 2, parallel: {dp: 4}}")
+                                  .ops.size());  // the registry's built-in schemes ran as generate_workload runs them
+  EXPECT_GT(expect_quarter_reductions(plain, with_compression("{dp: 4, grad_compression: 4}")), 0);
+  // Over a pipeline's stages, whose groups are instances of dp ("dp@..." or rank 0's "dp").
+  const Trace stages = with_compression("{dp: 2, pp: 2, micro_batches: 2}");
+  EXPECT_GT(expect_quarter_reductions(stages, with_compression("{dp: 2, pp: 2, micro_batches: 2, grad_compression: 4}")),
+            0);
+  // ZeRO-2's reduce-scatters are gradients' too.
+  EXPECT_GT(expect_quarter_reductions(with_compression("{dp: 4, zero: 2}"),
+                                      with_compression("{dp: 4, zero: 2, grad_compression: 4}")),
+            0);
+  EXPECT_EQ(find_parallel_scheme("compressed_gradients"), nullptr);  // the page's, not registered
+}
+
+TEST(Extending, TheCompressedGradientsSchemeNamesABadRatioAtItsKey) {
+  try {
+    with_compression("{dp: 4, grad_compression: 0.5}");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("w.yaml:1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("grad_compression: expected a ratio from 1 to 1024, got '0.5'"),
+              std::string::npos)
+        << e.what();
+  }
 }

@@ -29,9 +29,9 @@ TEST(Mesh, NumbersRanksAsMegatronDoes) {
       for (std::uint32_t d = 0; d < dp; ++d)
         for (std::uint32_t c = 0; c < cp; ++c)
           for (std::uint32_t t = 0; t < tp; ++t) {
-            const std::uint32_t r = mesh.rank({t, c, d % ep, d / ep, s});
+            const std::uint32_t r = mesh.rank({t, c, d % ep, d / ep, 0, s});
             EXPECT_EQ(r, t + tp * (c + cp * (d + dp * s)));
-            EXPECT_EQ(mesh.coords(r), (Mesh::Coords{t, c, d % ep, d / ep, s}));
+            EXPECT_EQ(mesh.coords(r), (Mesh::Coords{t, c, d % ep, d / ep, 0, s}));
             EXPECT_EQ(mesh.coord(r, "edp"), d / ep);
             EXPECT_EQ(mesh.coord(r, "cp"), c);
             seen.insert(r);
@@ -50,6 +50,19 @@ TEST(Mesh, ContextParallelRanksShareTheWeightsOfTheDataParallelOnes) {
   EXPECT_EQ(mesh.group("pp", 5), (std::vector<std::uint32_t>{5, 13}));
   EXPECT_EQ(mesh.first(7, Mesh::stage_dims()), 0u);
   EXPECT_EQ(mesh.first(15, Mesh::stage_dims()), 8u);
+}
+
+TEST(Mesh, HsdpSplitsTheDataParallelRanksIntoShardGroupsAndTheirReplicas) {
+  // tp 2, dp 8 in 2 replicas of 4-rank shard groups, pp 2: a shard group is 4 consecutive
+  // data-parallel ranks, the replicas of a shard every 4th; together they are the dp group.
+  const Mesh mesh = Mesh::megatron(2, 8, 1, 2, 1, 2);
+  EXPECT_EQ(mesh.size(), 32u);
+  EXPECT_EQ(mesh.group("dp_shard", 11), (std::vector<std::uint32_t>{9, 11, 13, 15}));
+  EXPECT_EQ(mesh.group("dp_replica", 11), (std::vector<std::uint32_t>{3, 11}));
+  EXPECT_EQ(mesh.group("dp", 11), (std::vector<std::uint32_t>{1, 3, 5, 7, 9, 11, 13, 15}));
+  EXPECT_EQ(mesh.group("pp", 11), (std::vector<std::uint32_t>{11, 27}));
+  EXPECT_EQ(mesh.first(15, Mesh::stage_dims()), 0u);
+  EXPECT_THROW(Mesh::megatron(1, 8, 1, 1, 1, 3), std::invalid_argument);
 }
 
 TEST(Mesh, GroupsPartitionTheRanksInRingOrder) {
@@ -110,7 +123,7 @@ Trace placed(const std::string& yaml) {
 }  // namespace
 
 TEST(Mesh, EveryGroupOfEveryLayoutIsAMeshGroup) {
-  // Random layouts of tp, dp, ep, pp, schedules and ZeRO, symmetric and per-rank: every
+  // Random layouts of tp, dp, ep, pp, schedules, ZeRO and HSDP, symmetric and per-rank: every
   // process group of a mesh kind is the Mesh's group around its first rank (and named by
   // it when placed), and every collective runs on a member of its group.
   std::mt19937 rng(20261203);
@@ -121,15 +134,18 @@ TEST(Mesh, EveryGroupOfEveryLayoutIsAMeshGroup) {
     const std::uint32_t ep = pick({1, 2, 4}), cp = pick({1, 1, 2});
     if (dp % ep != 0 || tp * cp * dp * pp < 2) continue;
     const bool symmetric = rng() % 2 == 0;
-    const int zero = ep > 1 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 4);
+    const int drawn = ep > 1 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 4);
+    const int zero = pp > 1 ? 0 : drawn;
+    // HSDP: zero 3 sharded within groups of 2 data-parallel ranks, now and then.
+    const std::uint32_t hsdp = zero == 3 && dp == 4 && rng() % 2 == 0 ? 2 : 0;
     const std::string yaml =
         kModel + fmt::format("parallel:\n  tp: {}\n  cp: {}\n  dp: {}\n  ep: {}\n  pp: {}\n  zero: {}\n"
-                             "  micro_batches: {}\n  symmetric: {}\n",
-                             tp, cp, dp, ep, pp, pp > 1 ? 0 : zero, pp > 1 ? pp : 1, symmetric ? "true" : "false");
+                             "  hsdp: {}\n  micro_batches: {}\n  symmetric: {}\n",
+                             tp, cp, dp, ep, pp, zero, hsdp, pp > 1 ? pp : 1, symmetric ? "true" : "false");
     SCOPED_TRACE(yaml);
     const Trace t = placed(yaml);
     ++layouts;
-    const Mesh mesh = Mesh::megatron(tp, dp, ep, pp, cp);
+    const Mesh mesh = Mesh::megatron(tp, dp, ep, pp, cp, hsdp > 0 ? dp / hsdp : 1);
     EXPECT_EQ(t.parallel.ranks, mesh.size());
     std::map<std::string, const ProcessGroup*> by_name;
     for (const ProcessGroup& g : t.groups) {

@@ -172,6 +172,77 @@ TEST(Parallel, LocalDdpReducesTheWholeGradientBufferOnceAfterTheBackward) {
   }
 }
 
+TEST(Parallel, HsdpShardsTheStateWithinAGroupAndAllReducesTheShardAcrossGroups) {
+  // FSDP's HYBRID_SHARD on 16 ranks in groups of 8: the model state is 16P/8 (not 16P/16),
+  // each unit's weights are gathered and its gradients reduce-scattered within the group
+  // ("dp_shard", ranks 0-7), and each gradient shard is then all-reduced with the ranks
+  // holding the same shard in the other group ("dp_replica", ranks 0 and 8).
+  ConfigNode spec = llama_7b_spec(16, 3);
+  const Trace full = generate_workload(spec);
+  spec.override_value({"parallel", "hsdp"}, "8", "test");
+  const Trace t = generate_workload(spec);
+  const double P = static_cast<double>(t.parameters);
+  const ModelState m = model_state(t);
+  EXPECT_NEAR(static_cast<double>(m.total()), 16 * P / 8, static_cast<double>(m.buffers) * 7);
+  EXPECT_NEAR(static_cast<double>(model_state(full).total()), 16 * P / 16, static_cast<double>(m.buffers) * 15);
+  EXPECT_EQ(t.parallel.ranks, 16u);
+  EXPECT_EQ(t.parallel.dp_replicas, 2u);
+  std::map<std::string, std::vector<std::uint32_t>> groups;
+  for (const ProcessGroup& g : t.groups) groups[g.name] = g.ranks;
+  EXPECT_EQ(groups["dp_shard"], (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(groups["dp_replica"], (std::vector<std::uint32_t>{0, 8}));
+  // Gathers and reduce-scatters within the group, of the same bytes as full sharding's; one
+  // all-reduce of each unit's gradient shard across the groups, right after its reduce-scatter.
+  std::map<std::string, std::uint64_t> bytes, bytes_full;
+  for (const Op& op : full.ops)
+    if (!op.group.empty()) bytes_full[std::string(op.kind)] += op.message_bytes;
+  std::size_t reduce_scatters = 0, all_reduces = 0;
+  for (std::size_t i = 0; i < t.ops.size(); ++i) {
+    const Op& op = t.ops[i];
+    if (op.group.empty()) continue;
+    bytes[std::string(op.kind)] += op.message_bytes;
+    if (op.kind == "all_gather" || op.kind == "reduce_scatter") EXPECT_EQ(op.group, "dp_shard") << op.name;
+    if (op.kind == "reduce_scatter") {
+      ++reduce_scatters;
+      ASSERT_LT(i + 1, t.ops.size());
+      const Op& ar = t.ops[i + 1];
+      EXPECT_EQ(ar.kind, "all_reduce") << op.name;
+      EXPECT_EQ(ar.group, "dp_replica");
+      EXPECT_EQ(ar.updates, op.outputs);  // the shards the reduce-scatter made
+      std::uint64_t shards = 0;
+      for (BufferId b : op.outputs) shards += t.buffers[b].bytes;
+      EXPECT_EQ(ar.message_bytes, shards);
+      EXPECT_NEAR(static_cast<double>(shards), static_cast<double>(op.message_bytes) / 8,
+                  static_cast<double>(op.outputs.size()));
+    }
+    if (op.kind == "all_reduce") ++all_reduces;
+  }
+  EXPECT_GT(reduce_scatters, 30u);
+  EXPECT_EQ(all_reduces, reduce_scatters);
+  EXPECT_EQ(bytes["all_gather"], bytes_full["all_gather"]);
+  EXPECT_EQ(bytes["reduce_scatter"], bytes_full["reduce_scatter"]);
+  EXPECT_EQ(bytes_full["all_reduce"], 0u);
+  EXPECT_NE(t.description.find("hsdp 8 x 2 replicas"), std::string::npos) << t.description;
+}
+
+TEST(Parallel, HsdpIsRefusedWhereItMeansNothing) {
+  auto error = [](const std::string& parallel) {
+    try {
+      generate_workload(ConfigNode::parse_text("model: chain\nlayers: 2\nwidth: 8\nparallel: " + parallel + "\n",
+                                               "w.yaml"));
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(error("{dp: 8, zero: 2, hsdp: 4}"),
+            "w.yaml:4:34: parallel.hsdp: shards the model state within groups of data-parallel ranks as zero 3 does "
+            "(FSDP's HYBRID_SHARD): it needs zero 3, got zero 2");
+  EXPECT_EQ(error("{dp: 8, zero: 3, hsdp: 3}"),
+            "w.yaml:4:34: parallel.hsdp: expected a divisor of dp (8): the ranks of one shard group, got '3'");
+  EXPECT_EQ(error("{dp: 8, zero: 3, hsdp: 8}"), "(no error)");  // one group: FULL_SHARD
+}
+
 TEST(Parallel, OverlappedParamGatherGathersEachBucketBeforeItsFirstForwardUse) {
   // Megatron's --overlap-param-gather: the distributed optimizer's all-gather of a bucket's
   // updated weight shards runs before the bucket's first use in the forward (the next step's,
