@@ -50,6 +50,9 @@ class Command : public PlanCommand {
                      "model chunks per device tried with the interleaved schedule (default 2)");
     cmd_->add_flag("--offload", o_.offload,
                    "also try each layout with the optimizer offloaded to the host (policy zero-offload)");
+    cmd_->add_flag("--hsdp", o_.hsdp,
+                   "also try each zero 3 layout whose data-parallel ranks span nodes sharded within each node "
+                   "instead (parallel.hsdp: FSDP's HYBRID_SHARD)");
     cmd_->add_option("--top", o_.top, "layouts to show and to prove by simulation (default 10)")
         ->check(count("a number of layouts", 1, 10000));
     cmd_->add_option("-j,--jobs", o_.jobs, "layouts simulated at once (default: one per CPU)")

@@ -209,11 +209,12 @@ std::optional<double> PlanBounds::time_s(const Layout& l, std::string* why) {
 
 std::optional<std::uint64_t> PlanBounds::memory_bytes(const Layout& l, std::string* why) {
   if (l.offload) return 0;  // the policy may move any of it to the host
-  const auto key = std::tuple{l.tp, l.zero, l.dp};
+  const auto key = std::tuple{l.tp, l.zero, l.dp, l.hsdp};
   auto it = memory_.find(key);
   if (it == memory_.end()) {
     std::vector<std::string> sets{"workload.batch=1", "workload.recompute=none", fmt::format("parallel.tp={}", l.tp),
                                   fmt::format("parallel.dp={}", l.dp), fmt::format("parallel.zero={}", l.zero)};
+    if (l.hsdp > 0) sets.push_back(fmt::format("parallel.hsdp={}", l.hsdp));
     it = memory_.emplace(key, generate(sets, false)).first;
   }
   if (!it->second.error.empty()) {

@@ -78,7 +78,7 @@ class PlanBounds {
   PlatformSpec platform_;
   PlanFacts facts_;
   std::map<std::tuple<std::uint32_t, bool, int, std::uint32_t>, Entry> time_;    // tp, sp, recompute, mb
-  std::map<std::tuple<std::uint32_t, int, std::uint32_t>, Entry> memory_;        // tp, zero, dp
+  std::map<std::tuple<std::uint32_t, int, std::uint32_t, std::uint32_t>, Entry> memory_;  // tp, zero, dp, hsdp
 };
 
 }  // namespace memsim

@@ -44,8 +44,8 @@ std::string Layout::schedule() const {
 std::string Layout::text() const {
   std::string s = fmt::format("tp {}{}, pp {}", tp, sp ? " sp" : "", pp);
   if (pp > 1) s += virtual_stages > 1 ? fmt::format(" interleaved x {}", virtual_stages) : " 1f1b";
-  s += fmt::format(", dp {}, mb {} x {}, zero {}, recompute {}", dp, micro_batch, micro_batches, zero,
-                   to_string(recompute));
+  s += fmt::format(", dp {}, mb {} x {}, zero {}{}, recompute {}", dp, micro_batch, micro_batches, zero,
+                   hsdp > 0 ? fmt::format(" hsdp {}", hsdp) : std::string(), to_string(recompute));
   if (offload) s += ", offload";
   return s;
 }
@@ -86,6 +86,13 @@ std::vector<Layout> enumerate_layouts(const LayoutSpace& space) {
                   l.recompute = r;
                   l.offload = offload;
                   out.push_back(l);
+                  // HSDP: the same, sharded within each node's data-parallel ranks.
+                  const std::uint32_t node_dp =
+                      space.gpus_per_node % tp == 0 ? space.gpus_per_node / tp : 0;
+                  if (space.hsdp && zero == 3 && !offload && node_dp >= 2 && dp > node_dp && dp % node_dp == 0) {
+                    l.hsdp = node_dp;
+                    out.push_back(l);
+                  }
                 }
             }
           }
@@ -109,6 +116,7 @@ std::vector<Override> layout_overrides(const Layout& l, std::int64_t global_batc
   if (l.virtual_stages > 1) sets.push_back(fmt::format("parallel.virtual_stages={}", l.virtual_stages));
   sets.push_back(fmt::format("parallel.dp={}", l.dp));
   sets.push_back(fmt::format("parallel.zero={}", l.zero));
+  if (l.hsdp > 0) sets.push_back(fmt::format("parallel.hsdp={}", l.hsdp));
   sets.push_back(fmt::format("parallel.global_batch={}", global_batch));
   std::vector<Override> out;
   for (const auto& s : sets) {

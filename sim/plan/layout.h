@@ -21,6 +21,7 @@ struct Layout {
   std::uint32_t virtual_stages = 1; // > 1: the interleaved schedule; else 1F1B (with pp > 1)
   bool sp = false;
   int zero = 0;
+  std::uint32_t hsdp = 0;           // zero 3 sharded within groups of hsdp data-parallel ranks (0: all)
   Recompute recompute = Recompute::none;
   bool offload = false;             // policy zero-offload in place of none
 
@@ -40,14 +41,20 @@ struct LayoutSpace {
   std::vector<int> zero{0, 1, 2, 3};
   std::vector<Recompute> recompute{Recompute::none, Recompute::selective, Recompute::full};
   bool offload = false;
+  /// Also zero 3 as HSDP: sharded within the data-parallel ranks of one node (gpus_per_node /
+  /// tp of them), where dp spans more than one node.
+  bool hsdp = false;
+  std::uint32_t gpus_per_node = 0;
 };
 
 /// Every layout of `space` whose sizes divide as they must: tp x pp x dp = gpus, tp up to
 /// max_tp, pp dividing the layers (pp x virtual_stages for interleaving, whose micro-batch
 /// count must also be a multiple of pp), the micro-batch dividing global_batch / dp, SP only
 /// with tp > 1, ZeRO above 0 only with dp > 1 (one data-parallel rank shards nothing), offload
-/// with ZeRO 0 or 3 (what policy zero-offload models). What the model itself refuses (tp not dividing its heads) is found later, by
-/// generating it. In a fixed order.
+/// with ZeRO 0 or 3 (what policy zero-offload models); with `hsdp`, each zero 3 layout whose
+/// data-parallel ranks span nodes also sharded within a node instead (not offloaded). What the
+/// model itself refuses (tp not dividing its heads) is found later, by generating it. In a
+/// fixed order.
 std::vector<Layout> enumerate_layouts(const LayoutSpace& space);
 
 /// The --set overrides that make `memsim run` run `layout`. `materialized` says the

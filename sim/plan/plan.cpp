@@ -38,7 +38,8 @@ bool layout_key_of(const Override& o) {
   if (o.target != "workload") return false;
   static const std::set<std::string> keys{"batch", "recompute", "parallel.tp", "parallel.sp", "parallel.pp",
                                           "parallel.schedule", "parallel.virtual_stages", "parallel.dp",
-                                          "parallel.zero", "parallel.global_batch", "parallel.micro_batches",
+                                          "parallel.zero", "parallel.hsdp", "parallel.global_batch",
+                                          "parallel.micro_batches",
                                           "parallel", "seq_len"};
   return keys.count(o.key) > 0;
 }
@@ -204,6 +205,8 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   space.zero = zero;
   space.recompute = recompute;
   space.offload = o.offload;
+  space.hsdp = o.hsdp;
+  space.gpus_per_node = facts.gpus_per_node;
   const std::vector<Layout> layouts = enumerate_layouts(space);
   const std::string shape = fmt::format("{} on {} GPUs of {}, global batch {}, seq {}", facts.workload_name, gpus,
                                         bounds.platform().name, global, facts.seq_len);
@@ -339,7 +342,7 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
 
   // results.csv: every valid layout in bound order, what became of it.
   std::string csv =
-      "tp,sp,pp,schedule,virtual_stages,dp,micro_batch,micro_batches,zero,recompute,offload,status,"
+      "tp,sp,pp,schedule,virtual_stages,dp,micro_batch,micro_batches,zero,hsdp,recompute,offload,status,"
       "time_bound_s,memory_bound_bytes,iteration_time_s,tokens_per_s,mfu,hfu,peak_bytes,margin_bytes,"
       "bubble_fraction,exposed_comm_s,point_id,error\n";
   struct Row {
@@ -367,8 +370,9 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
     const bool timed = row.status == "ok" && row.f.time_s > 0;
     auto num = [](double x) { return fmt::format("{:.9g}", x); };
     csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", l.tp, l.sp, l.pp, l.schedule(),
-        l.virtual_stages, l.dp, l.micro_batch, l.micro_batches, l.zero, to_string(l.recompute), l.offload,
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", l.tp, l.sp, l.pp,
+        l.schedule(), l.virtual_stages, l.dp, l.micro_batch, l.micro_batches, l.zero, l.hsdp, to_string(l.recompute),
+        l.offload,
         row.status, num(c.time_bound_s), c.memory_bound_bytes, timed ? num(row.f.time_s) : "",
         timed && row.f.tokens_per_s >= 0 ? num(row.f.tokens_per_s) : "",
         timed && row.f.mfu >= 0 ? num(row.f.mfu) : "", timed && row.f.hfu >= 0 ? num(row.f.hfu) : "",

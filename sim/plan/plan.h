@@ -33,6 +33,7 @@ struct PlanOptions {
   std::string recompute = "none,selective,full";
   std::string virtual_stages = "2";
   bool offload = false;
+  bool hsdp = false;                 // also zero 3 sharded within each node (HSDP)
   int top = 10;
   int jobs = 0;
   int shard = 0, shards = 0;         // 1-based; 0: all

@@ -127,6 +127,43 @@ TEST(Plan, BranchAndBoundFindsTheBestOfEveryLayout) {
     if (line.starts_with("[")) EXPECT_NE(line.find("(done before)"), std::string::npos) << line;
 }
 
+TEST(Plan, HsdpAddsTheZeroThreeLayoutsShardedWithinANode) {
+  // Two nodes of 8 GPUs: tp 1 (dp 16) and tp 2 with and without sp (dp 8) at zero 3, and with
+  // --hsdp each of them sharded within its node's data-parallel ranks too (8 of them at tp 1,
+  // 4 at tp 2): twice the layouts, each HSDP one holding more of the state than its twin.
+  const std::string dir = temp_dir("hsdp");
+  const std::string plan =
+      "plan dgx-a100-superpod gpt-megatron --set nodes=2 --set workload.layers=4 --set workload.hidden=256 "
+      "--set workload.heads=8 --seq-len 256 --global-batch 32 --zero 3 --recompute none --max-tp 2 --max-pp 1 "
+      "--max-micro-batch 1 --exhaustive -j 2";
+  const CliResult plain = run_memsim(plan + " -o " + dir + "/plain");
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  const CliResult hybrid = run_memsim(plan + " --hsdp -o " + dir + "/hsdp");
+  ASSERT_EQ(hybrid.exit_code, 0) << hybrid.err;
+  const auto without = read_results(dir + "/plain/results.csv");
+  const auto with = read_results(dir + "/hsdp/results.csv");
+  EXPECT_EQ(without.size(), 3u);
+  ASSERT_EQ(with.size(), 6u);
+  std::map<std::string, std::uint64_t> full_peak;
+  for (const Row& r : with)
+    if (r.at("hsdp") == "0") full_peak[layout_of(r)] = std::stoull(r.at("peak_bytes"));
+  int hybrids = 0;
+  for (const Row& r : with) {
+    ASSERT_EQ(r.at("status"), "ok") << layout_of(r) << " " << r.at("error");
+    if (r.at("hsdp") == "0") continue;
+    ++hybrids;
+    EXPECT_EQ(r.at("hsdp"), r.at("tp") == "1" ? "8" : "4") << layout_of(r);
+    ASSERT_EQ(full_peak.count(layout_of(r)), 1u) << layout_of(r);
+    EXPECT_GT(std::stoull(r.at("peak_bytes")), full_peak[layout_of(r)]) << layout_of(r);
+  }
+  EXPECT_EQ(hybrids, 3);
+  EXPECT_NE(hybrid.out.find("zero 3 hsdp 8"), std::string::npos) << hybrid.out;
+  // The layout's own key: a --set of it is refused, as the other keys a layout sets.
+  const CliResult fixed = run_memsim("plan dgx-a100 gpt-megatron --set parallel.hsdp=4");
+  EXPECT_EQ(fixed.exit_code, 2);
+  EXPECT_NE(fixed.err.find("memsim plan chooses parallel.hsdp for each layout"), std::string::npos) << fixed.err;
+}
+
 TEST(Plan, BadConstraintsAreRefusedWithWhereAndWhat) {
   const CliResult zero = run_memsim("plan dgx-a100 gpt-megatron --zero 0,5");
   EXPECT_EQ(zero.exit_code, 1);
