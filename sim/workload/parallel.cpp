@@ -42,6 +42,11 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
   const ConfigNode sp = params.get("sp");
   s.sp = sp.as_bool();
   if (s.sp && s.tp == 1) sp.fail("sequence parallelism needs tp > 1");
+  const ConfigNode overlap_tp = params.get("tp_comm_overlap");
+  s.tp_comm_overlap = overlap_tp.as_bool();
+  if (s.tp_comm_overlap && !s.sp)
+    overlap_tp.fail("overlaps the all-gathers and reduce-scatters of sequence parallelism with their GEMMs, as "
+                    "Megatron's --tp-comm-overlap does: it needs sp: true (and tp > 1)");
   s.pp = static_cast<std::uint32_t>(params.get("pp").as_int_in(1, 1024));
   s.cp = static_cast<std::uint32_t>(params.get("cp").as_int_in(1, 1024));
   // Ranks are 32-bit device numbers; a million is past any platform.
@@ -112,7 +117,7 @@ ParallelSettings read_parallel_settings(const Params& params, std::int64_t batch
 
 std::string parallel_summary(const ParallelSettings& s) {
   std::string out;
-  if (s.tp > 1) out = fmt::format("tp {}{}", s.tp, s.sp ? " sp" : "");
+  if (s.tp > 1) out = fmt::format("tp {}{}{}", s.tp, s.sp ? " sp" : "", s.tp_comm_overlap ? " overlapped" : "");
   if (s.cp > 1) out += fmt::format("{}cp {}", out.empty() ? "" : ", ", s.cp);
   if (s.ep > 1) out += fmt::format("{}ep {}", out.empty() ? "" : ", ", s.ep);
   if (s.pp > 1) {

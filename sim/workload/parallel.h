@@ -64,6 +64,9 @@ struct ParallelSettings {
   /// residuals run on 1/tp of the tokens, and each all-reduce becomes a reduce-scatter and
   /// an all-gather.
   bool sp = false;
+  /// Megatron's --tp-comm-overlap (with sp): the forward's all-gathers and reduce-scatters
+  /// overlap the GEMMs next to them (ModelBuilder::sp_gather, tensor_parallel.cpp).
+  bool tp_comm_overlap = false;
   /// Expert parallelism: a mixture of experts' experts split over ep ranks of each
   /// data-parallel group (consecutive data-parallel ranks), tokens sent to their experts'
   /// ranks and back by all-to-all (Megatron's alltoall token dispatcher).

@@ -4,6 +4,7 @@
 // located errors for splits that do not divide.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -80,6 +81,64 @@ TEST(TensorParallel, SequenceParallelismDividesEverythingByT) {
   const Op& gather = op_named(tr, "transformer.h.1.mlp.sp_gather");
   EXPECT_EQ(gather.message_bytes, static_cast<std::uint64_t>(s * b * h * 2));
   EXPECT_EQ(buffer_named(tr, "transformer.h.1.ln_2.out").bytes, static_cast<std::uint64_t>(s * b * h * 2 / t));
+}
+
+TEST(TensorParallel, OverlappedCommunicationSplitsTheForwardCollectivesAroundTheirGemms) {
+  // Megatron's --tp-comm-overlap: each forward all-gather is a head of 1/t that makes the
+  // gathered tensor and the rest in flight beside the GEMMs reading it (what reads their
+  // outputs waits for it); each forward reduce-scatter is (t - 1)/t issued when its GEMM
+  // starts and a tail of 1/t that reads the GEMM's output. The bytes sent, the buffers and
+  // the backward are those of sequence parallelism without it.
+  const Trace plain = workload(kGpt3 + "parallel:\n  tp: 8\n  sp: true\n");
+  const Trace tr = workload(kGpt3 + "parallel:\n  tp: 8\n  sp: true\n  tp_comm_overlap: true\n");
+  ASSERT_EQ(tr.buffers.size(), plain.buffers.size());
+  for (std::size_t i = 0; i < tr.buffers.size(); ++i) EXPECT_EQ(tr.buffers[i].bytes, plain.buffers[i].bytes);
+  EXPECT_EQ(comm_ops(tr, Phase::forward), (std::map<std::string, int>{{"all_gather", 8}, {"reduce_scatter", 8}}));
+  EXPECT_EQ(comm_ops(tr, Phase::backward), comm_ops(plain, Phase::backward));
+  std::map<std::string, std::uint64_t> bytes, plain_bytes;
+  for (const Op& op : tr.ops)
+    if (!op.group.empty()) bytes[std::string(op.kind)] += op.message_bytes;
+  for (const Op& op : plain.ops)
+    if (!op.group.empty()) plain_bytes[std::string(op.kind)] += op.message_bytes;
+  EXPECT_EQ(bytes, plain_bytes);
+  const std::uint64_t whole = static_cast<std::uint64_t>(s * b * h * 2);
+  const Op& head = op_named(tr, "transformer.h.1.mlp.sp_gather");
+  const Op& rest = op_named(tr, "transformer.h.1.mlp.sp_gather.overlapped");
+  EXPECT_EQ(head.message_bytes, whole / 8);
+  EXPECT_EQ(rest.message_bytes, whole - whole / 8);
+  EXPECT_TRUE(rest.inputs.empty() && rest.outputs.empty() && rest.updates.empty());
+  // The MLP's first GEMM reads the gathered tensor without waiting for the rest; the op
+  // reading its output waits for it.
+  std::size_t gemm = 0, gated = 0;
+  for (const Op& op : tr.ops) {
+    if (op.phase != Phase::forward || !op.group.empty()) continue;
+    const bool reads_gathered = std::find(op.inputs.begin(), op.inputs.end(), head.outputs[0]) != op.inputs.end();
+    if (reads_gathered) {
+      ++gemm;
+      EXPECT_TRUE(op.waits_for.empty()) << op.name;
+      for (const Op& reader : tr.ops)
+        for (BufferId in : reader.inputs)
+          if (std::find(op.outputs.begin(), op.outputs.end(), in) != op.outputs.end() &&
+              reader.phase == Phase::forward) {
+            EXPECT_NE(std::find(reader.waits_for.begin(), reader.waits_for.end(), rest.id), reader.waits_for.end())
+                << reader.name;
+            ++gated;
+          }
+    }
+  }
+  EXPECT_GE(gemm, 1u);
+  EXPECT_GE(gated, 1u);
+  const Op& scatter_head = op_named(tr, "transformer.h.1.mlp.c_proj.sp_scatter.overlapped");
+  const Op& scatter_tail = op_named(tr, "transformer.h.1.mlp.c_proj.sp_scatter");
+  EXPECT_EQ(scatter_head.message_bytes + scatter_tail.message_bytes, whole);
+  EXPECT_EQ(scatter_tail.message_bytes, whole / 8);
+  ASSERT_EQ(scatter_head.waits_for.size(), 1u);
+  // It waits for the op before the GEMM that makes the tail's input, not for that GEMM.
+  const OpId gemm_out = tr.buffers[scatter_tail.inputs[0]].producer;
+  EXPECT_LT(scatter_head.waits_for[0], gemm_out);
+  EXPECT_NE(workload_error(kGpt3 + "parallel:\n  tp: 8\n  tp_comm_overlap: true\n")
+                .find("parallel.tp_comm_overlap: overlaps the all-gathers and reduce-scatters of sequence parallelism"),
+            std::string::npos);
 }
 
 TEST(TensorParallel, SelectiveRecomputeDropsTheAttentionsQuadraticTerm) {

@@ -178,6 +178,7 @@ TrainingSettings read_training_settings(const Params& params) {
     const ParallelSettings p = read_parallel_settings(Params(*section, parallel_param_specs(), "parallel"), s.batch);
     s.tp = p.tp;
     s.sp = p.sp;
+    s.tp_comm_overlap = p.tp_comm_overlap;
     s.ep = p.ep;
     s.cp = p.cp;
     s.parallel = *section;
@@ -339,7 +340,21 @@ OpId ModelBuilder::emit(std::string name, std::string_view kind, Ids inputs, Ids
   op.flops = flops;
   op.dtype = settings_.dtype;
   op.bytes_moved = bytes_moved(trace_, op);
+  // tp_comm_overlap: a reader of an overlapped gather's output runs alongside the rest of the
+  // gather, and what reads its outputs waits for the gather to end.
+  OpId overlapped = kNoOp;
+  if (!overlapped_gather_.empty() || !gated_by_.empty())
+    for (const auto* list : {&op.inputs, &op.updates})
+      for (BufferId b : *list) {
+        if (auto it = overlapped_gather_.find(b); it != overlapped_gather_.end()) overlapped = it->second;
+        if (auto it = gated_by_.find(b); it != gated_by_.end() &&
+                                         std::find(op.waits_for.begin(), op.waits_for.end(), it->second) ==
+                                             op.waits_for.end())
+          op.waits_for.push_back(it->second);
+      }
   const OpId id = add_op(std::move(op));
+  if (overlapped != kNoOp)
+    for (BufferId b : trace_.ops[id].outputs) gated_by_[b] = overlapped;
   if (!pending_main_grads_.empty()) {
     // Each gradient this op made is added into its parameter's main_grad at once.
     std::vector<std::pair<std::uint32_t, BufferId>> waiting;

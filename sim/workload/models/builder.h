@@ -141,6 +141,10 @@ struct TrainingSettings {
   /// rank's part of it. Models that cannot split say so; the transformers split.
   std::uint32_t tp = 1;
   bool sp = false;
+  /// Megatron's --tp-comm-overlap (with sp): each forward all-gather overlaps the column-parallel
+  /// GEMMs that read it and each forward reduce-scatter the row-parallel GEMM that makes its
+  /// input (see ModelBuilder::sp_gather).
+  bool tp_comm_overlap = false;
   /// `recompute: full` (the models that declare it): each layer keeps only its input and is
   /// run again in the backward (ModelBuilder::begin_recompute).
   bool full_recompute = false;
@@ -571,6 +575,9 @@ class ModelBuilder {
     BufferId again = kNoBuffer;  // the backward's all-gathered copy, once made
   };
   std::vector<std::pair<std::uint32_t, Regather>> regather_;  // by value id of the full tensor
+  // tp_comm_overlap: a gathered tensor whose readers run while the rest of its all-gather is in
+  // flight (buffer -> that all-gather), and their outputs, whose readers wait for it.
+  std::unordered_map<BufferId, OpId> overlapped_gather_, gated_by_;
   bool tp_used_ = false;  // a tensor-parallel layer ran: the model splits over tp
   OpId recompute_from_ = kNoOp;  // the first op of the open recomputed region
   std::unordered_map<BufferId, BufferId> remap_;  // during a region's backward: its forward buffers' remakes

@@ -11,6 +11,21 @@
 // the tokens this rank holds; the linear saves the shard and all-gathers it again for its
 // backward instead of keeping the gathered tensor (saved_input), which is what makes
 // Korthikanti's 34 sbh / t hold.
+//
+// Overlapped TP communication (Megatron's --tp-comm-overlap: TransformerEngine's userbuffers
+// split the forward all-gather and reduce-scatter into t chunks pipelined with t chunks of
+// the GEMM next to them, so that only one chunk of each is exposed). Modelled without
+// splitting the GEMM: the all-gather is a head of 1/t of the bytes, which makes the gathered
+// tensor, then the other (t - 1)/t in flight while the column-parallel GEMMs that read the
+// tensor run; what reads their outputs waits for the gather to end. The reduce-scatter is
+// (t - 1)/t of the bytes issued when the row-parallel GEMM starts (it waits for the op before
+// it, not for its output), then a tail of 1/t that reads the GEMM's output and makes the
+// shard. A layer's forward then takes about max(GEMM, communication) plus one chunk of the
+// communication where it took their sum; memory is unchanged (the gathered tensor is made
+// whole by the head, as before). The backward's all-gather (the saved shard gathered again)
+// and reduce-scatter (the input gradient) already run beside the other GEMM of the
+// backward, as Megatron's bulk overlap runs them. The communication kernels' share of the
+// SMs (platform sm_share) slows the GEMMs meanwhile as for any overlap.
 #include <fmt/format.h>
 
 #include "sim/workload/models/builder.h"
@@ -70,7 +85,14 @@ Value ModelBuilder::sp_gather(const std::string& name, Value x) {
   const Shape s = shape(x);
   const std::int64_t t = settings_.tp;
   const Value y = new_value(name + ".out", {s[0] * t, s[1]}, values_[x.id].requires_grad);
-  emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, trace_.buffers[buffer(y)].bytes);
+  const std::uint64_t bytes = trace_.buffers[buffer(y)].bytes;
+  if (settings_.tp_comm_overlap && phase_ == Phase::forward) {
+    const std::uint64_t head = bytes / static_cast<std::uint64_t>(t);
+    emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, head);
+    overlapped_gather_[buffer(y)] = emit_comm(name + ".overlapped", "all_gather", {}, {}, {}, bytes - head);
+  } else {
+    emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, bytes);
+  }
   regather_.push_back({y.id, Regather{x, name, kNoBuffer}});
   comm_backward(name, x, y, "reduce_scatter", trace_.buffers[buffer(y)].bytes);
   return y;
@@ -80,8 +102,22 @@ Value ModelBuilder::sp_scatter(const std::string& name, Value x) {
   const Shape s = shape(x);
   const std::int64_t t = settings_.tp;
   const Value y = new_value(name + ".out", {s[0] / t, s[1]}, values_[x.id].requires_grad);
-  emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, trace_.buffers[buffer(x)].bytes);
-  comm_backward(name, x, y, "all_gather", trace_.buffers[buffer(x)].bytes);
+  const std::uint64_t bytes = trace_.buffers[buffer(x)].bytes;
+  const OpId producer = trace_.buffers[buffer(x)].producer;
+  if (settings_.tp_comm_overlap && phase_ == Phase::forward && producer != kNoOp) {
+    // Issued when the GEMM making x starts: after the compute op before it.
+    const std::uint64_t tail = bytes / static_cast<std::uint64_t>(t);
+    const OpId head = emit_comm(name + ".overlapped", "reduce_scatter", {}, {}, {}, bytes - tail);
+    for (OpId before = producer; before-- > 0;)
+      if (trace_.ops[before].group.empty()) {
+        trace_.ops[head].waits_for.push_back(before);
+        break;
+      }
+    emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, tail);
+  } else {
+    emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, bytes);
+  }
+  comm_backward(name, x, y, "all_gather", bytes);
   return y;
 }
 
