@@ -261,9 +261,10 @@ def info(target, workload=None, overrides=None, op_kinds=False):
 
 
 def list(what=None):  # noqa: A001 (memsim.list mirrors `memsim list`)
-    """`memsim list --json` as a dict: policies, allocators, models, collective algorithms, a
-    workload's parallel keys (each with its scheme) and the parallel schemes, and the built-in
-    presets (what: one of policies, allocators, models, collectives, parallel, presets)."""
+    """`memsim list --json` as a dict: policies, allocators, models, collective algorithms,
+    importers, a workload's parallel keys (each with its scheme) and the parallel schemes, and
+    the built-in presets (what: one of policies, allocators, models, collectives, importers,
+    parallel, presets)."""
     return json.loads(_cli(["list", *([what] if what else []), "--json"], "memsim.list"))
 
 

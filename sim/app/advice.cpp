@@ -120,7 +120,7 @@ std::uint64_t step_memory_bound(const Trace& trace, const PlatformSpec& platform
 
 std::string workload_param(const std::string& workload, const std::vector<Override>& overrides,
                            const std::string& name) {
-  if (sniff_foreign_trace(workload) != ForeignTrace::none) return "";
+  if (sniff_foreign_trace(workload) != nullptr) return "";
   ConfigNode root = open_input(workload, "workloads");
   if (classify(root) != InputKind::workload_spec) return "";
   const ModelInfo* model = nullptr;
@@ -139,7 +139,7 @@ std::string workload_param(const std::string& workload, const std::vector<Overri
 }
 
 std::int64_t workload_batch(const std::string& workload, const std::vector<Override>& overrides) {
-  if (sniff_foreign_trace(workload) != ForeignTrace::none) return 0;
+  if (sniff_foreign_trace(workload) != nullptr) return 0;
   ConfigNode root = open_input(workload, "workloads");
   if (classify(root) != InputKind::workload_spec) return 0;
   std::string batch;

@@ -76,7 +76,7 @@ std::vector<Override> parse_overrides(const std::vector<std::string>& sets) {
 // `memsim run X`: one argument may be the device or the workload; decide by what it is.
 bool names_a_platform(const std::string& arg) {
   if (path_exists(arg))
-    return sniff_foreign_trace(arg) == ForeignTrace::none &&
+    return sniff_foreign_trace(arg) == nullptr &&
            classify(ConfigNode::parse_file(arg)) == InputKind::platform;
   return find_preset("configs/devices", arg) != nullptr;
 }
@@ -341,7 +341,7 @@ int cmd_validate(const std::vector<std::string>& files) {
   int bad = 0;
   for (const auto& f : files) {
     try {
-      if (const ForeignTrace foreign = sniff_foreign_trace(f); foreign != ForeignTrace::none) {
+      if (const ForeignTrace foreign = sniff_foreign_trace(f)) {
         import_foreign_trace(f, foreign);
         std::cout << fmt::format("{}: ok\n", f);
         continue;
@@ -562,11 +562,12 @@ ordered_json params_json(const std::vector<ParamSpec>& params) {
   return j;
 }
 
-const std::vector<std::string> kListed = {"policies", "allocators", "models", "collectives", "parallel", "presets"};
+const std::vector<std::string> kListed = {"policies",  "allocators", "models", "collectives",
+                                          "importers", "parallel",   "presets"};
 
 // `memsim list [WHAT] [--json]`: every registered policy, allocator, model and collective
-// algorithm with its parameters, the parallel schemes with their keys of a workload's parallel:
-// section, and the built-in presets; WHAT picks one of them.
+// algorithm with its parameters, the importers of other tools' traces, the parallel schemes with
+// their keys of a workload's parallel: section, and the built-in presets; WHAT picks one of them.
 int cmd_list(const std::string& what, bool json) {
   if (!what.empty() && std::find(kListed.begin(), kListed.end(), what) == kListed.end())
     throw UsageError(fmt::format("list {}: expected one of {}{}", what, fmt::join(kListed, ", "),
@@ -595,6 +596,11 @@ int cmd_list(const std::string& what, bool json) {
     for (const auto& a : builtin_collective_algorithms())
       groups.back().items.emplace_back(a.name, fmt::format("{} [{}]", a.description, fmt::join(a.kinds, ", ")),
                                        std::vector<ParamSpec>{});
+  }
+  if (wanted("importers")) {
+    groups.push_back({"importers", "importers (a trace file as the workload, recognised by its content):", {}});
+    for (const auto& i : builtin_importers())
+      groups.back().items.emplace_back(i.name, i.description, std::vector<ParamSpec>{});
   }
   const auto devices = preset_names("configs/devices");
   const auto workloads = preset_names("workloads");

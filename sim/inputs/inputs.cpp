@@ -108,8 +108,7 @@ Trace load_workload_arg(const InputArg& input, const std::vector<Override>& over
     if (o.target == "workload") mine.push_back(&o);
   // Traces from other tools are told by their first bytes, before any YAML parsing (an
   // Execution Trace can be large).
-  if (const ForeignTrace foreign = input.text ? ForeignTrace::none : sniff_foreign_trace(arg);
-      foreign != ForeignTrace::none) {
+  if (const ForeignTrace foreign = input.text ? nullptr : sniff_foreign_trace(arg)) {
     if (!mine.empty())
       throw InputError(fmt::format("{}: {} is a trace, which has no parameters to set",
                                    mine.front()->origin, arg));

@@ -15,7 +15,7 @@ from conftest import memsim
     (["run", "--policy", "swap-lur"], 1, "--policy swap-lur: no such policy; did you mean 'swap-lru'?"),
     (["run", "--set", "workload.btch=8"], 1, "unknown key 'btch' (did you mean 'batch'?)"),
     (["run", "--policy", "dtr", "--set", "policy.budgte=0.5"], 1, "unknown key 'budgte' (did you mean 'budget'?)"),
-    (["list", "polices"], 2, "list polices: expected one of policies, allocators, models, collectives, parallel, presets; did you mean 'policies'?"),
+    (["list", "polices"], 2, "list polices: expected one of policies, allocators, models, collectives, importers, parallel, presets; did you mean 'policies'?"),
     (["run", "resnet50", "a100-40gb"], 2, "the device comes first: memsim run a100-40gb resnet50"),
 ])
 def test_mistakes_are_named(args, code, expected, tmp_path):
@@ -43,7 +43,9 @@ def test_list_filters_and_json():
     assert policies.startswith("policies (") and "allocators (" not in policies
     assert policies.strip() in whole
     j = json.loads(memsim("list", "--json").stdout)
-    assert list(j) == ["policies", "allocators", "models", "collectives", "parallel", "parallel_schemes", "presets"]
+    assert list(j) == ["policies", "allocators", "models", "collectives", "importers", "parallel", "parallel_schemes",
+                       "presets"]
+    assert [i["name"] for i in j["importers"]] == ["pytorch-et", "kineto", "chakra-feeder-json", "chakra"]
     assert [a["name"] for a in j["collectives"]] == ["ring", "tree", "nvls", "hierarchical", "direct"]
     collectives = memsim("list", "collectives").stdout
     assert collectives.startswith("collective algorithms (") and "policies (" not in collectives

@@ -69,8 +69,8 @@ TEST(ChakraEt, OpsDependenciesSizesAndDurations) {
   EXPECT_TRUE(looks_like_chakra_et(bytes));
   const std::string path = std::string(::testing::TempDir()) + "memsim_chakra_" + std::to_string(::getpid()) + ".et";
   std::ofstream(path, std::ios::binary) << bytes;
-  ASSERT_EQ(sniff_foreign_trace(path), ForeignTrace::chakra);
-  Trace t = import_foreign_trace(path, ForeignTrace::chakra);
+  ASSERT_EQ(sniff_foreign_trace(path), find_importer("chakra"));
+  Trace t = import_foreign_trace(path, find_importer("chakra"));
   std::remove(path.c_str());
   EXPECT_EQ(t.description, "memsim_chakra_" + std::to_string(::getpid()) + " (Chakra execution trace, version 0.0.4)");
 

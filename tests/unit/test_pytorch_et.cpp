@@ -26,8 +26,8 @@ std::string data(const std::string& name) { return std::string(MEMSIM_SOURCE_DIR
 
 Trace load(const std::string& name) {
   const std::string path = data(name);
-  EXPECT_EQ(sniff_foreign_trace(path), ForeignTrace::pytorch_et);
-  return import_foreign_trace(path, ForeignTrace::pytorch_et);
+  EXPECT_EQ(sniff_foreign_trace(path), find_importer("pytorch-et"));
+  return import_foreign_trace(path, find_importer("pytorch-et"));
 }
 
 struct B {
@@ -151,8 +151,7 @@ TEST(PytorchEt, RecognisedByContentOnly) {
   EXPECT_TRUE(looks_like_pytorch_et("{\n  \"schema\": \"1.0.1\", \"pid\": 7, \"nodes\": ["));
   EXPECT_FALSE(looks_like_pytorch_et("{\"format\": \"memsim-trace\", \"version\": 1}"));
   EXPECT_FALSE(looks_like_pytorch_et("model: resnet\nschema: 1\n"));
-  EXPECT_EQ(sniff_foreign_trace(std::string(MEMSIM_SOURCE_DIR) + "/tests/scenarios/data/three_ops.json"),
-            ForeignTrace::none);
+  EXPECT_EQ(sniff_foreign_trace(std::string(MEMSIM_SOURCE_DIR) + "/tests/scenarios/data/three_ops.json"), nullptr);
 }
 
 TEST(PytorchEt, ErrorsNameTheNode) {
@@ -310,7 +309,7 @@ TEST(PytorchEt, StepsInStartOrderAcrossThreadsWithTheirPhases) {
 TEST(PytorchEt, StepPicksAProfilerStepAndStateMadeInTheStepIsState) {
   ImportOptions o;
   o.step = 1;
-  Trace t = import_foreign_trace(data("ddp_two_steps-2.x.json"), ForeignTrace::pytorch_et, o);
+  Trace t = import_foreign_trace(data("ddp_two_steps-2.x.json"), find_importer("pytorch-et"), o);
   ASSERT_EQ(t.ops.size(), 9u);
   EXPECT_EQ(t.ops[0].name, "aten::mm#11");
   EXPECT_EQ(t.ops[4].name, "Optimizer.step#SGD.step/aten::empty_like#42");
@@ -323,7 +322,7 @@ TEST(PytorchEt, StepPicksAProfilerStepAndStateMadeInTheStepIsState) {
                                     "outside them left out");
   o.step = 3;
   try {
-    import_foreign_trace(data("ddp_two_steps-2.x.json"), ForeignTrace::pytorch_et, o);
+    import_foreign_trace(data("ddp_two_steps-2.x.json"), find_importer("pytorch-et"), o);
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()), data("ddp_two_steps-2.x.json") + ": --step 3: the trace has ProfilerStep #1, #2");

@@ -13,9 +13,11 @@
 #include "sim/workload/importers/chakra_et.pb.h"  // generated from chakra_et.proto
 #include "sim/core/error.h"
 #include "sim/workload/durations.h"
-#include "sim/workload/importers/et_reader.h"
+#include "sim/workload/importers/archive.h"
 #include "sim/workload/importers/aten_cost.h"
 #include "sim/workload/importers/collectives.h"
+#include "sim/workload/importers/et_reader.h"
+#include "sim/workload/importers/importers.h"
 
 namespace memsim {
 namespace {
@@ -647,6 +649,23 @@ Trace import_chakra_et(const std::string& bytes, const std::string& source, cons
                                          host_only));
   validate(t, source);
   return t;
+}
+
+ImporterInfo chakra_et_importer() {
+  return {"chakra",
+          "an MLCommons Chakra execution trace (length-prefixed protobuf: chakra_converter's .et output), one step "
+          "with its own durations",
+          looks_like_chakra_et,
+          [](TraceFile& f, const std::string& name, const ImportOptions& options) {
+            if (!options.kineto.empty())
+              throw InputError(fmt::format("--kineto {}: a Kineto trace times the ops of a PyTorch Execution Trace; "
+                                           "{} is a Chakra trace, which carries its own durations",
+                                           options.kineto, f.source));
+            if (options.step)
+              throw InputError(fmt::format("--step {}: {} is a Chakra trace, which holds one step", *options.step,
+                                           f.source));
+            return import_chakra_et(f.bytes, f.source, name);
+          }};
 }
 
 }  // namespace memsim

@@ -9,6 +9,8 @@
 
 #include "sim/core/error.h"
 #include "sim/workload/durations.h"
+#include "sim/workload/importers/archive.h"
+#include "sim/workload/importers/importers.h"
 #include "sim/workload/importers/scopes.h"
 
 namespace memsim {
@@ -377,6 +379,23 @@ std::vector<std::string> apply_kineto(Trace& trace, const std::vector<EtOpOrigin
                                                                  "another run than the ET"
                                                                : ""));
   return notes;
+}
+
+// A Kineto trace alone times ops but holds no buffers: recognised, to be refused (it goes with
+// an Execution Trace, --kineto).
+ImporterInfo kineto_importer() {
+  return {"kineto",
+          "a Kineto / torch.profiler trace (traceEvents): recognised and refused alone, it times the ops of a "
+          "PyTorch Execution Trace (--kineto)",
+          looks_like_kineto,
+          [](TraceFile& f, const std::string&, const ImportOptions&) -> Trace {
+            throw InputError(fmt::format(
+                "{}: a Kineto trace (torch.profiler's traceEvents: when each op and kernel ran), not a trace of a "
+                "training step's memory; pass it with the Execution Trace recorded in the same run: "
+                "memsim run DEVICE TRACE.json --kineto {}",
+                f.source, f.source));
+          },
+          false};
 }
 
 }  // namespace memsim

@@ -11,9 +11,12 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/workload/importers/archive.h"
 #include "sim/workload/importers/aten_cost.h"
 #include "sim/workload/importers/collectives.h"
 #include "sim/workload/importers/et_reader.h"
+#include "sim/workload/importers/importers.h"
+#include "sim/workload/importers/kineto.h"
 #include "sim/workload/importers/scopes.h"
 
 namespace memsim {
@@ -736,6 +739,32 @@ Trace import_pytorch_et(const std::string& text, const std::string& source, std:
   for (const char* ext : {".json", ".et"})
     if (stem.size() > std::string_view(ext).size() && stem.ends_with(ext)) stem.resize(stem.size() - std::string_view(ext).size());
   return import_pytorch_et_with_origins(text, source, stem, step).trace;
+}
+
+ImporterInfo pytorch_et_importer() {
+  return {"pytorch-et",
+          "a PyTorch Execution Trace (torch.profiler's ExecutionTraceObserver JSON: schema and nodes), one "
+          "ProfilerStep of it (--step), with the ops' times from a Kineto trace of the same run (--kineto)",
+          looks_like_pytorch_et,
+          [](TraceFile& f, const std::string& name, const ImportOptions& options) {
+            PytorchEtImport imported = import_pytorch_et_with_origins(f.bytes, f.source, name, options.step);
+            Trace t = std::move(imported.trace);
+            if (options.kineto.empty()) return t;
+            if (!trace_file_exists(options.kineto))
+              throw InputError(fmt::format("--kineto {}: no such file", options.kineto));
+            const ForeignTrace k = sniff_foreign_trace(options.kineto);
+            if (k != find_importer("kineto"))
+              throw InputError(fmt::format(
+                  "--kineto {}: not a Kineto trace (expected torch.profiler's JSON with traceEvents{})", options.kineto,
+                  k == find_importer("pytorch-et") ? "; this is an Execution Trace: pass it as the workload" : ""));
+            f.bytes = std::string();  // the ET's text is done with; the Kineto trace takes its place
+            TraceFile kf = read_trace_file(options.kineto);
+            const KinetoTimes times = read_kineto(kf.bytes, kf.source);
+            for (std::string& n : kf.notes) t.import_notes.push_back(std::move(n));
+            for (std::string& n : apply_kineto(t, imported.origins, times, kf.source))
+              t.import_notes.push_back(std::move(n));
+            return t;
+          }};
 }
 
 }  // namespace memsim
