@@ -116,7 +116,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   const RunFiles files = run_to_folder(command, out_dir, trace_format, *outcome, std::cerr);
   const Summary& summary = outcome->result.summary;
   if (json)
-    std::cout << files.summary_json;
+    write_summary_json(summary, [](std::string_view text) { std::cout << text; });
   else
     std::cout << terminal_summary(summary, out_dir, files.written);
   // With --json the explanation goes to stderr, so stdout stays one JSON document.

@@ -319,7 +319,6 @@ RunFiles run_to_folder(const RunCommand& command, const std::string& out_dir, co
     throw;
   }
   RunFiles files;
-  files.summary_json = summary_json(summary);
   for (FileJob& job : jobs)
     if (job.write && job.needs_peaks) launch(job);
   std::vector<bool> wrote;
@@ -339,7 +338,11 @@ RunFiles run_to_folder(const RunCommand& command, const std::string& out_dir, co
                        "raise --max-events to keep more\n",
                        out_dir, trace_file, trace_written, trace_total,
                        trace_written > 0 ? fmt::format(" (up to {})", format_seconds(trace_until_s)) : std::string());
-  if (outputs.summary) write_output_file(folder.path("summary.json"), files.summary_json);
+  if (outputs.summary) {
+    OutputFile file(folder.path("summary.json"));
+    write_summary_json(summary, [&file](std::string_view text) { file.write(text); });
+    file.commit();
+  }
   folder.install();
   // After summary.json, so that a sweep's point whose files failed reports that first.
   if (!summary.unused_efficiency_keys.empty()) {

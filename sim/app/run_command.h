@@ -76,10 +76,10 @@ void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& ho
 /// `memsim run` whole: simulate_run, then the files of `command.outputs` written into
 /// `out_dir` (timeline.csv and memory.csv as the engine runs, the others at once on threads
 /// of their own; all moved in together at the end). `written`: the files, in their fixed
-/// order. The trace's `--trace-format`: "pftrace" or "json".
+/// order (summary.json is the summary's write_summary_json, writers.h). The trace's
+/// `--trace-format`: "pftrace" or "json".
 struct RunFiles {
   std::vector<std::string> written;
-  std::string summary_json;
 };
 RunFiles run_to_folder(const RunCommand& command, const std::string& out_dir, const std::string& trace_format,
                        RunOutcome& outcome, std::ostream& log);

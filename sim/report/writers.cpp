@@ -264,6 +264,12 @@ bool is_output_name(std::string_view name) {
 std::string output_names_text() { return fmt::format("{}", fmt::join(kOutputNames, ", ")); }
 
 std::string summary_json(const Summary& s) {
+  std::string out;
+  write_summary_json(s, [&out](std::string_view text) { out += text; });
+  return out;
+}
+
+void write_summary_json(const Summary& s, const std::function<void(std::string_view)>& put) {
   ordered_json j;
   j["memsim_version"] = MEMSIM_VERSION;
   j["status"] = s.status;
@@ -348,10 +354,11 @@ std::string summary_json(const Summary& s) {
   const std::string placeholder = "\n  \"tiers\": null";
   const std::size_t at = text.find(placeholder);
   if (at == std::string::npos) throw InternalError("summary.json: the tiers' placeholder is missing");
-  std::string out = text.substr(0, at + placeholder.size() - 4);
-  const std::string rest = text.substr(at + placeholder.size());
-  text = std::string();
-  out += s.tiers.empty() ? "{}" : "{\n";
+  // The tiers are put one at a time: on a platform of thousands of GPUs they are most of the
+  // document, which is never held whole.
+  put(std::string_view(text).substr(0, at + placeholder.size() - 4));
+  put(s.tiers.empty() ? "{}" : "{\n");
+  std::string out;
   for (std::size_t k = 0; k < s.tiers.size(); ++k) {
     const TierSummary& t = s.tiers[k];
     ordered_json tj = {{"role", t.role},
@@ -380,10 +387,14 @@ std::string summary_json(const Summary& s) {
       if (c == '\n') out += "    ";
     }
     out += k + 1 < s.tiers.size() ? ",\n" : "\n  }";
+    if (out.size() >= (1u << 16)) {
+      put(out);
+      out.clear();
+    }
   }
-  out += rest;
+  out += std::string_view(text).substr(at + placeholder.size());
   out += '\n';
-  return out;
+  put(out);
 }
 
 TimelineCsv::TimelineCsv(TextOut& out, const Trace& trace, const PlatformSpec& platform)

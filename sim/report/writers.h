@@ -3,6 +3,7 @@
 // that is killed leaves either the whole file or none. Numbers are printed in their
 // shortest round-trip form: the same run gives byte-identical files.
 #include <array>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -25,6 +26,9 @@ bool is_output_name(std::string_view name);
 std::string output_names_text();
 
 std::string summary_json(const Summary& s);
+/// The same document, handed to `put` a piece at a time (summary.json is written so, without
+/// holding it whole: on thousands of GPUs its tiers are tens of megabytes).
+void write_summary_json(const Summary& s, const std::function<void(std::string_view)>& put);
 /// timeline.csv: one row per event, in the order they were recorded.
 void write_timeline_csv(TextOut& out, const std::vector<Event>& events, const Trace& trace,
                         const PlatformSpec& platform);
