@@ -128,16 +128,22 @@ TEST(Mesh, EveryGroupOfEveryLayoutIsAMeshGroup) {
   // it when placed), and every collective runs on a member of its group.
   std::mt19937 rng(20261203);
   auto pick = [&](std::vector<std::uint32_t> xs) { return xs[rng() % xs.size()]; };
-  int layouts = 0;
-  while (layouts < 60) {
-    const std::uint32_t tp = pick({1, 2, 4}), dp = pick({1, 2, 4}), pp = pick({1, 2, 4});
-    const std::uint32_t ep = pick({1, 2, 4}), cp = pick({1, 1, 2});
-    if (dp % ep != 0 || tp * cp * dp * pp < 2) continue;
-    const bool symmetric = rng() % 2 == 0;
+  // Then eight HSDP layouts (zero 3 over dp 4 in two shard groups of 2), each tp, cp and
+  // symmetry, which the draws reach too seldom.
+  int layouts = 0, hybrid = 0;
+  while (layouts < 68) {
+    std::uint32_t tp = pick({1, 2, 4}), dp = pick({1, 2, 4}), pp = pick({1, 2, 4});
+    std::uint32_t ep = pick({1, 2, 4}), cp = pick({1, 1, 2});
+    if (layouts < 60 && (dp % ep != 0 || tp * cp * dp * pp < 2)) continue;
+    bool symmetric = rng() % 2 == 0;
     const int drawn = ep > 1 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 4);
-    const int zero = pp > 1 ? 0 : drawn;
-    // HSDP: zero 3 sharded within groups of 2 data-parallel ranks, now and then.
-    const std::uint32_t hsdp = zero == 3 && dp == 4 && rng() % 2 == 0 ? 2 : 0;
+    int zero = pp > 1 ? 0 : drawn;
+    std::uint32_t hsdp = zero == 3 && dp == 4 && rng() % 2 == 0 ? 2 : 0;
+    if (layouts >= 60) {
+      const int k = layouts - 60;
+      tp = k % 2 == 0 ? 1 : 2, cp = (k / 2) % 2 == 0 ? 1 : 2, symmetric = k < 4;
+      dp = 4, ep = 1, pp = 1, zero = 3, hsdp = 2;
+    }
     const std::string yaml =
         kModel + fmt::format("parallel:\n  tp: {}\n  cp: {}\n  dp: {}\n  ep: {}\n  pp: {}\n  zero: {}\n"
                              "  hsdp: {}\n  micro_batches: {}\n  symmetric: {}\n",
@@ -145,6 +151,7 @@ TEST(Mesh, EveryGroupOfEveryLayoutIsAMeshGroup) {
     SCOPED_TRACE(yaml);
     const Trace t = placed(yaml);
     ++layouts;
+    hybrid += hsdp > 0;
     const Mesh mesh = Mesh::megatron(tp, dp, ep, pp, cp, hsdp > 0 ? dp / hsdp : 1);
     EXPECT_EQ(t.parallel.ranks, mesh.size());
     std::map<std::string, const ProcessGroup*> by_name;
@@ -164,4 +171,5 @@ TEST(Mesh, EveryGroupOfEveryLayoutIsAMeshGroup) {
           << op.name << " on rank " << op.device << " runs over " << op.group;
     }
   }
+  EXPECT_GE(hybrid, 8);
 }
