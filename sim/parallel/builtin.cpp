@@ -77,13 +77,6 @@ const ParallelScheme* find_parallel_scheme(std::string_view name) {
   return find_by_name(builtin_parallel_schemes(), name);
 }
 
-const ParallelScheme* parallel_scheme_of_key(std::string_view key) {
-  for (const ParallelScheme& scheme : builtin_parallel_schemes())
-    for (const ParamSpec& p : scheme.params)
-      if (p.name == key) return &scheme;
-  return nullptr;
-}
-
 std::vector<ParamSpec> parallel_param_specs() {
   std::vector<ParamSpec> specs;
   for (const ParallelScheme& scheme : builtin_parallel_schemes())

@@ -45,8 +45,6 @@ struct ParallelScheme {
 /// Every built-in scheme, in the order `memsim list` prints them and the transforms run.
 const std::vector<ParallelScheme>& builtin_parallel_schemes();
 const ParallelScheme* find_parallel_scheme(std::string_view name);
-/// The scheme that declares `key` of `parallel:`; nullptr when none does.
-const ParallelScheme* parallel_scheme_of_key(std::string_view key);
 
 /// `step` under every scheme of `schemes` whose `applies` holds, in order. `section` holds the
 /// `parallel:` section read against every scheme's keys.

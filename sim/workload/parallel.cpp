@@ -611,20 +611,23 @@ class Sharder {
       Op rs = comm_op(u.name + ".reduce_scatter", "reduce_scatter", Phase::backward, u.grad_bytes, shard_group());
       // HSDP: the shard is then all-reduced with the replicas' (FSDP's all-reduce over its
       // replicate group, right after the reduce-scatter, on the same stream).
-      Op ar = comm_op(u.name + ".all_reduce", "all_reduce", Phase::backward, 0, "dp_replica");
       bool any = false;
       for (std::size_t i : u.params) {
         if (params_[i].ready == kNoOp) continue;
         rs.inputs.push_back(params_[i].grad);
-        const BufferId shard = grad_shard(params_[i]);
-        rs.outputs.push_back(shard);
-        ar.updates.push_back(shard);
-        ar.message_bytes += out_.buffers[shard].bytes;
+        rs.outputs.push_back(grad_shard(params_[i]));
         any = true;
       }
       if (!any) continue;
+      const std::vector<BufferId> shards(rs.outputs.begin(), rs.outputs.end());
       after_[u.ready].push_back(std::move(rs));
-      if (hybrid()) after_[u.ready].push_back(std::move(ar));
+      if (!hybrid()) continue;
+      Op ar = comm_op(u.name + ".all_reduce", "all_reduce", Phase::backward, 0, "dp_replica");
+      for (BufferId shard : shards) {
+        ar.updates.push_back(shard);
+        ar.message_bytes += out_.buffers[shard].bytes;
+      }
+      after_[u.ready].push_back(std::move(ar));
     }
   }
 

@@ -341,9 +341,10 @@ OpId ModelBuilder::emit(std::string name, std::string_view kind, Ids inputs, Ids
   op.dtype = settings_.dtype;
   op.bytes_moved = bytes_moved(trace_, op);
   // tp_comm_overlap: a reader of an overlapped gather's output runs alongside the rest of the
-  // gather, and what reads its outputs waits for the gather to end.
+  // gather, and what reads its outputs waits for the gather to end (in the forward: the
+  // backward starts long after every gather of the forward).
   OpId overlapped = kNoOp;
-  if (!overlapped_gather_.empty() || !gated_by_.empty())
+  if (phase_ == Phase::forward && (!overlapped_gather_.empty() || !gated_by_.empty()))
     for (const auto* list : {&op.inputs, &op.updates})
       for (BufferId b : *list) {
         if (auto it = overlapped_gather_.find(b); it != overlapped_gather_.end()) overlapped = it->second;
