@@ -87,6 +87,7 @@ std::vector<ParamSpec> parallel_param_specs() {
 Trace apply_parallel_schemes(const Trace& step, const ParallelSettings& settings, const Params& section,
                              const std::vector<ParallelScheme>& schemes) {
   Trace out = step;
+  assign_units_from_names(out);  // a trace that does not say which module each op runs for
   for (const ParallelScheme& scheme : schemes)
     if (scheme.transforms() && scheme.applies && scheme.applies(settings, section))
       out = scheme.apply(out, settings, section);

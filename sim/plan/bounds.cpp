@@ -38,12 +38,6 @@ double host_time_at_least(const HostOverhead& host, std::string_view kind) {
   return t;
 }
 
-// A numbered layer's unit ("transformer.h.3"), as pipelines split them.
-bool is_layer(const std::string& unit) {
-  const std::size_t dot = unit.rfind('.');
-  return all_digits(unit.substr(dot == std::string::npos ? 0 : dot + 1));
-}
-
 }  // namespace
 
 PlanBounds::PlanBounds(std::string platform, std::string workload, std::vector<Override> overrides)
@@ -90,11 +84,9 @@ PlanBounds::PlanBounds(std::string platform, std::string workload, std::vector<O
     if (o.origin.empty()) o.origin = "memsim plan (" + o.target + "." + o.key + "=" + o.value + ")";
   const Trace trace = load_workload_arg(workload_arg_, base);
   facts_.workload_name = trace.name;
-  std::set<std::string> layers;
-  for (const Buffer& b : trace.buffers) {
-    if (b.category != Category::weight) continue;
-    if (std::string unit = parameter_unit(b.name); is_layer(unit)) layers.insert(std::move(unit));
-  }
+  std::set<UnitId> layers;  // the layers with parameters (their optimizer steps')
+  for (const Op& op : trace.ops)
+    if (op.phase == Phase::optimizer && op.unit != kNoUnit && trace.units.at(op.unit).layer) layers.insert(op.unit);
   facts_.layers = static_cast<std::uint32_t>(layers.size());
   std::array<double, kDTypeCount> by_dtype{};
   for (const Op& op : trace.ops)
@@ -121,7 +113,7 @@ PlanBounds::Entry PlanBounds::generate(const std::vector<std::string>& sets, boo
         std::vector<double> forward, backward;
         double chain = 0;
       };
-      std::map<std::string, Block> blocks;
+      std::map<UnitId, Block> blocks;
       const HostOverhead& host = platform_.devices[platform_.op_devices().front()].host;
       for (const Op& op : trace.ops) {
         if (op.phase == Phase::optimizer || op.device != 0) continue;
@@ -129,9 +121,8 @@ PlanBounds::Entry PlanBounds::generate(const std::vector<std::string>& sets, boo
         if (!op.group.empty()) continue;
         if (per_stream.size() <= op.stream) per_stream.resize(op.stream + 1, 0.0);
         per_stream[op.stream] += durations[op.id];
-        const std::string unit = parameter_unit(op.name);
-        if (!is_layer(unit)) continue;
-        Block& b = blocks[unit];
+        if (op.unit == kNoUnit || !trace.units.at(op.unit).layer) continue;
+        Block& b = blocks[op.unit];
         auto& side = op.phase == Phase::forward ? b.forward : b.backward;
         if (side.size() <= op.stream) side.resize(op.stream + 1, 0.0);
         side[op.stream] += durations[op.id];

@@ -130,19 +130,6 @@ std::string parallel_summary(const ParallelSettings& s) {
   return out;
 }
 
-std::string parameter_unit(const std::string& name) {
-  std::size_t start = 0;
-  while (true) {
-    const std::size_t dot = name.find('.', start);
-    const std::string part = name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return name.substr(0, dot);
-    if (dot == std::string::npos) break;
-    start = dot + 1;
-  }
-  return name.substr(0, name.find('.'));
-}
-
 namespace {
 
 constexpr std::uint64_t kFirstBucketBytes = 1ull << 20;  // DDP's _DEFAULT_FIRST_BUCKET_BYTES
@@ -510,16 +497,18 @@ class Sharder {
   // micro-batch), its gradients reduce-scattered after its (last) backward.
   void shard_parameters() {
     const std::uint32_t m = s_.micro_batches;
-    std::map<std::string, std::size_t> index;
+    std::map<UnitId, std::size_t> index;
     std::vector<Unit> units;
     std::map<BufferId, std::size_t> unit_of_weight;
     for (std::size_t i = 0; i < params_.size(); ++i) {
       const Param& p = params_[i];
-      const std::string u = parameter_unit(in_.buffers[p.weight].name);
+      const UnitId u = in_.ops[p.step].unit;  // the parameter's module
+      if (u == kNoUnit || u >= in_.units.size())
+        throw std::logic_error(fmt::format("the step of weight '{}' belongs to no unit", in_.buffers[p.weight].name));
       auto [it, fresh] = index.try_emplace(u, units.size());
       if (fresh) {
         Unit unit;
-        unit.name = u;
+        unit.name = in_.units[u].name;
         unit.first_forward.assign(m, kNoOp);
         unit.first_backward.assign(m, kNoOp);
         unit.gathered_forward.assign(m, kNoOp);

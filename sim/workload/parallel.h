@@ -194,8 +194,4 @@ Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::ve
 /// "tp 8, dp 2, zero 1, 8 micro-batches": the layout in words.
 std::string parallel_summary(const ParallelSettings& s);
 
-/// The FSDP unit a parameter belongs to: its name up to the first numeric component
-/// ("layers.3.attn.wq.weight" -> "layers.3"), else its first component ("fc.weight" -> "fc").
-std::string parameter_unit(const std::string& name);
-
 }  // namespace memsim

@@ -58,21 +58,6 @@ namespace {
 
 constexpr std::uint32_t kNone = 0xffffffffu;
 
-// The numbered unit an op belongs to: its name up to the first numeric component
-// ("model.layers.3.mlp.down_proj.backward" -> "model.layers.3"), or "" without one.
-std::string numbered_unit(const std::string& name) {
-  std::size_t start = 0;
-  while (start <= name.size()) {
-    std::size_t dot = name.find('.', start);
-    if (dot == std::string::npos) dot = name.size();
-    const std::string_view part(name.data() + start, dot - start);
-    if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      return name.substr(0, dot);
-    start = dot + 1;
-  }
-  return {};
-}
-
 class Pipeliner {
  public:
   Pipeliner(const Trace& step, const ParallelSettings& s) : in_(step), s_(s), mesh_(Mesh::of(s)) {}
@@ -93,7 +78,7 @@ class Pipeliner {
   // counts elements, memsim the bytes).
   bool scattered(std::uint64_t bytes) const { return scatter_gather_ && bytes % s_.tp == 0; }
 
-  // Each numbered layer's chunk: an even split, or the first and last stage's counts given
+  // Each layer's chunk: an even split, or the first and last stage's counts given
   // and the rest shared evenly by the other stages.
   std::vector<std::uint32_t> split_layers(std::uint32_t layers) const {
     const std::uint32_t first = s_.first_stage_layers, last = s_.last_stage_layers;
@@ -135,14 +120,17 @@ class Pipeliner {
   // Each op's model chunk: its layer's, else the chunk of the layer before it (forward: the
   // first chunk before any layer; backward: the last chunk before any layer's backward).
   void assign_chunks() {
-    std::map<std::string, std::uint32_t> index;
+    // The layers in the order the forward first runs them.
+    std::vector<std::uint32_t> index(in_.units.size(), kNone);
+    std::uint32_t layers = 0;
+    auto layer_of = [&](const Op& op) {
+      return op.unit != kNoUnit && in_.units.at(op.unit).layer ? op.unit : kNoUnit;
+    };
     for (const Op& op : in_.ops)
       if (op.phase == Phase::forward)
-        if (std::string u = numbered_unit(op.name); !u.empty() && !index.count(u))
-          index.emplace(std::move(u), static_cast<std::uint32_t>(index.size()));
-    const auto layers = static_cast<std::uint32_t>(index.size());
+        if (const UnitId u = layer_of(op); u != kNoUnit && index[u] == kNone) index[u] = layers++;
     if (layers == 0)
-      throw ParallelKeyError({"pp"}, fmt::format("{}: pipeline parallelism splits a model by its numbered layers (transformer "
+      throw ParallelKeyError({"pp"}, fmt::format("{}: pipeline parallelism splits a model by its layers (transformer "
                                    "blocks, residual blocks), and no op of this model belongs to one",
                                    in_.name));
     const std::vector<std::uint32_t> chunk_of_layer = split_layers(layers);
@@ -151,10 +139,7 @@ class Pipeliner {
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer) continue;
       std::uint32_t& current = op.phase == Phase::forward ? forward : backward;
-      if (const std::string u = numbered_unit(op.name); !u.empty()) {
-        const auto it = index.find(u);
-        if (it != index.end()) current = chunk_of_layer[it->second];
-      }
+      if (const UnitId u = layer_of(op); u != kNoUnit && index[u] != kNone) current = chunk_of_layer[index[u]];
       chunk_[op.id] = current;
     }
     // Which stages use each buffer outside the optimizer, and which write it.
@@ -225,6 +210,7 @@ class Pipeliner {
   Trace stage_step(std::uint32_t d) {
     Trace t;
     t.name = in_.name;
+    t.units = in_.units;
     t.description = in_.description;
     t.parameters = in_.parameters;
     t.samples = in_.samples;

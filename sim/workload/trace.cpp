@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -77,7 +78,39 @@ Trace Trace::without_ops() const {
   for (Buffer& b : out.buffers) b.producer = kNoOp;
   out.groups = groups;
   out.parallel = parallel;
+  out.units = units;
   return out;
+}
+
+void assign_units_from_names(Trace& trace) {
+  std::unordered_map<std::string, UnitId> index;
+  for (UnitId u = 0; u < trace.units.size(); ++u) index.emplace(trace.units[u].name, u);
+  auto unit_of = [&](const std::string& name) {
+    // Up to the first all-digit component, else the first component.
+    std::size_t start = 0, end = name.find('.');
+    bool layer = false;
+    while (true) {
+      const std::size_t dot = name.find('.', start);
+      const std::size_t stop = dot == std::string::npos ? name.size() : dot;
+      if (stop > start && std::all_of(name.begin() + static_cast<std::ptrdiff_t>(start),
+                                      name.begin() + static_cast<std::ptrdiff_t>(stop),
+                                      [](char c) { return c >= '0' && c <= '9'; })) {
+        end = stop;
+        layer = true;
+        break;
+      }
+      if (dot == std::string::npos) break;
+      start = dot + 1;
+    }
+    std::string unit = name.substr(0, end);
+    const auto [it, fresh] = index.try_emplace(unit, static_cast<UnitId>(trace.units.size()));
+    if (fresh) trace.units.push_back({std::move(unit), layer});
+    return it->second;
+  };
+  for (Op& op : trace.ops)
+    if (op.unit == kNoUnit)
+      op.unit = unit_of(op.phase == Phase::optimizer && !op.updates.empty() ? trace.buffers.at(op.updates[0]).name
+                                                                             : op.name);
 }
 
 bool Trace::communicates() const {
@@ -289,6 +322,7 @@ void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std
     Op copy = op;
     copy.name = prefix + op.name;
     copy.device = device;
+    copy.unit = kNoUnit;
     for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
       for (BufferId& b : *list) b += base;
     for (OpId& w : copy.waits_for) w += op_base;

@@ -26,6 +26,16 @@ namespace memsim {
 using BufferId = std::uint32_t;  // index into Trace::buffers
 using OpId = std::uint32_t;      // index into Trace::ops (issue order)
 inline constexpr OpId kNoOp = std::numeric_limits<OpId>::max();
+using UnitId = std::uint32_t;    // index into Trace::units
+inline constexpr UnitId kNoUnit = std::numeric_limits<UnitId>::max();
+
+/// A module the parallel schemes treat as a whole (Trace::units): ZeRO-3 / FSDP gathers a
+/// unit's weights together and reduce-scatters its gradients together; pipeline parallelism
+/// splits a model between its layers, the units marked `layer`.
+struct ModelUnit {
+  std::string name;    // "model.layers.3", "lm_head"
+  bool layer = false;  // one of the model's repeated layers (transformer or residual blocks)
+};
 
 /// What a buffer holds, for the per-category memory split.
 enum class Category : std::uint8_t {
@@ -128,7 +138,10 @@ class MaybeSeconds {
 struct Op {
   OpId id = 0;
   std::uint32_t device = 0;  // index of the compute device in the platform
-  std::uint32_t stream = 0;
+  /// The module it runs for (Trace::units), as the model's generator or the trace's module
+  /// paths say: what ZeRO-3's gathers and the pipeline's split go by, never the op's name.
+  UnitId unit = kNoUnit;
+  std::uint16_t stream = 0;  // up to 65,535 per device (a trace file's `stream`)
   Phase phase = Phase::forward;
   DType dtype = DType::fp32;
   std::string name;
@@ -213,6 +226,8 @@ struct Trace {
   std::vector<Op> ops;
   std::vector<ProcessGroup> groups;
   ParallelLayout parallel;
+  /// The model's modules the parallel schemes treat as wholes (Op::unit).
+  std::vector<ModelUnit> units;
 
   /// The group named `name`, or null.
   const ProcessGroup* find_group(const std::string& name) const;
@@ -247,6 +262,15 @@ std::string op_where(const Trace& trace, OpId id);
 void validate(const Trace& trace, const std::string& source,
               const std::function<std::string(OpId)>& op_location = {});
 
+/// Gives every op that has no unit the module its name is a path into (as PyTorch names
+/// modules): the name up to its first numeric component, a layer
+/// ("model.layers.3.mlp.down_proj" -> "model.layers.3"), or else its first component, not a
+/// layer ("lm_head" -> "lm_head"); an optimizer step goes by the name of the weight it
+/// updates, its parameter's module. For traces that do not say (a trace file, an importer's,
+/// a hand-built one) and the ops a generator emits outside its layers; a unit a generator set
+/// is kept. Units of the same name are one unit. A parameter's unit is its optimizer step's.
+void assign_units_from_names(Trace& trace);
+
 /// One trace per compute device, run side by side (data-parallel replicas, or different
 /// workloads): buffers and ops are copied with their names prefixed by the device name
 /// ("gpu3:layer1.0.conv1") and their ops placed on device k. Each input must be a
@@ -258,8 +282,8 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
 
 /// Appends `t`'s buffers and ops to `out`, their names prefixed with `prefix`, every op and
 /// buffer on compute device `device`, ids shifted past what `out` holds; an op's group is
-/// renamed by `group_names` where it has an entry. (combine_per_device and a pipeline's
-/// placement share it.)
+/// renamed by `group_names` where it has an entry; units are not carried (the copies have
+/// none). (combine_per_device and a pipeline's placement share it.)
 void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std::uint32_t device,
                       const std::map<std::string, std::string>& group_names = {});
 

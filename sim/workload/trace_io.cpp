@@ -197,7 +197,7 @@ Trace read_trace(const ConfigNode& root) {
     if (!dtype) dtype_node.fail_expected("a dtype (fp32, tf32, fp16, bf16, fp8, int64, int32, int8, bool)");
     op.dtype = *dtype;
     if (auto d = n.find("device")) op.device = static_cast<std::uint32_t>(d->as_int_in(0, 1 << 20));
-    if (auto s = n.find("stream")) op.stream = static_cast<std::uint32_t>(s->as_int_in(0, 1 << 20));
+    if (auto s = n.find("stream")) op.stream = static_cast<std::uint16_t>(s->as_int_in(0, 65535));
     op.inputs = read_refs(n.at("inputs"), ids);
     auto outputs_node = n.at("outputs");
     op.outputs = read_refs(outputs_node, ids);

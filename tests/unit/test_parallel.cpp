@@ -32,6 +32,17 @@ ConfigNode llama_7b_spec(int dp, int zero) {
 
 Trace llama_7b(int dp, int zero) { return generate_workload(llama_7b_spec(dp, zero)); }
 
+// The module a name is a path into, by the rule for ops that carry no unit (the ZeRO-3
+// collectives are named after their unit's module).
+std::string named_unit(const std::string& name) {
+  Trace t;
+  Op op;
+  op.name = name;
+  t.add_op(op);
+  assign_units_from_names(t);
+  return t.units.at(t.ops[0].unit).name;
+}
+
 // A rank's model state: weights and master weights, optimizer state (all persistent), and
 // the gradients its optimizer steps read (full or shards).
 struct ModelState {
@@ -298,7 +309,7 @@ TEST(Parallel, ZeroThreeGathersEachBlockBeforeItsForwardAndItsBackward) {
   const Trace t = llama_7b(8, 3);
   std::map<std::string, int> gathers;
   for (const Op& op : t.ops)
-    if (op.kind == "all_gather") ++gathers[parameter_unit(op.name)];
+    if (op.kind == "all_gather") ++gathers[named_unit(op.name)];
   EXPECT_EQ(gathers["model.layers.0"], 2);
   EXPECT_EQ(gathers["model.layers.31"], 2);
   // A block's forward reads its gathered parameters, never the shards.
@@ -349,11 +360,62 @@ TEST(Parallel, TheNativeTraceKeepsTheSamplesOfOneReplica) {
   EXPECT_EQ(back.sample_tokens, 4096u);
 }
 
-TEST(Parallel, UnitsAreBlocksOrTopLevelModules) {
-  EXPECT_EQ(parameter_unit("model.layers.3.self_attn.q_proj.weight"), "model.layers.3");
-  EXPECT_EQ(parameter_unit("layer1.0.conv1.weight"), "layer1.0");
-  EXPECT_EQ(parameter_unit("fc.weight"), "fc");
-  EXPECT_EQ(parameter_unit("lm_head.weight"), "lm_head");
+TEST(Parallel, WithoutUnitsOpsBelongToTheirModulePaths) {
+  Trace t;
+  const BufferId w = t.add_buffer("model.layers.3.self_attn.q_proj.weight", 4, Category::weight, true);
+  const BufferId g = t.add_buffer("grad", 4, Category::gradient);
+  for (const char* name : {"layer1.0.conv1", "lm_head", "model.layers.3.mlp", "loss", "stem.conv", "adam_step"}) {
+    Op op;
+    op.name = name;
+    t.add_op(op);
+  }
+  t.units.push_back({"stem", false});
+  t.ops[4].unit = 0;  // a unit given is kept
+  t.ops[5].phase = Phase::optimizer;  // a step is its weight's
+  t.ops[5].inputs = {g};
+  t.ops[5].updates = {w};
+  assign_units_from_names(t);
+  auto unit = [&](const Op& op) {
+    return t.units.at(op.unit).name + (t.units.at(op.unit).layer ? " (layer)" : "");
+  };
+  EXPECT_EQ(unit(t.ops[0]), "layer1.0 (layer)");
+  EXPECT_EQ(unit(t.ops[1]), "lm_head");
+  EXPECT_EQ(unit(t.ops[2]), "model.layers.3 (layer)");
+  EXPECT_EQ(unit(t.ops[3]), "loss");
+  EXPECT_EQ(unit(t.ops[4]), "stem");
+  EXPECT_EQ(t.ops[5].unit, t.ops[2].unit);  // one unit per name
+  EXPECT_EQ(t.units.size(), 5u);
+}
+
+TEST(Parallel, GeneratorsMarkTheirBlocksAsUnits) {
+  // Every op of a block is the block's, its backward and its optimizer steps too;
+  // what is outside the blocks belongs to its module path.
+  const Trace t = generate_workload(ConfigNode::parse_text(
+      "model: llama\nlayers: 3\nhidden: 64\nheads: 4\nintermediate: 128\nvocab: 100\nseq_len: 16\nbatch: 1\n"
+      "recompute: full\n",
+      "t.yaml"));
+  std::set<std::string> layers;
+  for (const ModelUnit& u : t.units)
+    if (u.layer) layers.insert(u.name);
+  EXPECT_EQ(layers, (std::set<std::string>{"model.layers.0", "model.layers.1", "model.layers.2"}));
+  for (const Op& op : t.ops) {
+    ASSERT_NE(op.unit, kNoUnit) << op.name;
+    const ModelUnit& u = t.units.at(op.unit);
+    EXPECT_EQ(op.name.starts_with("model.layers."), u.layer) << op.name << " in " << u.name;
+    if (u.layer) EXPECT_TRUE(op.name.starts_with(u.name + ".")) << op.name << " in " << u.name;
+  }
+  // A parameter's unit is its optimizer step's: the module of the weight it updates.
+  for (const Op& op : t.ops)
+    if (op.phase == Phase::optimizer) {
+      ASSERT_FALSE(op.updates.empty()) << op.name;
+      const std::string& weight = t.buffers.at(op.updates[0]).name;
+      EXPECT_TRUE(weight.starts_with(t.units.at(op.unit).name + ".")) << weight;
+    }
+  // Resnet's residual blocks too.
+  const Trace r = generate_workload(ConfigNode::parse_text("model: resnet\ndepth: 18\nbatch: 1\nimage_size: 32\n", "r.yaml"));
+  std::size_t blocks = 0;
+  for (const ModelUnit& u : r.units) blocks += u.layer ? 1 : 0;
+  EXPECT_EQ(blocks, 8u);
 }
 
 TEST(MultiNode, NodesAreRenumberedAcrossTheFabric) {
@@ -435,8 +497,8 @@ TEST(Parallel, Zero3GathersEveryUnitInEveryMicroBatch) {
   const Trace t = generate_workload(spec);
   std::map<std::string, int> gathers, scatters;
   for (const Op& op : t.ops) {
-    if (op.kind == "all_gather") ++gathers[parameter_unit(op.name)];
-    if (op.kind == "reduce_scatter") ++scatters[parameter_unit(op.name)];
+    if (op.kind == "all_gather") ++gathers[named_unit(op.name)];
+    if (op.kind == "reduce_scatter") ++scatters[named_unit(op.name)];
   }
   EXPECT_EQ(gathers["model.layers.1"], 2 * 3);  // forward and backward, three micro-batches
   EXPECT_EQ(scatters["model.layers.1"], 1);     // the accumulated gradients, once

@@ -230,3 +230,40 @@ TEST(PipelineSplit, UnevenStagesPutTheGivenLayersOnTheFirstAndLastStage) {
                           "parallel: {last_stage_layers: 1}\n"),
             "w.yaml:7:31: parallel.last_stage_layers: sets the layers of one pipeline stage: it needs pp of 2 or more");
 }
+
+TEST(PipelineSplit, StagesFollowTheUnitsTheGeneratorMarkedNotTheOpsNames) {
+  // The same step with every block's number taken out of its names ("model.layers.2.mlp" ->
+  // "model.layersC.mlp"): split by the units the generator wrote on its ops, it is the same
+  // pipeline op for op; by names it would have no layers at all.
+  const Trace step = generate(
+      "model: llama\nlayers: 4\nhidden: 64\nheads: 4\nintermediate: 128\nvocab: 100\nseq_len: 16\nbatch: 1\n");
+  Trace renamed = step;
+  const std::regex block(R"(model\.layers\.(\d+)\.)");
+  auto rename = [&](std::string& name) {
+    std::smatch m;
+    if (std::regex_search(name, m, block))
+      name = m.prefix().str() + "model.layers" + static_cast<char>('A' + std::stoi(m[1])) + "." + m.suffix().str();
+  };
+  for (Op& op : renamed.ops) rename(op.name);
+  for (Buffer& b : renamed.buffers) rename(b.name);
+  for (ModelUnit& u : renamed.units) u.name += ".renamed";
+  for (const Op& op : renamed.ops) ASSERT_FALSE(std::regex_search(op.name, block)) << op.name;
+  ParallelSettings s;
+  s.pp = 2;
+  s.micro_batches = 2;
+  const Trace a = parallelize(step, s), b = parallelize(renamed, s);
+  ASSERT_EQ(a.ops.size(), b.ops.size());
+  std::size_t sends = 0;
+  for (std::size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_EQ(a.ops[i].kind, b.ops[i].kind) << a.ops[i].name << " / " << b.ops[i].name;
+    EXPECT_EQ(a.ops[i].device, b.ops[i].device) << a.ops[i].name << " / " << b.ops[i].name;
+    EXPECT_EQ(a.ops[i].message_bytes, b.ops[i].message_bytes) << a.ops[i].name;
+    sends += a.ops[i].kind == "send" ? 1 : 0;
+  }
+  EXPECT_GT(sends, 0u);
+  // Without the generator's units, the names are all there is, and they hold no layer.
+  Trace unmarked = renamed;
+  unmarked.units.clear();
+  for (Op& op : unmarked.ops) op.unit = kNoUnit;
+  EXPECT_THROW(parallelize(unmarked, s), InputError);
+}

@@ -95,7 +95,7 @@ Value ModelBuilder::repeat_kv(const std::string& name, Value x, std::int64_t gro
   const bool rg = values_[x.id].requires_grad;
   const Value y = new_value(name + ".out", {tokens, width * groups}, rg);
   emit(name, "copy", {buffer(x)}, {buffer(y)}, {}, 0);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -132,7 +132,7 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
                  mm_flops);
   trace_.ops[id].bytes_moved = 2 * qkv_bytes + scores_bytes;
   // Saves q and k (each is the other's gradient factor).
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(scores)) return;
     const BufferId g = take_grad(scores);
     // Only the gradients an operand needs (a frozen projection below none).
@@ -155,7 +155,7 @@ Value ModelBuilder::materialized_attention(const std::string& name, Value q, Val
   id = emit(name + ".pv", "bmm", {buffer(dropped), buffer(v)}, {buffer(context)}, {}, mm_flops);
   trace_.ops[id].bytes_moved = scores_bytes + 2 * qkv_bytes;
   // Saves the (dropped-out) probabilities and v.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(context)) return;
     const BufferId g = take_grad(context);
     const BufferId gp = wants(dropped) ? grad_buffer(name + ".pv", dropped) : kNoBuffer;
@@ -222,7 +222,7 @@ Value ModelBuilder::recomputed_attention(const std::string& name, Value q, Value
   OpId id = emit(name + ".pv", "bmm", {fwd.dropped, buffer(v)}, {buffer(context)}, {}, mm_flops);
   trace_.ops[id].bytes_moved = scores_bytes + 2 * qkv_bytes;
 
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(context)) return;
     const BufferId g = take_grad(context);
     const Core c = core(std::string(kRecomputedOpTag));
@@ -305,7 +305,7 @@ Value ModelBuilder::fused_attention(const std::string& name, Value q, Value k, V
                  {buffer(out), lse}, {}, flops);
   trace_.ops[id].bytes_moved = 2 * q_bytes + 2 * kv_bytes + 4.0 * static_cast<double>(rows);
 
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(out)) return;
     const BufferId g = take_grad(out);
     const auto [gq, gk, gv] = qkv_grads(name, q, k, v, q_bytes, kv_bytes);
@@ -384,7 +384,7 @@ Value ModelBuilder::context_parallel_attention(const std::string& name, Value q,
   }
   cp_used_ = true;
 
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(out)) return;
     const BufferId g = take_grad(out);
     const auto [gq, gk, gv] = qkv_grads(name, q, k, v, q_bytes, kv_bytes);

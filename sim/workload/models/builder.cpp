@@ -218,8 +218,17 @@ OpId ModelBuilder::add_op(Op op) {
     throw StepTooLarge(fmt::format("the step has more than {} ops, the limit (raise it with --max-ops N or "
                                    "MEMSIM_MAX_OPS=N)",
                                    format_limit(op_limit_)));
+  if (op.unit == kNoUnit) op.unit = unit_;
   return trace_.add_op(std::move(op));
 }
+
+void ModelBuilder::begin_unit(const std::string& name, bool layer) {
+  const auto [it, fresh] = unit_index_.try_emplace(name, static_cast<UnitId>(trace_.units.size()));
+  if (fresh) trace_.units.push_back({name, layer});
+  unit_ = it->second;
+}
+
+void ModelBuilder::end_unit() { unit_ = kNoUnit; }
 
 bool ModelBuilder::set_fp8_linears(bool on) {
   const bool was = fp8_linears_;
@@ -280,6 +289,7 @@ std::uint32_t ModelBuilder::parameter(std::string name, std::uint64_t elements) 
   const std::uint64_t bytes = elements * dtype_bytes(settings_.dtype);
   Parameter p{name, trace_.add_buffer(name, bytes, Category::weight, true), {}, elements,
               kNoBuffer};
+  p.unit = unit_;
   if (!trainable_) {
     // Frozen: the weight alone, in dtype; no optimizer ever reads or writes it.
     p.trainable = false;
@@ -424,7 +434,7 @@ void ModelBuilder::contribute(Value v, BufferId grad, const std::string& consume
 void ModelBuilder::begin_recompute() {
   recompute_from_ = static_cast<OpId>(trace_.ops.size());
   // Runs last of the region's backward: its remakes are not read past it.
-  tape_.push_back([this] { remap_.clear(); });
+  record_backward([this] { remap_.clear(); });
 }
 
 void ModelBuilder::end_recompute(Value out) {
@@ -433,7 +443,7 @@ void ModelBuilder::end_recompute(Value out) {
   // Frozen and below everything that trains: no backward reads the region.
   if (!values_[out.id].requires_grad) return;
   // Runs first of the region's backward: the forward ops again, on buffers of their own.
-  tape_.push_back([this, from, to] {
+  record_backward([this, from, to] {
     for (OpId id = from; id < to; ++id) {
       Op op = trace_.ops[id];
       op.name += kRecomputedOpSuffix;
@@ -478,7 +488,10 @@ Trace ModelBuilder::finish(std::string name, std::string description, std::int64
                                 "head tied to the token embeddings is frozen with them)",
                                 name));
   phase_ = Phase::backward;
-  for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) (*it)();
+  for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) {
+    unit_ = it->unit;
+    it->backward();
+  }
   tape_.clear();
 
   // One step per parameter tensor, in model.parameters() order (the order of creation).
@@ -495,10 +508,12 @@ Trace ModelBuilder::finish(std::string name, std::string description, std::int64
     if (p.master != kNoBuffer) updates.push_back(p.master);
     updates.insert(updates.end(), p.state.begin(), p.state.end());
     const BufferId grad = p.main_grad != kNoBuffer ? p.main_grad : p.grad;
+    unit_ = p.unit;
     const OpId step = emit(p.name + ".step", kind, {grad}, {}, std::move(updates),
                            flops_per_param * static_cast<double>(p.elements));
     trace_.ops[step].dtype = settings_.state_dtype();
   }
+  unit_ = kNoUnit;
   trace_.name = std::move(name);
   trace_.description = std::move(description);
   for (const Parameter& p : params_) trace_.parameters += p.elements;

@@ -390,6 +390,12 @@ class ModelBuilder {
   /// `out` is the region's output: a region that needs no gradient is not run again.
   void begin_recompute();
   void end_recompute(Value out);
+  /// The ops (forward, backward and the optimizer's steps of its parameters) built between begin_unit() and end_unit() belong to the module `name` (Trace::units),
+  /// one of the model's repeated layers when `layer`: what ZeRO-3 gathers as one and the
+  /// pipeline splits between, whatever the ops are named. Outside a unit, an op's module is
+  /// its name's (assign_units_from_names).
+  void begin_unit(const std::string& name, bool layer);
+  void end_unit();
 
   enum class AttentionImpl : std::uint8_t { materialized, fused, selective };
   /// Multi-head scaled dot-product attention over q (`tokens x hidden`, split into `heads`)
@@ -485,6 +491,7 @@ class ModelBuilder {
     BufferId main_grad = kNoOp;  // the persistent fp32 gradient with fp32_main_grads
     BufferId fp8 = kNoOp;        // the weight's fp8 copy, for an fp8 linear
     bool trainable = true;       // false: frozen (set_trainable)
+    UnitId unit = kNoUnit;       // the module it belongs to (begin_unit)
   };
   static constexpr BufferId kNoBuffer = kNoOp;
 
@@ -563,7 +570,16 @@ class ModelBuilder {
   std::vector<BufferId> grad_;          // per value: its gradient so far, or kNoBuffer
   std::vector<std::uint32_t> holders_;  // per buffer: how many grad_ slots hold it
   std::vector<Parameter> params_;
-  std::vector<std::function<void()>> tape_;  // backward of each recorded layer
+  // The backward of each recorded layer, with the unit it was recorded in (its backward ops'
+  // unit too).
+  struct TapeEntry {
+    UnitId unit;
+    std::function<void()> backward;
+  };
+  std::vector<TapeEntry> tape_;
+  void record_backward(std::function<void()> backward) { tape_.push_back({unit_, std::move(backward)}); }
+  UnitId unit_ = kNoUnit;                            // the open unit (begin_unit), or none
+  std::unordered_map<std::string, UnitId> unit_index_;  // Trace::units by name
   // fp32_main_grads: bf16 gradients made by the op being emitted, to add into main_grad.
   std::vector<std::pair<std::uint32_t, BufferId>> pending_main_grads_;
   bool fp8_linears_ = false;                          // linear() runs in fp8 now

@@ -42,7 +42,7 @@ Value ModelBuilder::swiglu(const std::string& name, Value x) {
   emit(name, "swiglu", {buffer(x)}, {buffer(y)}, {}, kSwigluForwardFlops * elements);
   // SwiGLUFunction saves its input only: the backward computes silu(gate) again from it and
   // writes the gradient of both halves into one tokens x 2f buffer.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -62,7 +62,7 @@ Value ModelBuilder::bias_add(const std::string& name, Value x, const std::string
   emit(name, "add", {buffer(x), params_[b].weight}, {buffer(y)}, {}, kEltwiseFlops * elements);
   // AddBackward0 saves nothing: x receives the output's gradient itself, the bias its sum
   // over the rows.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (trains) emit(name + ".backward", "sum", {g}, {parameter_grad(b)}, {}, kEltwiseFlops * elements);
@@ -117,7 +117,7 @@ Value ModelBuilder::unfused_layer_norm(const std::string& name, Value x) {
 
   // In autograd's order: the bias, the weight, the division, then the sqrt, the second
   // subtraction, the variance's mean, the square, the first subtraction, the mean.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     auto grad = [&](const std::string& of, std::uint64_t n) {
@@ -203,7 +203,7 @@ Value ModelBuilder::unfused_rms_norm(const std::string& name, Value x) {
   const Value y = new_value(name + ".out", s, trains || values_[x.id].requires_grad);
   emit(name + ".mul_weight", "mul", {params_[gamma].weight, normed}, {buffer(y)}, {}, e);
 
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     auto grad = [&](const std::string& of, std::uint64_t n, DType t) {
@@ -351,7 +351,7 @@ Value ModelBuilder::unfused_softmax(const std::string& name, Value scores, bool 
   const auto elements = static_cast<std::uint64_t>(element_count(s));
   const SoftmaxChain chain = unfused_softmax_forward(name, buffer(scores), elements, causal, batch, s[2]);
   const Value probs = value_on(chain.out, s, values_[scores.id].requires_grad);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(probs)) return;
     const BufferId g = take_grad(probs);
     if (!values_[scores.id].requires_grad) return;

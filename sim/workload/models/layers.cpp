@@ -102,7 +102,7 @@ Value ModelBuilder::conv2d(const std::string& name, Value x, std::int64_t out_ch
   // images) needs no gradient, and then the weight is not read either. Under im2col the
   // weight gradient lowers the input again, and the input gradient is a GEMM into the
   // lowered shape folded back (col2im): the same workspace.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
@@ -146,7 +146,7 @@ Value ModelBuilder::batch_norm(const std::string& name, Value x) {
        kBatchNormForwardFlops * elements);
 
   // Saves its input, weight and the batch statistics; not its output.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
@@ -190,7 +190,7 @@ Value ModelBuilder::activation(const std::string& name, std::string_view kind, V
   }
   const Value saved = !in_place && saves_input_out_of_place ? x : y;
   const std::string backward_kind = std::string(kind) + "_backward";
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -217,7 +217,7 @@ Value ModelBuilder::max_pool2d(const std::string& name, Value x, std::int64_t ke
 
   // Saves its input (max_pool2d_with_indices_backward takes `self`) and the int64 indices.
   const double in_elements = static_cast<double>(element_count(in));
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -240,7 +240,7 @@ Value ModelBuilder::avg_pool2d(const std::string& name, Value x, std::int64_t ke
   const double in_elements = static_cast<double>(element_count(in));
   emit(name, "avg_pool2d", {buffer(x)}, {buffer(y)}, {}, kEltwiseFlops * in_elements);
   // avg_pool2d_backward takes `self`: the input is saved.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -262,7 +262,7 @@ Value ModelBuilder::adaptive_avg_pool2d(const std::string& name, Value x, std::i
 
   // _adaptive_avg_pool2d_backward takes `self`, so PyTorch keeps the input; after a ReLU
   // (the usual case) that buffer is saved by the ReLU anyway and costs nothing extra.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -281,7 +281,7 @@ Value ModelBuilder::dropout(const std::string& name, Value x) {
   emit(name, "dropout", {buffer(x)}, {buffer(y), mask}, {},
        kDropoutForwardFlops * static_cast<double>(elements));
   // native_dropout_backward(grad, mask, scale): only the mask is saved.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -301,7 +301,7 @@ Value ModelBuilder::add(const std::string& name, Value a, Value b) {
   emit(name, "add", {buffer(a), buffer(b)}, {buffer(y)}, {},
        kEltwiseFlops * static_cast<double>(element_count(shape(a))));
   // Saves nothing; both operands receive the output's gradient buffer itself.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (values_[a.id].requires_grad) contribute(a, g, name);
@@ -338,7 +338,7 @@ Value ModelBuilder::cat(const std::string& name, const std::vector<Value>& xs) {
   // CatBackward narrows the gradient: every input gets a view of the one buffer, which
   // lives until the last of them is used. A backward op reading such a view is charged
   // the whole buffer in bytes_moved.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     for (std::size_t i = 0; i < xs.size(); ++i)  // "<name>.<i>" tells the sums apart
@@ -360,7 +360,7 @@ Value ModelBuilder::subsample_pad(const std::string& name, Value x, std::int64_t
   emit(name, "pad", {buffer(x)}, {buffer(y)}, {}, 0);
   // Saves nothing: the backward narrows the gradient (a view) and slice_backward writes it
   // into a new zeroed tensor of the input's shape.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -379,7 +379,7 @@ Value ModelBuilder::add_(const std::string& name, Value self, Value other) {
   emit(name, "add", {buffer(other)}, {}, {buffer(self)},
        kEltwiseFlops * static_cast<double>(element_count(shape(self))));
   // Saves nothing; both operands receive the output's gradient buffer itself.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (values_[self.id].requires_grad) contribute(self, g, name);
@@ -391,7 +391,7 @@ Value ModelBuilder::add_(const std::string& name, Value self, Value other) {
 Value ModelBuilder::flatten(Value x) {
   const Shape in = shape(x);
   const Value y = alias(x, {in[0], element_count(in) / in[0]}, values_[x.id].requires_grad);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (values_[x.id].requires_grad) contribute(x, g, "flatten");
@@ -439,7 +439,7 @@ Value ModelBuilder::linear(const std::string& name, Value x, std::int64_t out_fe
   // grad_out^T x (weight), and a column sum of grad_out (bias). A frozen weight needs
   // neither the input nor its GEMM: only grad_out W, for a trainable layer below.
   const bool fp8 = fp8_linears_;
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
@@ -478,7 +478,7 @@ Value ModelBuilder::matmul(const std::string& name, Value x, std::int64_t out_fe
   const double flops = 2.0 * static_cast<double>(n * in * out_features);
   emit(name, "matmul", {buffer(x), params_[w].weight}, {buffer(y)}, {}, flops);
 
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     BufferId gi = kNoBuffer;
@@ -512,7 +512,7 @@ void ModelBuilder::cross_entropy(Value logits, Value labels) {
        n);
 
   // log_softmax saves its result; nll_loss saves its input, the labels and total_weight.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(log_probs)) return;
     const BufferId g = take_grad(log_probs);
     const BufferId gi = grad_buffer("log_softmax", logits);
@@ -520,7 +520,7 @@ void ModelBuilder::cross_entropy(Value logits, Value labels) {
          kLogSoftmaxBackwardFlops * elements);
     contribute(logits, gi, "log_softmax");
   });
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!rg) return;
     const BufferId gi = grad_buffer("nll_loss", log_probs);
     // Writes the whole (mostly zero) gradient, then scatters -1/N at the labels.
@@ -536,7 +536,7 @@ void ModelBuilder::mse_loss(Value y, Value target) {
   const double elements = static_cast<double>(element_count(shape(y)));
   const BufferId loss = activation_buffer("loss", 1, settings_.dtype);
   emit("mse_loss", "mse_loss", {buffer(y), buffer(target)}, {loss}, {}, kMseFlops * elements);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!values_[y.id].requires_grad) return;
     const BufferId gi = grad_buffer("mse_loss", y);
     emit("mse_loss.backward", "mse_loss_backward", {buffer(y), buffer(target)}, {gi}, {},

@@ -26,7 +26,7 @@ Value ModelBuilder::scale(const std::string& name, Value x) {
   const Value y = new_value(name + ".out", shape(x), rg);
   emit(name, "mul", {buffer(x)}, {buffer(y)}, {}, elements);
   // A product with a Python number saves nothing (MulBackward1 keeps the number).
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;

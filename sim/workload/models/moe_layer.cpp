@@ -39,7 +39,7 @@ Value ModelBuilder::route_top_k(const std::string& name, Value logits, std::int6
   // Saves the probabilities (softmax's output) and the picks (topk's indices): the weights'
   // gradient is scattered into the picked columns, then through the softmax.
   const BufferId picked = indices;
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(weights)) return;
     const BufferId g = take_grad(weights);
     if (!values_[logits.id].requires_grad) return;
@@ -63,7 +63,7 @@ Value ModelBuilder::dispatch(const std::string& name, Value x, std::int64_t rows
   emit(name, "copy", {buffer(x), indices}, {buffer(y)}, {}, 0);
   // index_select saves only the indices; its backward scatters the rows' gradient into
   // zeros of x's shape, which autograd then sums with x's other gradients.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -107,7 +107,7 @@ Value ModelBuilder::combine(const std::string& name, Value out, Value y, Value w
 
   // The product saves y and the weights (each the other's gradient factor), index_add_ the
   // indices. The output's gradient passes on to the earlier experts unchanged.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(result)) return;
     const BufferId g = take_grad(result);
     const auto [gy, gw] = weighted_backward(name, g, y, weights, indices, kCombineFlops * elements);
@@ -132,7 +132,7 @@ Value ModelBuilder::unpermute(const std::string& name, Value y, Value weights, B
   const Value out = new_value(name + ".out", std::move(out_shape), rg);
   const double elements = static_cast<double>(element_count(shape(y)));
   emit(name, "mul", {buffer(y), buffer(weights), indices}, {buffer(out)}, {}, kCombineFlops * elements);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(out)) return;
     const BufferId g = take_grad(out);
     const auto [gy, gw] = weighted_backward(name, g, y, weights, indices, kCombineFlops * elements);

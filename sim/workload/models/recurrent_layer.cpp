@@ -148,7 +148,7 @@ Value ModelBuilder::recurrent(const std::string& name, int layer, Value x, Recur
          0);
   }
 
-  tape_.push_back([=, this, h = std::move(h), c = std::move(c), ws = std::move(ws)] {
+  record_backward([=, this, h = std::move(h), c = std::move(c), ws = std::move(ws)] {
     if (!has_grad(y)) return;
     // Its step slices are the outputs' gradients (with last_only, G is h_T's gradient).
     const BufferId G = take_grad(y);

@@ -85,9 +85,11 @@ Value imagenet_body(ModelBuilder& m, Value x, const Depth& spec) {
     for (int i = 0; i < spec.blocks[layer]; ++i) {
       const std::int64_t stride = (layer > 0 && i == 0) ? 2 : 1;
       const bool has_downsample = stride != 1 || inplanes != planes * expansion;
-      const std::string prefix = fmt::format("layer{}.{}.", layer + 1, i);
-      x = spec.bottleneck ? bottleneck(m, prefix, x, planes, stride, has_downsample)
-                          : basic_block(m, prefix, x, planes, stride, has_downsample);
+      const std::string block = fmt::format("layer{}.{}", layer + 1, i);
+      m.begin_unit(block, /*layer=*/true);
+      x = spec.bottleneck ? bottleneck(m, block + ".", x, planes, stride, has_downsample)
+                          : basic_block(m, block + ".", x, planes, stride, has_downsample);
+      m.end_unit();
       inplanes = planes * expansion;
     }
   }
@@ -139,9 +141,11 @@ Value cifar_body(ModelBuilder& m, Value x, int depth, CifarBlock block) {
     const std::int64_t planes = 16LL << layer;
     for (int i = 0; i < n; ++i) {
       const std::int64_t stride = (layer > 0 && i == 0) ? 2 : 1;
-      const std::string prefix = fmt::format("layer{}.{}.", layer + 1, i);
-      x = basic ? cifar_basic_block(m, prefix, x, planes, stride)
-                : preact_bottleneck(m, prefix, x, planes, stride);
+      const std::string block = fmt::format("layer{}.{}", layer + 1, i);
+      m.begin_unit(block, /*layer=*/true);
+      x = basic ? cifar_basic_block(m, block + ".", x, planes, stride)
+                : preact_bottleneck(m, block + ".", x, planes, stride);
+      m.end_unit();
     }
   }
   if (!basic) {  // the last block's sum is normalised before pooling

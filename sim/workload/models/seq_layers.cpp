@@ -80,7 +80,7 @@ Value ModelBuilder::embedding(const std::string& name, Value indices, std::int64
 
   // Saves the indices. embedding_dense_backward zero-fills a full table gradient and
   // scatter-adds the k rows of the output gradient into it.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const BufferId target = param_grad_target(w, name + ".weight.grad_part");
@@ -112,7 +112,7 @@ Value ModelBuilder::tied_linear(const std::string& name, Value x, const std::str
   emit(name, "linear", std::move(reads), {buffer(y)}, {}, mm_flops + bias_flops);
 
   // As linear(); the weight gradient is added to what the other user of W contributes.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
@@ -157,7 +157,7 @@ Value ModelBuilder::layer_norm(const std::string& name, Value x) {
        {buffer(y), mean, rstd}, {}, kNormForwardFlops * elements);
 
   // native_layer_norm saves its input, weight, mean and rstd; not its output.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
@@ -191,7 +191,7 @@ Value ModelBuilder::rms_norm(const std::string& name, Value x) {
 
   // A fused kernel (torch's fused rms_norm, apex FusedRMSNorm) saves input, weight and
   // rstd. Hugging Face's eager LlamaRMSNorm is unfused_rms_norm.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     const bool wants_input = values_[x.id].requires_grad;
@@ -217,7 +217,7 @@ Value ModelBuilder::unary(const std::string& name, Value x, std::string_view kin
   const Value y = new_value(name + ".out", shape(x), rg);
   emit(name, kind, {buffer(x)}, {buffer(y)}, {}, forward_flops * elements);
   const std::string backward_kind = std::string(kind) + "_backward";
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -249,7 +249,7 @@ Value ModelBuilder::mul(const std::string& name, Value a, Value b) {
   emit(name, "mul", {buffer(a), buffer(b)}, {buffer(y)}, {}, kEltwiseFlops * elements);
 
   // Saves each operand the other's gradient needs: d(ab)/da = b, d(ab)/db = a.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     std::vector<BufferId> reads{g};
@@ -289,7 +289,7 @@ Value ModelBuilder::add_broadcast(const std::string& name, Value a, Value b) {
 
   // Saves nothing. a receives the output's gradient itself; b its sum over the repeats
   // (sum_to_size), into a new buffer of b's shape.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (a_rg) contribute(a, g, name);
@@ -306,7 +306,7 @@ Value ModelBuilder::softmax(const std::string& name, Value x) {
   const bool rg = values_[x.id].requires_grad;
   const Value y = new_value(name + ".out", shape(x), rg);
   emit(name, "softmax", {buffer(x)}, {buffer(y)}, {}, kSoftmaxForwardFlops * elements);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -332,7 +332,7 @@ std::vector<Value> ModelBuilder::split(const std::string& name, Value x, int par
   for (int i = 0; i < parts; ++i) out.push_back(alias(x, {s[0], s[1] / parts}, rg));
 
   // SplitBackward concatenates the parts' gradients (zeros for a part without one).
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     std::vector<BufferId> grads;
     for (Value v : out)
       if (has_grad(v)) grads.push_back(take_grad(v));
@@ -348,7 +348,7 @@ Value ModelBuilder::select(const std::string& name, Value x, Shape view) {
   if (element_count(view) > element_count(shape(x)))
     throw std::invalid_argument(fmt::format("layer '{}': the view is larger than its base", name));
   const Value y = alias(x, std::move(view), values_[x.id].requires_grad);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -368,7 +368,7 @@ Value ModelBuilder::rotary(const std::string& name, Value x, Value cos, Value si
        kRotaryFlops * elements);
   // x * cos + rotate_half(x) * sin: the products save only the tables (they need no
   // gradient); x itself is not kept.
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;

@@ -47,7 +47,7 @@ OpId ModelBuilder::emit_comm(std::string name, std::string_view kind, std::vecto
 
 void ModelBuilder::comm_backward(const std::string& name, Value x, Value y, std::string_view kind,
                                  std::uint64_t message_bytes, const char* group) {
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -59,7 +59,7 @@ void ModelBuilder::comm_backward(const std::string& name, Value x, Value y, std:
 
 Value ModelBuilder::tp_copy(const std::string& name, Value x) {
   const Value y = alias(x, shape(x), values_[x.id].requires_grad);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
@@ -73,7 +73,7 @@ Value ModelBuilder::tp_copy(const std::string& name, Value x) {
 Value ModelBuilder::tp_reduce(const std::string& name, Value x) {
   const Value y = alias(x, shape(x), values_[x.id].requires_grad);
   emit_comm(name, "all_reduce", {}, {}, {buffer(x)}, trace_.buffers[buffer(x)].bytes);
-  tape_.push_back([=, this] {
+  record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (values_[x.id].requires_grad) contribute(x, g, name);

@@ -214,9 +214,12 @@ Value blocks(const Stack& s, const std::string& prefix, Value x) {
   const bool full = s.m.settings().full_recompute;
   for (std::int64_t i = 0; i < s.arch.layers; ++i) {
     s.m.set_trainable(s.m.settings().finetune.trains_layer(i));
+    const std::string layer = fmt::format("{}{}", prefix, i);
+    s.m.begin_unit(layer, /*layer=*/true);
     if (full) s.m.begin_recompute();
-    x = block(s, fmt::format("{}{}.", prefix, i), x, moe != nullptr && i >= moe->first_dense);
+    x = block(s, layer + ".", x, moe != nullptr && i >= moe->first_dense);
     if (full) s.m.end_recompute(x);
+    s.m.end_unit();
   }
   s.m.set_trainable(s.m.settings().finetune.trains_final_norm());
   return x;
