@@ -948,10 +948,11 @@ Summary Simulation::run() {
   summary_.platform = platform_.name;
   summary_.policy = planned_.label;
   summary_.ops_total = trace_.ops.size();
+  summary_.tiers.reserve(platform_.tiers.size());
   for (std::size_t t = 0; t < platform_.tiers.size(); ++t)
     summary_.tiers.push_back({platform_.tiers[t].name, std::string(to_string(platform_.tiers[t].role)),
                               memory_.usage(t), memory_.allocator(t).tile_peaks()});
-  return summary_;
+  return std::move(summary_);  // run() is the simulation's last act: its tiers are not copied
 }
 
 }  // namespace

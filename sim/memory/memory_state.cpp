@@ -7,6 +7,8 @@ namespace memsim {
 MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace,
                          const std::vector<std::uint64_t>& caps)
     : trace_(trace), placement_(trace.buffers.size()) {
+  allocators_.reserve(platform.tiers.size());
+  usage_.reserve(platform.tiers.size());
   for (std::size_t i = 0; i < platform.tiers.size(); ++i) {
     const TierSpec& t = platform.tiers[i];
     const std::uint64_t cap = i < caps.size() ? std::min(caps[i], t.capacity_bytes) : t.capacity_bytes;

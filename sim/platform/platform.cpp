@@ -454,7 +454,8 @@ PlatformSpec load_platform(const ConfigNode& root) {
   // devices and tiers and 60,000 links, and a search of the lists for each made loading it
   // take minutes.
   std::unordered_set<std::string> device_seen, tier_seen, switch_seen, link_seen;
-  for (std::uint32_t k = 0; k < p.nodes; ++k)
+  const std::size_t devices_before = p.devices.size(), tiers_at_start = p.tiers.size();
+  for (std::uint32_t k = 0; k < p.nodes; ++k) {
     for (const auto& [name, dev] : devices.entries()) {
       const std::string renamed = device_name(name, k);
       if (device_seen.count(renamed))
@@ -464,6 +465,13 @@ PlatformSpec load_platform(const ConfigNode& root) {
       device_seen.insert(renamed);
       for (std::size_t t = tiers_before; t < p.tiers.size(); ++t) tier_seen.insert(p.tiers[t].name);
     }
+    if (k == 0 && p.nodes > 1) {
+      // Every node holds what the first does: room for all of them at once, not the doubling
+      // of a growing vector (which kept up to twice the 16,384 GPUs' devices and tiers).
+      p.devices.reserve(devices_before + (p.devices.size() - devices_before) * p.nodes);
+      p.tiers.reserve(tiers_at_start + (p.tiers.size() - tiers_at_start) * p.nodes);
+    }
+  }
   if (p.compute_devices().empty())
     devices.fail("no device has a compute tier (a tier with role: compute)");
   auto add_switch = [&](const ConfigNode& at, const std::string& name) {
@@ -513,6 +521,8 @@ PlatformSpec load_platform(const ConfigNode& root) {
     out.resize(2);
     return out;
   };
+  p.links.reserve(p.links.size() + (links ? links->entries().size() * p.nodes : 0) +
+                  (fabric_links ? fabric_links->entries().size() * p.nodes : 0));
   for (std::uint32_t k = 0; k < p.nodes; ++k)
     if (links)
       for (const auto& [name, n] : links->entries()) {
