@@ -390,10 +390,11 @@ class ModelBuilder {
   /// `out` is the region's output: a region that needs no gradient is not run again.
   void begin_recompute();
   void end_recompute(Value out);
-  /// The ops (forward, backward and the optimizer's steps of its parameters) built between begin_unit() and end_unit() belong to the module `name` (Trace::units),
-  /// one of the model's repeated layers when `layer`: what ZeRO-3 gathers as one and the
-  /// pipeline splits between, whatever the ops are named. Outside a unit, an op's module is
-  /// its name's (assign_units_from_names).
+  /// The ops (forward, backward and the optimizer's steps of its parameters) built between
+  /// begin_unit() and end_unit() belong to the module `name` (Trace::units), one of the
+  /// model's repeated layers when `layer`: what ZeRO-3 gathers as one and the pipeline splits
+  /// between, whatever the ops are named. Outside a unit, an op's module is its name's
+  /// (assign_units_from_names).
   void begin_unit(const std::string& name, bool layer);
   void end_unit();
 
