@@ -42,8 +42,11 @@ def doc_commands():
     out = []
     for path in files:
         with open(path, encoding="utf-8") as f:
-            for line in f:
-                m = pattern.match(line.rstrip("\n"))
+            lines = iter(f.read().splitlines())
+            for line in lines:
+                while line.endswith("\\"):  # continued on the next line
+                    line = line[:-1] + next(lines, "").strip()
+                m = pattern.match(line)
                 if not m:
                     continue
                 args = (m.group(1) or "").strip()

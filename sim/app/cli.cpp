@@ -86,7 +86,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
             const OutputChoice& outputs, std::size_t max_events, const std::string& trace_format,
             bool devices_given, const std::string& only_devices,
             const ImportOptions& import, const std::string& durations, bool explain, bool advice,
-            bool progress) {
+            bool progress, bool exact) {
   RunCommand command;
   if (positional.size() == 1) {
     if (names_a_platform(positional[0]))
@@ -110,6 +110,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   command.advice = advice;
   command.advice_dir = out_dir;
   command.progress = progress;
+  command.exact = exact;
   // The step, its plan and its records go with the process, not piece by piece: a million
   // ops would spend a second in destructors. Still reachable, so no leak to report.
   static RunOutcome* const outcome = new RunOutcome();
@@ -724,6 +725,10 @@ int cli_main(int argc, char** argv) {
   run->add_flag("--quiet,-q", quiet,
                 "no progress line on standard error (there is one for a run of more than a few seconds "
                 "when standard error is a terminal)");
+  bool exact = false;
+  run->add_flag("--exact", exact,
+                "every op its own event in SimGrid: no summing of the ops a stream runs while no other "
+                "stream can act (slower; the same result but for the last bits of rounding)");
   bool explain = false;
   run->add_flag("--explain", explain,
                 "after the summary, every buffer live at each tier's peak, by layer and category");
@@ -836,7 +841,7 @@ int cli_main(int argc, char** argv) {
       return cmd_run(positional, policy, sets, out_dir, json, parse_outputs(outputs, events), max_events,
                      trace_format, run->count("--devices") > 0,
                      only_devices, import, durations, explain, !no_advice && (advice || !json),
-                     !quiet && ::isatty(STDERR_FILENO));
+                     !quiet && ::isatty(STDERR_FILENO), exact);
     if (explain_cmd->parsed()) return cmd_explain(target.empty() ? "out" : target);
     if (info->parsed()) {
       if (op_kinds) {

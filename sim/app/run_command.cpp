@@ -163,6 +163,7 @@ void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& ho
   inputs.platform = std::move(platform);
   inputs.stream = hooks.stream;
   inputs.explain_peaks = false;
+  inputs.exact = command.exact;
   auto line = std::make_shared<ProgressLine>();
   if (command.progress)
     inputs.progress = [line](std::uint64_t done, std::uint64_t total, double at_s) { line->show(done, total, at_s); };

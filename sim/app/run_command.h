@@ -46,6 +46,8 @@ struct RunCommand {
   /// A progress line on standard error for a run of more than a few seconds (ops run,
   /// simulated time, rate), rewritten in place and cleared at the end: for a terminal.
   bool progress = false;
+  /// --exact: every op its own SimGrid activity (what the engine's deferral is checked against).
+  bool exact = false;
 };
 
 /// What a run gave: the pipeline's result, and its inputs (the platform it ran on), kept in

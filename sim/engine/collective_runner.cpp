@@ -130,7 +130,7 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
   const double t0 = driver.now_s();
   if (++rv.arrived < group.simulated) {
     // The others run it when the last member arrives: NCCL's kernel waits for its peers.
-    while (!rv.done && !driver.stopped()) driver.wait_for_change();
+    while (!rv.done && !driver.stopped()) driver.wait_until([&] { return rv.done; });
   } else {
     const CollectiveModel& model = platform_.collectives;
     const CollectiveAlgorithm& algorithm =

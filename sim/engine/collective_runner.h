@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "sim/collectives/collectives.h"
+#include "sim/core/condition.h"
 #include "sim/engine/sg_platform.h"
 #include "sim/platform/platform.h"
 #include "sim/workload/trace.h"
@@ -24,7 +25,8 @@ class CollectiveRunner {
     virtual double now_s() const = 0;
     /// Executes the time the calling stream deferred, before it blocks.
     virtual void flush() = 0;
-    virtual void wait_for_change() = 0;
+    /// Blocks the calling stream until `done` holds (or the run stopped).
+    virtual void wait_until(Condition done) = 0;
     virtual void notify() = 0;
     virtual bool stopped() const = 0;
     /// Throws the error of `op` ending at `end_s`, past the engine's horizon, when it is.

@@ -70,8 +70,9 @@ std::vector<std::uint64_t> with_reserved(std::vector<std::uint64_t> caps,
 // the machine's Memory, with allocators, copy engines and SimGrid's clock.
 class Simulation final : public RuntimeView, private exec::Memory, private CollectiveRunner::Driver {
  public:
-  Simulation(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder)
-      : platform_(ctx.platform),
+  Simulation(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact)
+      : exact_(exact),
+        platform_(ctx.platform),
         trace_(ctx.trace),
         planned_(planned),
         runtime_(planned.hooks ? *planned.hooks : no_hooks_),
@@ -98,8 +99,9 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   // Never earlier than a time already handed out: executing deferred time as one SimGrid
   // activity can land a rounding error short of the sum it stands for.
   double now_s() const override {
-    latest_s_ = std::max(latest_s_, sg4::Engine::get_clock() + deferred_s_);
-    return latest_s_;
+    Lane& l = lane();
+    l.latest_s = std::max(l.latest_s, sg4::Engine::get_clock() + l.deferred_s);
+    return l.latest_s;
   }
   const Trace& trace() const override { return trace_; }
   const Liveness& liveness() const override { return liveness_; }
@@ -164,7 +166,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   bool allocate(std::size_t tier, std::uint64_t bytes, const OomSite& site,
                 const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
   void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
-  void wait_for_change() override;
+  void wait_until(Condition done) override;
   void notify() override;
   void report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
@@ -192,9 +194,10 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
                                  format_seconds(kHorizonS)));
   }
   void record_stall(double t0, const OomSite& site, BufferId b, std::uint64_t bytes, std::size_t tier);
-  bool can_defer() const { return streams_.size() == 1 && copies_in_flight_ == 0; }
+  bool can_defer(double end_s) const;
   void flush() override;
 
+  const bool exact_;  // no deferral: every op its own SimGrid activity
   const PlatformSpec& platform_;
   const Trace& trace_;
   const PlanResult& planned_;
@@ -230,20 +233,33 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   sg4::MutexPtr mutex_;
   sg4::ConditionVariablePtr changed_;
   int waiters_ = 0;
-  std::uint64_t changes_ = 0;  // notify() calls so far
 
   // Each stream's actor: the op it runs or last ran, and whose time its waits are (its actor's
   // data points at its lane). Streams run at once: one current op shared by all of them made a
   // demand copy on one stream name another stream's op, and a runtime policy then evict the
   // very buffer the copy was for (capuchin on Mixtral with expert parallelism went round
   // swapping one gradient out and in for ever); a copy's stall was charged to stream 0.
+  //
+  // A lane also says when its stream acts next, for the others' deferral (can_defer): its
+  // time executing or sleeping ends (`until`), or what it waits for (`waiting`, its test),
+  // or kActing: it yielded to SimGrid elsewhere (a collective's flows, a lock), at a time
+  // not known here. Deferred time (`deferred_s`) is the stream's own; so is its clock.
+  static constexpr double kActing = -std::numeric_limits<double>::infinity();
+  // Past this many streams (a per-rank run of many ranks), the test over all of them per op
+  // would cost more than the activities it saves: no deferral.
+  static constexpr std::size_t kMostDeferringLanes = 64;
   struct Lane {
     OpId op = 0;
     std::uint32_t device = 0, stream = 0;
+    double deferred_s = 0;
+    double latest_s = 0;  // the latest time now_s() returned to this stream
+    double until = kActing;
+    const Condition* waiting = nullptr;
+    bool done = false;
   };
   std::vector<Lane> lanes_;
   std::vector<std::int32_t> pins_;  // per buffer: ops begun and not finished that touch it
-  mutable Lane outside_;  // outside the streams' actors
+  mutable Lane outside_;  // outside the streams' actors (copies, SimGrid's maestro)
   Lane& lane() const {
     if (const sg4::Actor* self = sg4::Actor::self())
       if (Lane* l = self->get_data<Lane>()) return *l;
@@ -255,12 +271,11 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     const Lane& l = lane();
     return {kind, op, l.device, l.stream, b, to};
   }
-  // Fast path: while one stream runs alone (no other stream, no copy in flight) nothing can
+  // Fast path: while no other stream can act before an op of this stream ends, nothing can
   // observe the clock between its ops, so their durations are summed and executed as one
-  // SimGrid activity when something could (a copy, a wait, the end). now_s() includes the
-  // deferred time, so every event and memory change carries its exact simulated time.
-  double deferred_s_ = 0;
-  mutable double latest_s_ = 0;  // the latest time now_s() returned
+  // SimGrid activity when something could (another stream's next act, a copy, a wait, the
+  // end). now_s() includes the deferred time, so every event and memory change carries its
+  // exact simulated time, and everything still happens in the order of simulated time.
   int copies_in_flight_ = 0;
   std::size_t max_actors_ = 0;  // streams and copies at once (actor_limit())
   std::vector<int> leaving_;   // per tier: copies out of it under way
@@ -431,27 +446,66 @@ void Simulation::record_stall(double t0, const OomSite& site, BufferId b, std::u
 }
 
 void Simulation::flush() {
-  if (deferred_s_ <= 0) return;
-  const double d = deferred_s_;
-  deferred_s_ = 0;  // while it executes, others see SimGrid's own clock
+  Lane& l = lane();
+  if (l.deferred_s <= 0) return;
+  const double d = l.deferred_s;
+  l.deferred_s = 0;  // while it executes, its clock is SimGrid's own
+  l.until = sg4::Engine::get_clock() + d;
   sg4::this_actor::execute(d * kHostSpeed);
+  l.until = kActing;
+}
+
+// An op of the calling stream, ending at end_s, may be deferred when no other stream can act
+// before it ends: every other stream has finished, or waits for something that does not
+// hold yet (only a notify() can free it, and the notifier flushes first), or executes or
+// sleeps past end_s on another device (two streams of one device share its SimGrid host, so
+// one running there runs slower while this one executes). A stream that yielded elsewhere
+// (a collective's flows), a copy in flight, or an end too close to another's to order them
+// apart: no. Thus every act of every stream happens in the order of simulated time, as
+// without deferral, and only the clock's rounding differs.
+bool Simulation::can_defer(double end_s) const {
+  if (exact_ || copies_in_flight_ > 0) return false;
+  if (streams_.size() == 1) return true;
+  if (lanes_.size() > kMostDeferringLanes) return false;
+  const Lane& me = lane();
+  const double tie = 1e-12 * std::max(1.0, std::abs(end_s));
+  for (const Lane& l : lanes_) {
+    if (&l == &me || l.done) continue;
+    if (l.waiting) {
+      if (stopped_ || (*l.waiting)()) return false;
+      continue;
+    }
+    if (l.device == me.device || !(end_s + tie < l.until)) return false;
+  }
+  return true;
 }
 
 void Simulation::notify() {
-  ++changes_;
-  if (waiters_ > 0) changed_->notify_all();
+  if (waiters_ == 0) return;
+  // Wake the waiters only when one of them can go on, after the notifier's deferred time:
+  // the woken act at the notifier's time.
+  bool any = stopped_;
+  for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
+    any = lanes_[i].waiting && (*lanes_[i].waiting)();
+  if (!any) return;
+  flush();
+  changed_->notify_all();
 }
 
-void Simulation::wait_for_change() {
-  // Flushing and taking the mutex may yield to other actors: a change made meanwhile is not
-  // waited for (a notify_all while this actor is not yet waiting would be lost).
-  const std::uint64_t seen = changes_;
+void Simulation::wait_until(Condition done) {
   flush();
+  if (stopped_ || done()) return;
+  Lane& l = lane();
+  // Taking the mutex may yield to other actors: what they change meanwhile is seen below,
+  // before this actor waits (SimGrid's actors do not run between the test and the wait).
   std::unique_lock lock(*mutex_);
-  if (changes_ != seen) return;
-  ++waiters_;
-  changed_->wait(lock);
-  --waiters_;
+  while (!stopped_ && !done()) {
+    l.waiting = &done;
+    ++waiters_;
+    changed_->wait(lock);
+    --waiters_;
+    l.waiting = nullptr;
+  }
 }
 
 void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site) {
@@ -504,7 +558,8 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const OomSite& 
       // them before calling it an OOM.
       if (leaving_[tier] > 0 || arriving_[tier] > 0) {
         const double t0 = now_s();
-        while ((leaving_[tier] > 0 || arriving_[tier] > 0) && !stopped_) wait_for_change();
+        while ((leaving_[tier] > 0 || arriving_[tier] > 0) && !stopped_)
+          wait_until([&] { return leaving_[tier] == 0 && arriving_[tier] == 0; });
         stall(t0);
         continue;
       }
@@ -514,7 +569,7 @@ bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const OomSite& 
     for (const Action& a : actions) apply(a);
     const double t0 = now_s();
     for (const Action& a : actions)
-      while (residency_.in_flight(a.id) && !stopped_) wait_for_change();
+      while (residency_.in_flight(a.id) && !stopped_) wait_until([&] { return !residency_.in_flight(a.id); });
     stall(t0);
   }
   return false;
@@ -688,11 +743,14 @@ void Simulation::wait_for_host(const Op& op) {
   const double now = now_s();
   if (!(issued > now)) return;
   if (!(issued <= kHorizonS)) past_horizon(issued, op.id);
-  if (can_defer()) {
-    deferred_s_ += issued - now;
+  if (can_defer(issued)) {
+    lane().deferred_s += issued - now;
   } else {
     flush();
+    Lane& l = lane();
+    l.until = issued;
     sg4::this_actor::sleep_until(issued);
+    l.until = kActing;
   }
 }
 
@@ -718,10 +776,9 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   if (!(t0 + durations_[op.id] <= kHorizonS)) past_horizon(t0 + durations_[op.id], op.id);
   // A collective running on this device holds part of its SMs (CollectiveModel::sm_share).
   const double slowdown = collectives_->slowdown(op.device);
-  if (can_defer())
-    deferred_s_ += durations_[op.id] * slowdown;
-  else
-    sg4::this_actor::execute(durations_[op.id] * slowdown * kHostSpeed);
+  // Deferred, or executed as one SimGrid activity with the stream's deferred time before it.
+  lane().deferred_s += durations_[op.id] * slowdown;
+  if (!can_defer(t0 + durations_[op.id] * slowdown)) flush();
   const double t1 = now_s();
   emit({recompute ? EventKind::recompute : EventKind::compute, t0, t1, site.device, site.stream,
         op.id, kNoId, 0, kNoId, kNoId});
@@ -840,6 +897,7 @@ void Simulation::run_stream(const Stream& s) {
   run_steps(s);
   flush();  // the stream ends at its true time, also after an OOM
   stream_at_[static_cast<std::size_t>(&s - streams_.data())] = kNoOp;
+  lanes_[static_cast<std::size_t>(&s - streams_.data())].done = true;
   ++streams_done_;
 }
 
@@ -957,8 +1015,8 @@ Summary Simulation::run() {
 
 }  // namespace
 
-Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder) {
-  Simulation sim(ctx, planned, recorder);
+Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact) {
+  Simulation sim(ctx, planned, recorder, exact);
   return sim.run();
 }
 

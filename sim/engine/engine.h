@@ -18,6 +18,11 @@ namespace memsim {
 /// is the pipeline around it. SimGrid's engine is a process singleton: call this at most
 /// once per process. Throws InputError for a trace that does not fit the platform (unknown
 /// device, no rate), PolicyError for a plan that breaks the rules of memory.
-Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder);
+///
+/// `exact`: every op is its own SimGrid activity. By default a stream that no other can
+/// interrupt before its op ends sums the op's time with the ones around it and hands SimGrid
+/// the sum (docs/parallel.md, "How fast"): the same events in the same order, their times
+/// equal but for the last bits of rounding; `exact` is what that is checked against.
+Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact = false);
 
 }  // namespace memsim

@@ -22,6 +22,7 @@
 
 #include <fmt/format.h>
 
+#include "sim/core/condition.h"
 #include "sim/core/error.h"
 #include "sim/workload/analysis.h"
 #include "sim/workload/trace.h"
@@ -53,9 +54,9 @@ class Memory {
   /// Whether `b` is readable in `tier`; whether it is in any tier.
   virtual bool resident(BufferId b, std::size_t tier) const = 0;
   virtual bool placed(BufferId b) const = 0;
-  /// Blocks until something changes: a copy lands, another stream finishes an op. Only
-  /// called while a buffer is being produced elsewhere or copied.
-  virtual void wait_for_change() {}
+  /// Blocks until `done` holds (or the run stopped): a copy lands, another stream finishes
+  /// an op. Only called while a buffer is being produced elsewhere or copied.
+  virtual void wait_until(Condition done) { (void)done; }
   /// The clock, for the stall of a read that waits for memory.
   virtual double clock() const { return 0; }
   /// Starts bringing `b` (placed elsewhere) into `tier`: its reader waits for all of it.
@@ -181,12 +182,12 @@ bool Residency<M>::make_resident(BufferId b, const Site& site, const Op& op) {
   bool memory_wait = false;
   while (!memory_.stopped()) {
     if (several_ && update_pending(b, op)) {
-      memory_.wait_for_change();
+      memory_.wait_until([&] { return !update_pending(b, op); });
       t0 = memory_.clock();  // waiting for another stream's work is a dependency, not a stall
     } else if (!ready_[b] || in_flight_[b]) {
       const bool produced = ready_[b] != 0;
       memory_wait |= in_flight_[b] != 0;
-      memory_.wait_for_change();
+      memory_.wait_until([&] { return ready_[b] && !in_flight_[b]; });
       if (!produced) t0 = memory_.clock();
     } else if (!memory_.resident(b, site.tier)) {
       if (!memory_.placed(b)) {
@@ -215,7 +216,7 @@ bool Residency<M>::run(const Op& op, const Site& site, bool recompute) {
     for (OpId w : op.waits_for)
       while (!op_done_[w]) {
         if (memory_.stopped()) return false;
-        memory_.wait_for_change();
+        memory_.wait_until([&] { return op_done_[w] != 0; });
       }
   for (BufferId b : op.reads()) {
     if (!make_resident(b, site, op)) return false;

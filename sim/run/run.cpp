@@ -290,7 +290,7 @@ void run(RunInputs&& in, RunResult& out) {
     out.recorder.report_progress([&in, total = out.trace.ops.size()](std::uint64_t done, double at_s) {
       in.progress(done, total, at_s);
     });
-  out.summary = simulate(ctx, planned, out.recorder);
+  out.summary = simulate(ctx, planned, out.recorder, in.exact);
   out.recorder.report_progress({});
   out.recorder.flush_stream();
   out.recorder.stream_to(nullptr);

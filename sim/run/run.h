@@ -54,6 +54,8 @@ struct RunInputs {
   /// Told every few thousand events how many ops have run, of how many, and the simulated
   /// time (a terminal's progress line); empty: none.
   std::function<void(std::uint64_t ops_done, std::uint64_t ops_total, double simulated_s)> progress;
+  /// Every op its own SimGrid activity (simulate()'s `exact`): slower, for checking.
+  bool exact = false;
 };
 
 struct RunResult {

@@ -378,6 +378,13 @@ class Pipeliner {
     out.parallel.ep = s_.ep;
     out.parallel.dp_replicas = s_.dp_replicas();
     std::set<std::string> defined;
+    std::size_t ops = 0, buffers = 0;
+    for (const std::uint32_t r : simulated) {
+      ops += stages[mesh_.coord(r, "pp")].ops.size();
+      buffers += stages[mesh_.coord(r, "pp")].buffers.size();
+    }
+    out.ops.reserve(ops);
+    out.buffers.reserve(buffers);
     for (const std::uint32_t r : simulated) {
       const std::uint32_t stage = mesh_.coord(r, "pp");
       const Trace& t = stages[stage];
