@@ -137,6 +137,7 @@ class Residency {
   std::vector<std::uint8_t> dropped_;           // released before its last use
   std::vector<std::uint8_t> op_done_;           // ran (not counting re-runs)
   Updaters updaters_;
+  mutable std::vector<std::uint32_t> done_updates_;  // per buffer: its first updates, all done
 };
 
 
@@ -159,18 +160,21 @@ Residency<M>::Residency(const Trace& trace, M& memory, std::string who)
       free_on_arrival_(trace.buffers.size(), 0),
       dropped_(trace.buffers.size(), 0),
       op_done_(trace.ops.size(), 0),
-      updaters_(memsim::updaters(trace)) {}
+      updaters_(memsim::updaters(trace)),
+      done_updates_(trace.buffers.size(), 0) {}
 
 // An op reads what the in-place updates issued before it wrote: with several streams, one
 // may still be under way elsewhere (a gradient accumulated on the GPU, read by a step on the
 // host). Updaters are in issue order and few per buffer.
 template <class M>
 bool Residency<M>::update_pending(BufferId b, const Op& op) const {
-  for (OpId u : updaters_[b]) {
-    if (u >= op.id) break;
-    if (!op_done_[u]) return true;
-  }
-  return false;
+  // The first update of b not yet done: those before it are done for good, so the search
+  // starts where the last one stopped (a gradient accumulated over 192 micro-batches has 192
+  // updates, and a stream waiting for them is asked after every op).
+  const std::span<const OpId> us = updaters_[b];
+  std::uint32_t& from = done_updates_[b];
+  while (from < us.size() && op_done_[us[from]]) ++from;
+  return from < us.size() && us[from] < op.id;
 }
 
 template <class M>

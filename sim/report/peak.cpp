@@ -193,6 +193,7 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
   }
   std::unordered_map<std::string_view, std::size_t> slot_of;
   for (std::size_t k = 0; k < op_devices.size(); ++k) slot_of.emplace(platform.devices[op_devices[k]].name, k);
+  std::map<double, const Event*> every_at;
   for (std::size_t t = 0; t < summary.tiers.size() && t < platform.tiers.size(); ++t) {
     const TierSummary& tier = summary.tiers[t];
     PeakReport& peak = summary.peaks[t];
@@ -239,8 +240,15 @@ void explain_peaks(Summary& summary, const Recorder& recorder, const Trace& trac
     // The op on the tier's own device; a tier of a device that runs no ops (host DRAM
     // filled by swaps) takes the op running on any device.
     const auto at = slot_of.find(platform.tiers[t].device);
-    const Event* e = op_at(at == slot_of.end() ? every : by_slot[at->second], tier.usage.peak_time_s);
-    if (!e && at != slot_of.end()) e = op_at(every, tier.usage.peak_time_s);
+    // Every device's events: once per time asked (the tiers of a large platform's devices
+    // that run nothing all peak at 0, and each search is a pass over the whole step).
+    auto in_every = [&](double when) {
+      const auto [it, fresh] = every_at.try_emplace(when, nullptr);
+      if (fresh) it->second = op_at(every, when);
+      return it->second;
+    };
+    const Event* e = at == slot_of.end() ? in_every(tier.usage.peak_time_s) : op_at(by_slot[at->second], tier.usage.peak_time_s);
+    if (!e && at != slot_of.end()) e = in_every(tier.usage.peak_time_s);
     if (e && e->op != kNoOp) {
       const Op& op = trace.ops[e->op];
       peak.op = op.id;
