@@ -231,10 +231,9 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
 
   SgPlatform sg_;  // hosts, routes and copy engines in SimGrid
   sg4::MutexPtr mutex_;
-  sg4::ConditionVariablePtr changed_;  // what an actor outside the streams waits on
-  int waiters_ = 0;                    // streams waiting, each on its lane's own `wake`
-  int outside_waiters_ = 0;
-  std::uint64_t waits_ = 0;  // waits begun so far
+  sg4::ConditionVariablePtr changed_;
+  int waiters_ = 0;
+  int outside_waiters_ = 0;  // of them, actors outside the streams
 
   // Each stream's actor: the op it runs or last ran, and whose time its waits are (its actor's
   // data points at its lane). Streams run at once: one current op shared by all of them made a
@@ -257,8 +256,6 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     double latest_s = 0;  // the latest time now_s() returned to this stream
     double until = kActing;
     const Condition* waiting = nullptr;
-    sg4::ConditionVariablePtr wake;  // what the stream waits on
-    std::uint64_t since = 0;         // when it began to wait (Simulation::waits_ then)
     bool done = false;
   };
   std::vector<Lane> lanes_;
@@ -485,24 +482,23 @@ bool Simulation::can_defer(double end_s) const {
 }
 
 void Simulation::notify() {
-  if (waiters_ == 0 && outside_waiters_ == 0) return;
-  // Wake only the streams that can go on, in the streams' order, after the notifier's
-  // deferred time: the woken act at the notifier's time.
-  auto can_go = [&](const Lane& l) { return l.waiting && (stopped_ || (*l.waiting)()); };
-  if (outside_waiters_ == 0 && std::none_of(lanes_.begin(), lanes_.end(), can_go)) return;
+  if (waiters_ == 0) return;
+  // Wake the waiters only when one of them can go on (or one outside the streams waits,
+  // whose test is not kept), after the notifier's deferred time: the woken act at the
+  // notifier's time. All of them, in the order they began to wait, as before the tests
+  // were kept: a condition variable per stream, woken one by one, made the streams of the
+  // rank whose arrival ran a collective order their acts at its end otherwise than its
+  // peers' did, and a symmetric run then differed from the per-rank run it stands for.
+  bool any = stopped_ || outside_waiters_ > 0;
+  for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
+    any = lanes_[i].waiting && (*lanes_[i].waiting)();
+  if (!any) return;
   flush();
-  // In the order they began to wait, as one shared condition variable would wake them: a
-  // communication stream that waited for its collective goes on before the compute stream
-  // that then waited for the collective's output, on every rank alike (on the rank whose
-  // arrival ran the collective, its communication stream went on without waiting).
-  // Each notify_one is a simcall, after which another actor may run and notify: the list is
-  // this call's own.
-  std::vector<Lane*> woken;
-  for (Lane& l : lanes_)
-    if (can_go(l)) woken.push_back(&l);
-  std::sort(woken.begin(), woken.end(), [](const Lane* a, const Lane* b) { return a->since < b->since; });
-  for (Lane* l : woken) l->wake->notify_one();
-  if (outside_waiters_ > 0) changed_->notify_all();
+  // Every waiter wakes and acts now, also one whose test does not hold yet (it tests again
+  // and waits again): until it does, it is no longer waiting for the others' deferral, which
+  // would otherwise run ahead and change what it is about to test.
+  for (Lane& l : lanes_) l.waiting = nullptr;
+  changed_->notify_all();
 }
 
 void Simulation::wait_until(Condition done) {
@@ -512,19 +508,15 @@ void Simulation::wait_until(Condition done) {
   // Taking the mutex may yield to other actors: what they change meanwhile is seen below,
   // before this actor waits (SimGrid's actors do not run between the test and the wait).
   std::unique_lock lock(*mutex_);
+  const bool outside = &l == &outside_;  // not a stream's actor: its test is not kept
   while (!stopped_ && !done()) {
-    if (&l == &outside_) {  // not a stream's actor: woken by every change that wakes any
-      ++outside_waiters_;
-      changed_->wait(lock);
-      --outside_waiters_;
-      continue;
-    }
-    l.waiting = &done;
-    l.since = ++waits_;
+    if (outside) ++outside_waiters_;
+    else l.waiting = &done;
     ++waiters_;
-    l.wake->wait(lock);
+    changed_->wait(lock);
     --waiters_;
-    l.waiting = nullptr;
+    if (outside) --outside_waiters_;
+    else l.waiting = nullptr;
   }
 }
 
@@ -988,12 +980,7 @@ Summary Simulation::run() {
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
   lanes_.clear();
-  for (const Stream& s : streams_) {
-    Lane& l = lanes_.emplace_back();
-    l.device = s.device;
-    l.stream = s.stream;
-    l.wake = sg4::ConditionVariable::create();
-  }
+  for (const Stream& s : streams_) lanes_.push_back({0, s.device, s.stream});
   pins_.assign(trace_.buffers.size(), 0);
   max_actors_ = actor_limit();
   if (streams_.size() >= max_actors_) throw InputError(too_many_actors(trace_.name, streams_.size(), 0, max_actors_, 0));

@@ -138,6 +138,11 @@ TEST(Parallel, DeferredOpsGiveTheEventsOfTheExactRunInTheSameOrder) {
   // The engine sums the ops a stream runs while no other stream can act before they end, and
   // hands SimGrid the sum; --exact makes every op its own activity. Every event, every
   // memory sample and the summary must be the same, in the same order, but for rounding.
+  const std::string tiny = temp_dir("defer_tiny") + ".yaml";
+  std::ofstream(tiny) << "model: gpt\nlayers: 4\nhidden: 128\nheads: 8\nvocab: 512\nseq_len: 64\nbatch: 2\n"
+                         "dtype: bf16\nmixed_precision: true\noptimizer: adam\nmax_positions: 64\n"
+                         "parallel: {tp: 1, pp: 2, dp: 2, schedule: interleaved, virtual_stages: 2, micro_batches: 2, "
+                         "zero: 0, fused_accumulation: true}\n";
   const std::vector<std::string> runs = {
       // a pipeline of 8 ranks simulated each: 16 streams, sends, receives and TP collectives
       "run dgx-h100 gpt2-medium --set parallel.pp=2 --set parallel.tp=2 --set parallel.dp=2 "
@@ -149,6 +154,10 @@ TEST(Parallel, DeferredOpsGiveTheEventsOfTheExactRunInTheSameOrder) {
       "run dgx-a100 bert-base --set workload.batch=8 --set parallel.dp=8 --set parallel.zero=3",
       // copies in flight and an optimizer step on the host
       "run dgx-a100 gpt2-medium --policy zero-offload --set parallel.dp=2",
+      // an interleaved pipeline whose data-parallel all-reduce waits for the last gradient
+      // update: a stream woken with the others but not free to go on must not let another
+      // run ahead of it (it started its all-reduce an op early)
+      "run dgx-h100 " + tiny,
   };
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::string fast = temp_dir("defer_" + std::to_string(i)), exact = temp_dir("exact_" + std::to_string(i));
