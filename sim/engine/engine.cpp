@@ -225,6 +225,17 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   std::vector<double> issued_s_;
   std::vector<double> host_at_, host_sum_at_;
   bool host_clock_ = false;
+  // The host's synchronizing calls: a run of consecutive ops of `sync_after` kinds in a
+  // device's program order is one call (Megatron's batch_isend_irecv of a step's sends and
+  // receives, then torch.cuda.synchronize()). Per op, the call before it in program order
+  // whose ops must all have ended before the host issues it (kNoCall: none); per call, its
+  // ops, in sync_ops_[sync_from_[c], sync_from_[c + 1]).
+  static constexpr std::uint32_t kNoCall = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> sync_gate_;
+  std::vector<std::uint32_t> sync_from_;
+  std::vector<OpId> sync_ops_;
+  std::vector<std::uint8_t> ended_;  // per op: ended (its first run)
+  bool call_ended(std::uint32_t call) const;
   void wait_for_host(const Op& op);
   void setup_host_clock();
   void host_after(const Op& op);
@@ -742,15 +753,48 @@ void Simulation::setup_host_clock() {
     host_at_[slot] = platform_.devices[compute_devices_[slot]].host.per_step_s;
   std::vector<double> sum(compute_devices_.size(), 0.0);
   issued_s_.assign(trace_.ops.size(), 0.0);
+  sync_gate_.assign(trace_.ops.size(), kNoCall);
+  ended_.assign(trace_.ops.size(), 0);
+  // Per device: the call its last op belongs to (kNoCall: that op synchronizes nothing), and
+  // the last call before that.
+  std::vector<std::uint32_t> open(compute_devices_.size(), kNoCall), gate(compute_devices_.size(), kNoCall);
   for (const Op& op : trace_.ops) {
     if (op.device >= compute_devices_.size()) continue;
-    sum[op.device] += host_time(platform_.devices[compute_devices_[op.device]].host, op.kind);
+    const HostOverhead& host = platform_.devices[compute_devices_[op.device]].host;
+    std::uint32_t& call = open[op.device];
+    const bool syncs = host.syncs_after(op.kind);
+    if (syncs && call != kNoCall) {
+      // Issued in the call the op before it opened: no host time of its own.
+      sync_ops_.push_back(op.id);
+      sync_gate_[op.id] = gate[op.device];
+      issued_s_[op.id] = sum[op.device];
+      continue;
+    }
+    if (call != kNoCall) gate[op.device] = call;
+    call = kNoCall;
+    sync_gate_[op.id] = gate[op.device];
+    if (syncs) {
+      call = static_cast<std::uint32_t>(sync_from_.size());
+      sync_from_.push_back(static_cast<std::uint32_t>(sync_ops_.size()));
+      sync_ops_.push_back(op.id);
+    }
+    sum[op.device] += host_time(host, op.kind);
     issued_s_[op.id] = sum[op.device];
   }
+  sync_from_.push_back(static_cast<std::uint32_t>(sync_ops_.size()));
+}
+
+bool Simulation::call_ended(std::uint32_t call) const {
+  for (std::uint32_t i = sync_from_[call]; i < sync_from_[call + 1]; ++i)
+    if (!ended_[sync_ops_[i]]) return false;
+  return true;
 }
 
 void Simulation::wait_for_host(const Op& op) {
   if (!host_clock_ || op.device >= host_at_.size()) return;
+  // The host issues nothing after a synchronizing call before every op of it has ended.
+  if (const std::uint32_t call = sync_gate_[op.id]; call != kNoCall)
+    while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); });
   const double issued = host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]);
   const double now = now_s();
   if (!(issued > now)) return;
@@ -768,9 +812,11 @@ void Simulation::wait_for_host(const Op& op) {
 
 void Simulation::host_after(const Op& op) {
   if (!host_clock_ || op.device >= host_at_.size()) return;
+  ended_[op.id] = 1;
   const DeviceSpec& d = platform_.devices[compute_devices_[op.device]];
   if (!d.host.syncs_after(op.kind)) return;
-  // The host waited for the device to finish this op (torch.cuda.synchronize()).
+  // The host waited for the device to finish this op (torch.cuda.synchronize()); the ops of
+  // one call share their issue time, so the last of them to end sets the host's clock.
   host_at_[op.device] = std::max(host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]), now_s());
   host_sum_at_[op.device] = issued_s_[op.id];
 }
@@ -787,7 +833,7 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   // Checked before SimGrid sees it: its solver does not come back from a time near 1e300.
   if (!(t0 + durations_[op.id] <= kHorizonS)) past_horizon(t0 + durations_[op.id], op.id);
   // A collective running on this device holds part of its SMs (CollectiveModel::sm_share).
-  const double slowdown = collectives_->slowdown(op.device);
+  const double slowdown = collectives_->slowdown(op.device, t0);
   // Deferred, or executed as one SimGrid activity with the stream's deferred time before it.
   lane().deferred_s += durations_[op.id] * slowdown;
   if (!can_defer(t0 + durations_[op.id] * slowdown)) flush();

@@ -76,10 +76,14 @@ struct TierSpec {
 /// The host's cost of issuing work to a device, for an eager framework (PyTorch, Megatron-LM):
 /// op i cannot start on the device before the host has issued it, and the host issues ops in
 /// program order, each taking `per_op` (per kind, else its default) of host time; it runs ahead
-/// of the device freely, except after an op whose kind is in `sync_after` (Megatron's
-/// torch.cuda.synchronize() after each pipeline send and receive), where it waits for the
-/// device to finish it. `per_step` is host time before the step's first op (the iteration's
-/// fixed work: the loss scaler's and gradient clipping's checks, the optimizer's launch).
+/// of the device freely, except after a call of ops whose kinds are in `sync_after`: such ops
+/// that follow each other in a device's program order are one call (Megatron's
+/// batch_isend_irecv of the sends and receives between two computations, then
+/// torch.cuda.synchronize()), which costs the host its first op's time, and the host issues
+/// nothing after it before every op of it has ended on the device (a blocking exchange that
+/// posted its sends and receives one call at a time would deadlock 1F1B's neighbours).
+/// `per_step` is host time before the step's first op (the iteration's fixed work: the loss
+/// scaler's and gradient clipping's checks, the optimizer's launch).
 struct HostOverhead {
   double per_op_s = 0;
   std::map<std::string, double> per_kind_s;

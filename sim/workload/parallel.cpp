@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <span>
 
 #include <fmt/format.h>
 
@@ -150,7 +151,7 @@ std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 
 
 Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& order, std::uint32_t m,
                         std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
-                        bool fused_accumulation) {
+                        bool fused_accumulation, bool exchange_after_pairs) {
   mb.clear();
   // The parameters' gradients: what the optimizer steps read.
   std::vector<bool> param_grad(step.buffers.size(), false);
@@ -177,23 +178,25 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
   }
   std::vector<std::vector<BufferId>> copy(m);
   std::vector<std::vector<OpId>> op_copy(m);
-  for (const MicroBatchBlock& block : order) {
+  std::vector<OpId> received(order.size(), kNoOp);  // per block: its last receive so far
+  // Block i's ops (of step), or those of one part of it, copied for its micro-batch.
+  auto emit = [&](std::size_t i, std::span<const OpId> ids) {
+    const MicroBatchBlock& block = order[i];
     const std::uint32_t k = block.mb;
     if (copy[k].empty()) {
       copy[k].resize(step.buffers.size());
       for (BufferId b = 0; b < copy[k].size(); ++b) copy[k][b] = b;
       op_copy[k].assign(step.ops.size(), kNoOp);
     }
-    // The last computation before this block: a receive is posted only when the schedule
+    // The last computation before these ops: a receive is posted only when the schedule
     // gets here (waiting for a send instead could close a cycle between two stages).
     OpId previous = kNoOp;
-    for (auto i = static_cast<OpId>(out.ops.size()); i-- > 0;)
-      if (out.ops[i].group.empty()) {  // not a communication
-        previous = i;
+    for (auto j = static_cast<OpId>(out.ops.size()); j-- > 0;)
+      if (out.ops[j].group.empty()) {  // not a communication
+        previous = j;
         break;
       }
-    OpId received = kNoOp;  // the block's last receive so far
-    for (OpId id : ops_of[2 * block.chunk + (block.forward ? 0 : 1)]) {
+    for (OpId id : ids) {
       Op op = step.ops[id];
       std::vector<std::pair<BufferId, BufferId>> accumulate;  // (this micro-batch's, .grad)
       if (k > 0) {
@@ -224,9 +227,9 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
       if (recv && previous != kNoOp) op.waits_for.push_back(previous);
       // Megatron waits for a receive on the CPU (batch_isend_irecv, then wait()), so the
       // block's collectives are not issued before it has arrived.
-      if (!recv && !op.group.empty() && op.kind != "send" && received != kNoOp) op.waits_for.push_back(received);
+      if (!recv && !op.group.empty() && op.kind != "send" && received[i] != kNoOp) op.waits_for.push_back(received[i]);
       op_copy[k][id] = out.add_op(std::move(op));
-      if (recv) received = op_copy[k][id];
+      if (recv) received[i] = op_copy[k][id];
       mb.push_back(k);
       for (const auto& [fresh, grad] : accumulate) {
         Op add;
@@ -241,6 +244,52 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
         out.add_op(std::move(add));
         mb.push_back(k);
       }
+    }
+  };
+  if (!exchange_after_pairs) {
+    for (std::size_t i = 0; i < order.size(); ++i) emit(i, ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)]);
+  } else {
+    // Megatron-LM's interleaved schedule: each block's receives (and the all-gathers of
+    // scattered ones), its other ops and its sends. A forward followed by a backward is
+    // one step of the steady state, the other blocks a step each; a step's computation runs
+    // first, then one batch_isend_irecv sends what its blocks made and receives what the
+    // next step's blocks need (p2p_communication's send_forward_backward_recv_forward_backward).
+    struct Parts {
+      std::vector<OpId> recvs, gathers, body, sends;
+    };
+    std::vector<Parts> parts(order.size());
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      // A backward block recomputes its forward before it reads the gradient it receives: in
+      // the step trace its receive comes after the recomputation, here before it.
+      std::vector<BufferId> got;  // the received buffers
+      for (OpId id : ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)]) {
+        const Op& op = step.ops[id];
+        if (op.kind == "recv") {
+          parts[i].recvs.push_back(id);
+          got.insert(got.end(), op.outputs.begin(), op.outputs.end());
+        } else if (op.kind == "all_gather" && op.inputs.size() == 1 &&
+                   std::find(got.begin(), got.end(), op.inputs[0]) != got.end()) {
+          parts[i].gathers.push_back(id);
+        } else {
+          (op.kind == "send" ? parts[i].sends : parts[i].body).push_back(id);
+        }
+      }
+    }
+    std::vector<std::pair<std::size_t, std::size_t>> steps;  // [first block, last block]
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const bool pair = order[i].forward && i + 1 < order.size() && !order[i + 1].forward;
+      steps.emplace_back(i, pair ? i + 1 : i);
+      if (pair) ++i;
+    }
+    auto receive = [&](std::size_t t) {
+      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].recvs);
+      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].gathers);
+    };
+    if (!steps.empty()) receive(0);
+    for (std::size_t t = 0; t < steps.size(); ++t) {
+      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].body);
+      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].sends);
+      if (t + 1 < steps.size()) receive(t + 1);
     }
   }
   for (const Op& op : step.ops)

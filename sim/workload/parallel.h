@@ -185,9 +185,13 @@ struct MicroBatchBlock {
 /// (accumulate_grad), then the optimizer steps once. `chunk_of` gives each op's chunk
 /// (empty: all 0). A receive (kind recv) also waits for the op before its block: it is
 /// posted when the schedule reaches it. `mb` gets each op's micro-batch.
+/// `exchange_after_pairs` (Megatron-LM's interleaved schedule): a forward block followed by a
+/// backward one run their computations back to back, and every step (such a pair, or a
+/// block alone) ends with its blocks' sends and then the next step's receives, one
+/// batch_isend_irecv; otherwise each block is its receives, its ops and its sends.
 Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& order, std::uint32_t m,
                         std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
-                        bool fused_accumulation = false);
+                        bool fused_accumulation = false, bool exchange_after_pairs = false);
 /// The data-parallel part of parallelize(): DDP buckets or ZeRO over process group "dp" of
 /// `step`, whose ops' micro-batches are `mb`.
 Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::vector<std::uint32_t> mb);

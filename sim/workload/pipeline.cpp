@@ -338,7 +338,8 @@ class Pipeliner {
     const std::vector<MicroBatchBlock> order =
         pipeline_order(s_.schedule, s_.pp, d, s_.micro_batches, s_.virtual_stages);
     std::vector<std::uint32_t> mb;
-    Trace run = run_micro_batches(t, order, s_.micro_batches, mb, chunk_of, s_.fused_accumulation);
+    Trace run = run_micro_batches(t, order, s_.micro_batches, mb, chunk_of, s_.fused_accumulation,
+                                  s_.schedule == PipelineSchedule::interleaved);
     if (s_.weight_replicas() > 1) run = shard_over_dp(run, s_, std::move(mb));
     return run;
   }

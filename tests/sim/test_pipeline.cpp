@@ -11,8 +11,11 @@
 //   bubble of (p - 1) / (m + p - 1) = 3/11 on every stage.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "sim/core/config.h"
 #include "sim/policy/policy.h"
@@ -32,12 +35,12 @@ constexpr std::uint64_t kSent = 1u << 10;       // x_i
 
 // Four GPUs on one switch; links of 1000 GB/s and 1 ns, so a 1 KiB message takes about a
 // nanosecond against forward passes of 0.2 ms.
-PlatformSpec star() {
+PlatformSpec star(const std::string& host = "") {
   std::string y = "name: star\ndevices:\n";
   for (int i = 0; i < 4; ++i)
-    y += "  gpu" + std::to_string(i) +
-         ":\n    kind: gpu\n    compute: {fp32: 10TFLOPS}\n    tiers:\n      hbm: {role: compute, "
-         "capacity: 80GiB, bandwidth: 100000GB/s}\n";
+    y += "  gpu" + std::to_string(i) + ":\n    kind: gpu\n    compute: {fp32: 10TFLOPS}\n" +
+         (host.empty() ? "" : "    host_overhead: " + host + "\n") +
+         "    tiers:\n      hbm: {role: compute, capacity: 80GiB, bandwidth: 100000GB/s}\n";
   y += "switches: [sw]\nlinks:\n";
   for (int i = 0; i < 4; ++i)
     y += "  l" + std::to_string(i) + ": {endpoints: [gpu" + std::to_string(i) +
@@ -154,4 +157,85 @@ TEST(Pipeline, InterleavingShrinksTheBubbleAndKeepsMore) {
   // Stage 0 at its peak: the 10 warm-up chunk forwards (each one layer, S) and the first of
   // the steady state's, before any backward: 11 S, i.e. 5.5 two-layer micro-batches.
   EXPECT_NEAR(micro_batches_at_peak(s, 0), 5.5, 0.01);
+}
+
+namespace {
+
+// The stage's exchanges: each run of sends and receives that follow each other in the
+// device's program order (op-id order), as op ids.
+std::vector<std::vector<OpId>> exchanges(const Trace& t, std::uint32_t device) {
+  std::vector<std::vector<OpId>> calls;
+  bool open = false;
+  for (const Op& op : t.ops) {
+    if (op.device != device) continue;
+    const bool p2p = op.kind == "send" || op.kind == "recv";
+    if (p2p && !open) calls.emplace_back();
+    if (p2p) calls.back().push_back(op.id);
+    open = p2p;
+  }
+  return calls;
+}
+
+// Megatron-LM's host: the sends and receives between two computations go out in one
+// batch_isend_irecv, then torch.cuda.synchronize(). No op after an exchange may start before
+// every send and receive of it has ended (one blocking call per send or receive would
+// deadlock neighbouring stages). Returns the run, checked so.
+RunResult run_synchronized(PipelineSchedule schedule, std::uint32_t chunks) {
+  ParallelSettings ps;
+  ps.pp = kStages;
+  ps.micro_batches = kMicroBatches;
+  ps.schedule = schedule;
+  ps.virtual_stages = chunks;
+  RunInputs in;
+  in.platform = star("{per_op: 20us, sync_after: [send, recv]}");
+  in.workloads = {parallelize(layers(), ps)};
+  auto policy = find_policy("none")->create(Params(ConfigNode::parse_text("{}", "p.yaml"), find_policy("none")->params, "none"));
+  in.policy = policy.get();
+  RunResult r = run(in);
+  EXPECT_EQ(r.summary.status, "ok");
+  std::map<OpId, std::pair<double, double>> span;  // each op's first run
+  for (const Event& e : r.recorder.events())
+    if ((e.kind == EventKind::compute || e.kind == EventKind::comm) && e.op != kNoOp) span.try_emplace(e.op, e.start_s, e.end_s);
+  std::size_t checked = 0;
+  for (std::uint32_t stage = 0; stage < kStages; ++stage) {
+    double gate = 0;  // when the last exchange before the op ended
+    std::vector<OpId> call;
+    for (const Op& op : r.trace.ops) {
+      if (op.device != stage || !span.count(op.id)) continue;
+      const bool p2p = op.kind == "send" || op.kind == "recv";
+      if (!p2p && !call.empty()) {
+        for (OpId o : call) gate = std::max(gate, span.at(o).second);
+        call.clear();
+      }
+      EXPECT_GE(span.at(op.id).first, gate - 1e-12) << op.name;
+      ++checked;
+      if (p2p) call.push_back(op.id);
+    }
+  }
+  EXPECT_EQ(checked, r.trace.ops.size());
+  return r;
+}
+
+}  // namespace
+
+TEST(Pipeline, OneFOneBOnAHostThatSynchronizesIssuesNothingBeforeAnExchangeEnds) {
+  const RunResult r = run_synchronized(PipelineSchedule::one_f_one_b, 1);
+  // The host's 20 us per op and the waits make the step longer than the bare schedule's.
+  const double tf = 2 * kF / 10e12, tb = 2 * tf;
+  EXPECT_GT(r.summary.passes_end_s, (kMicroBatches + kStages - 1) * (tf + tb));
+}
+
+TEST(Pipeline, InterleavedExchangesOnceAfterEachForwardAndBackwardPairAsMegatronDoes) {
+  constexpr std::uint32_t kChunks = 2;
+  const RunResult r = run_synchronized(PipelineSchedule::interleaved, kChunks);
+  // Megatron's interleaved order: after the warm-up's W_s chunk forwards (one exchange each),
+  // a forward and a backward chunk compute back to back and then exchange once, then the
+  // cool-down's backwards one exchange each: v m + W_s steps. Stage 0 receives nothing before
+  // its first step and exchanges nothing after its last; the others receive before the first
+  // and send after the last.
+  for (std::uint32_t stage = 0; stage < kStages; ++stage) {
+    const std::uint32_t warmup = 2 * (kStages - stage - 1) + (kChunks - 1) * kStages;
+    const std::uint32_t steps = kChunks * kMicroBatches + warmup;
+    EXPECT_EQ(exchanges(r.trace, stage).size(), stage == 0 ? steps - 1 : steps + 1) << "stage " << stage;
+  }
 }
