@@ -113,17 +113,9 @@ void CollectiveRunner::add_wanted_routes(std::vector<std::vector<std::size_t>>& 
   }
 }
 
-void CollectiveRunner::mark_running(std::uint32_t group, double since, bool running) {
-  if (running_.empty()) running_.resize(compute_devices_.size());
-  // The members simulated here are the devices whose ops name this group; rank 0's view in a
-  // symmetric run stands for its peers.
-  for (std::uint32_t d : members_[group]) {
-    std::vector<double>& r = running_[d];
-    if (running)
-      r.push_back(since);
-    else
-      r.erase(std::find(r.begin(), r.end(), since));
-  }
+void CollectiveRunner::mark_running(std::uint32_t device, bool running) {
+  if (running_.empty()) running_.assign(compute_devices_.size(), 0);
+  running_[device] = static_cast<std::uint32_t>(static_cast<int>(running_[device]) + (running ? 1 : -1));
 }
 
 double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver) {
@@ -133,6 +125,10 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
   const std::uint64_t k = issued_[{g, op.device}]++;
   Rendezvous& rv = rendezvous_[{g, k}];
   const double t0 = driver.now_s();
+  // NCCL's kernel holds its SMs from its launch, also while it waits for its peers; a send's
+  // or a receive's few channels are not the collectives' share.
+  const bool holds = platform_.collectives.sm_share > 0 && op.kind != "send" && op.kind != "recv";
+  if (holds) mark_running(op.device, true);
   if (++rv.arrived < group.simulated) {
     // The others run it when the last member arrives: NCCL's kernel waits for its peers.
     while (!rv.done && !driver.stopped()) driver.wait_until([&] { return rv.done; });
@@ -143,8 +139,6 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
           return predict_s(group, a.phases(op.kind, op.message_bytes, group.topology), sg.routes);
         });
     const std::vector<CollectivePhase> phases = algorithm.phases(op.kind, op.message_bytes, group.topology);
-    bool running = false;
-    double since = 0;
     for (const CollectivePhase& phase : phases) {
       const TierFlows flows = tier_flows(group, phase);
       std::vector<sg4::CommPtr> comms;
@@ -167,11 +161,6 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
       for (const auto& [pair, bytes] : flows) most = std::max(most, static_cast<double>(bytes));
       const double longest = flows_start + nccl.latency_s + nccl.floor_s;
       if (!(longest <= horizon_s_) || !(most / nccl.efficiency < 1e18)) driver.past_horizon(2 * horizon_s_, op.id);
-      if (model.sm_share > 0 && !running) {
-        since = flows_start;
-        mark_running(g, since, true);
-        running = true;
-      }
       for (const auto& [pair, bytes] : flows) {
         const auto [from, to] = pair;
         driver.count_route(from, to, bytes);
@@ -186,10 +175,10 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
       if (nccl.latency_s > 0) sg4::this_actor::sleep_for(nccl.latency_s);
       if (driver.now_s() - flows_start < nccl.floor_s) sg4::this_actor::sleep_until(flows_start + nccl.floor_s);
     }
-    if (running) mark_running(g, since, false);
     rv.done = true;
     driver.notify();
   }
+  if (holds) mark_running(op.device, false);
   if (++rv.left == group.simulated) rendezvous_.erase({g, k});
   return t0;
 }

@@ -58,18 +58,12 @@ class CollectiveRunner {
   /// Runs collective `op` for the calling stream's actor on the network `sg`; returns when
   /// it has ended for this rank, with the time this rank reached it.
   double run(const Op& op, const SgPlatform& sg, Driver& driver);
-  /// What an op on device slot `device` that starts at `t0` takes of its time while one of
-  /// the device's collectives runs (CollectiveModel::sm_share): 1 when none runs. A
-  /// collective counts from after the instant it began: an op that starts at that same
-  /// instant is not slowed, whichever of the two the engine happened to run first (a rank
-  /// simulated for its peers must see what each of them would).
-  double slowdown(std::uint32_t device, double t0) const {
-    if (device >= running_.size()) return 1.0;
-    for (double since : running_[device])
-      if (since < t0) return 1.0 / (1.0 - platform_.collectives.sm_share);
-    return 1.0;
+  /// What an op on device slot `device` takes of its time while one of the device's
+  /// collectives holds its SMs (CollectiveModel::sm_share), from the time the device reached
+  /// it (NCCL's kernel is resident while it waits for its peers) to its end there: 1 when none.
+  double slowdown(std::uint32_t device) const {
+    return device < running_.size() && running_[device] > 0 ? 1.0 / (1.0 - platform_.collectives.sm_share) : 1.0;
   }
-
  private:
   struct Group {
     std::vector<std::size_t> tiers;  // each rank's compute tier, in group order
@@ -91,9 +85,8 @@ class CollectiveRunner {
   /// link's or memory's bytes at its bandwidth and the protocol's efficiency, plus the steps'
   /// latency.
   double predict_s(const Group& group, const std::vector<CollectivePhase>& phases, const RouteTable& routes) const;
-  /// Counts a collective that began at `since` as running (or, `running` false, as done) on
-  /// the members of its group that this run simulates.
-  void mark_running(std::uint32_t group, double since, bool running);
+  /// Counts one more (or one fewer) collective holding SMs of device slot `device`.
+  void mark_running(std::uint32_t device, bool running);
 
   static constexpr std::uint32_t kNone = 0xffffffffu;
   const double horizon_s_;
@@ -104,7 +97,7 @@ class CollectiveRunner {
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> channel_;  // (device, group): comm stream after the compute ones
   std::vector<std::uint32_t> collective_;            // per op: its group in groups_, or kNone
   std::vector<std::vector<std::uint32_t>> members_;  // per group: the device slots simulated
-  std::vector<std::vector<double>> running_;         // per device slot: when its collectives under way began
+  std::vector<std::uint32_t> running_;               // per device slot: its collectives under way
   struct Rendezvous {
     std::uint32_t arrived = 0, left = 0;
     bool done = false;

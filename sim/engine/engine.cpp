@@ -833,7 +833,7 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   // Checked before SimGrid sees it: its solver does not come back from a time near 1e300.
   if (!(t0 + durations_[op.id] <= kHorizonS)) past_horizon(t0 + durations_[op.id], op.id);
   // A collective running on this device holds part of its SMs (CollectiveModel::sm_share).
-  const double slowdown = collectives_->slowdown(op.device, t0);
+  const double slowdown = collectives_->slowdown(op.device);
   // Deferred, or executed as one SimGrid activity with the stream's deferred time before it.
   lane().deferred_s += durations_[op.id] * slowdown;
   if (!can_defer(t0 + durations_[op.id] * slowdown)) flush();

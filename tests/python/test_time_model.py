@@ -32,7 +32,7 @@ def test_dgx_a100_predicts_the_shared_single_node_steps():
     assert m, r.stdout
     rows, failed, mae, worst = int(m[1]), int(m[2]), float(m[3]), abs(float(m[5]))
     assert (rows, failed) == (288, 0)
-    # docs/time-model.md: 7.7% on these rows with the shipped preset, worst +24.7%; the issue
+    # docs/time-model.md: 7.6% on these rows with the shipped preset, worst +24.7%; the issue
     # asks for at most 8% and no row past 25%.
     assert mae <= 8.0, r.stdout
     assert worst <= 25.0, r.stdout
