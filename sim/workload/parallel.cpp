@@ -249,8 +249,8 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
   if (!exchange_after_pairs) {
     for (std::size_t i = 0; i < order.size(); ++i) emit(i, ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)]);
   } else {
-    // Megatron-LM's interleaved schedule: each block's receives (and the all-gathers of
-    // scattered ones), its other ops and its sends. A forward followed by a backward is
+    // Megatron-LM's interleaved schedule: each block's receives, the all-gathers of the
+    // scattered ones, its other ops and its sends. A forward followed by a backward is
     // one step of the steady state, the other blocks a step each; a step's computation runs
     // first, then one batch_isend_irecv sends what its blocks made and receives what the
     // next step's blocks need (p2p_communication's send_forward_backward_recv_forward_backward).
@@ -275,19 +275,32 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
         }
       }
     }
+    // A stage whose warm-up is every forward (more warm-up than chunk forwards) has no steady
+    // state: its last forward is the warm-up's and its first backward the cool-down's, each a
+    // step of its own, as Megatron runs them.
+    std::size_t forwards = 0, leading = 0;
+    for (const MicroBatchBlock& block : order) forwards += block.forward;
+    while (leading < order.size() && order[leading].forward) ++leading;
+    const bool steady = leading < forwards;
     std::vector<std::pair<std::size_t, std::size_t>> steps;  // [first block, last block]
     for (std::size_t i = 0; i < order.size(); ++i) {
-      const bool pair = order[i].forward && i + 1 < order.size() && !order[i + 1].forward;
+      const bool pair = steady && order[i].forward && i + 1 < order.size() && !order[i + 1].forward;
       steps.emplace_back(i, pair ? i + 1 : i);
       if (pair) ++i;
     }
     auto receive = [&](std::size_t t) {
       for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].recvs);
-      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].gathers);
     };
     if (!steps.empty()) receive(0);
     for (std::size_t t = 0; t < steps.size(); ++t) {
-      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].body);
+      // A scattered tensor is gathered over the tensor-parallel group just before the block
+      // that reads it: the backward's gather ahead of the forward's collectives on the same
+      // stream would hold them until the gradient came, which a neighbour sends only once
+      // this forward has reached it.
+      for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) {
+        emit(i, parts[i].gathers);
+        emit(i, parts[i].body);
+      }
       for (std::size_t i = steps[t].first; i <= steps[t].second; ++i) emit(i, parts[i].sends);
       if (t + 1 < steps.size()) receive(t + 1);
     }
