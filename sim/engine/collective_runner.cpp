@@ -57,7 +57,6 @@ CollectiveRunner::CollectiveRunner(const PlatformSpec& platform, const Trace& tr
     groups_.push_back(std::move(group));
   }
   std::vector<std::vector<bool>> member(groups_.size(), std::vector<bool>(accelerators, false));
-  members_.assign(groups_.size(), {});
   std::map<std::uint32_t, std::uint32_t> channels_per_device;
   for (const Op& op : trace.ops) {
     if (op.group.empty() || !is_communication_kind(op.kind)) continue;
@@ -69,7 +68,6 @@ CollectiveRunner::CollectiveRunner(const PlatformSpec& platform, const Trace& tr
     if (op.device < accelerators && !member[it->second][op.device]) {
       member[it->second][op.device] = true;
       ++groups_[it->second].simulated;
-      members_[it->second].push_back(op.device);
     }
   }
 }

@@ -64,6 +64,7 @@ class CollectiveRunner {
   double slowdown(std::uint32_t device) const {
     return device < running_.size() && running_[device] > 0 ? 1.0 / (1.0 - platform_.collectives.sm_share) : 1.0;
   }
+
  private:
   struct Group {
     std::vector<std::size_t> tiers;  // each rank's compute tier, in group order
@@ -96,7 +97,6 @@ class CollectiveRunner {
   std::vector<Group> groups_;
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint32_t> channel_;  // (device, group): comm stream after the compute ones
   std::vector<std::uint32_t> collective_;            // per op: its group in groups_, or kNone
-  std::vector<std::vector<std::uint32_t>> members_;  // per group: the device slots simulated
   std::vector<std::uint32_t> running_;               // per device slot: its collectives under way
   struct Rendezvous {
     std::uint32_t arrived = 0, left = 0;

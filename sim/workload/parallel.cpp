@@ -178,6 +178,9 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
   }
   std::vector<std::vector<BufferId>> copy(m);
   std::vector<std::vector<OpId>> op_copy(m);
+  auto block_ops = [&](std::size_t i) -> const std::vector<OpId>& {
+    return ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)];
+  };
   std::vector<OpId> received(order.size(), kNoOp);  // per block: its last receive so far
   // Block i's ops (of step), or those of one part of it, copied for its micro-batch.
   auto emit = [&](std::size_t i, std::span<const OpId> ids) {
@@ -247,7 +250,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
     }
   };
   if (!exchange_after_pairs) {
-    for (std::size_t i = 0; i < order.size(); ++i) emit(i, ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)]);
+    for (std::size_t i = 0; i < order.size(); ++i) emit(i, block_ops(i));
   } else {
     // Megatron-LM's interleaved schedule: each block's receives, the all-gathers of the
     // scattered ones, its other ops and its sends. A forward followed by a backward is
@@ -262,7 +265,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
       // A backward block recomputes its forward before it reads the gradient it receives: in
       // the step trace its receive comes after the recomputation, here before it.
       std::vector<BufferId> got;  // the received buffers
-      for (OpId id : ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)]) {
+      for (OpId id : block_ops(i)) {
         const Op& op = step.ops[id];
         if (op.kind == "recv") {
           parts[i].recvs.push_back(id);

@@ -81,13 +81,15 @@ Trace layers() {
   return t;
 }
 
-RunResult run_schedule(PipelineSchedule schedule) {
+// The step on `star(host)` under `schedule` over `chunks` chunks per stage.
+RunResult run_schedule(PipelineSchedule schedule, std::uint32_t chunks = 1, const std::string& host = "") {
   ParallelSettings s;
   s.pp = kStages;
   s.micro_batches = kMicroBatches;
   s.schedule = schedule;
+  s.virtual_stages = chunks;
   RunInputs in;
-  in.platform = star();
+  in.platform = star(host);
   in.workloads = {parallelize(layers(), s)};
   auto policy = find_policy("none")->create(Params(ConfigNode::parse_text("{}", "p.yaml"), find_policy("none")->params, "none"));
   in.policy = policy.get();
@@ -181,17 +183,7 @@ std::vector<std::vector<OpId>> exchanges(const Trace& t, std::uint32_t device) {
 // every send and receive of it has ended (one blocking call per send or receive would
 // deadlock neighbouring stages). Returns the run, checked so.
 RunResult run_synchronized(PipelineSchedule schedule, std::uint32_t chunks) {
-  ParallelSettings ps;
-  ps.pp = kStages;
-  ps.micro_batches = kMicroBatches;
-  ps.schedule = schedule;
-  ps.virtual_stages = chunks;
-  RunInputs in;
-  in.platform = star("{per_op: 20us, sync_after: [send, recv]}");
-  in.workloads = {parallelize(layers(), ps)};
-  auto policy = find_policy("none")->create(Params(ConfigNode::parse_text("{}", "p.yaml"), find_policy("none")->params, "none"));
-  in.policy = policy.get();
-  RunResult r = run(in);
+  RunResult r = run_schedule(schedule, chunks, "{per_op: 20us, sync_after: [send, recv]}");
   EXPECT_EQ(r.summary.status, "ok");
   std::map<OpId, std::pair<double, double>> span;  // each op's first run
   for (const Event& e : r.recorder.events())
