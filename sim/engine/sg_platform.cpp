@@ -13,9 +13,8 @@ SgPlatform build_sg_platform(const PlatformSpec& platform,
   sg.routes = compute_routes(platform, wanted);
   const RouteTable& routes = sg.routes;
   const std::size_t n_tiers = platform.tiers.size();
-  // Only what the run's routes and streams touch becomes SimGrid's: a full zone holds a
-  // table of every pair of its hosts, and a 16,384-GPU platform has 40,000 devices and tiers
-  // where a run uses a few hundred.
+  // Only what the run's routes and streams touch becomes SimGrid's: a 16,384-GPU platform
+  // has 40,000 devices and tiers where a run uses a few hundred.
   std::vector<bool> tier_used(n_tiers, false);
   for (std::size_t src = 0; src < n_tiers; ++src)
     for (const auto& [dst, route] : routes.from(src)) tier_used[src] = tier_used[dst] = true;
@@ -27,14 +26,16 @@ SgPlatform build_sg_platform(const PlatformSpec& platform,
       for (std::size_t t : platform.devices[d].tiers) tier_used[t] = true;  // its memory is placed
   }
 
-  auto* zone = sg4::create_full_zone(platform.name.empty() ? "platform" : platform.name);
+  // The routes are SimGrid's bypass routes of a zone that has no routing of its own: a map
+  // of the pairs the run uses, where a full zone keeps a slot for every pair of its hosts
+  // (2,060 hosts on a 16,384-GPU data-parallel ring: 34 MB of empty slots; Floyd's zone
+  // keeps three such tables, a cached Dijkstra zone one row per sending host).
+  auto* zone = sg4::create_empty_zone(platform.name.empty() ? "platform" : platform.name);
   sg.device_hosts.assign(platform.devices.size(), nullptr);
   sg.tier_hosts.assign(n_tiers, nullptr);
   // A device and its first tier are one SimGrid host: its streams' actors run there and the
   // tier's copies start or end there (a host's speed is taken by executions alone, and only
-  // the streams execute). The full zone keeps a route slot for every pair of hosts: one host
-  // fewer per device is a quarter of that table on a GPU platform (a 16,384-GPU step whose
-  // data-parallel ring touches 2,048 nodes had 160 MB of it).
+  // the streams execute), one host fewer per device.
   for (std::size_t d = 0; d < platform.devices.size(); ++d)
     if (device_used[d]) {
       sg.device_hosts[d] = zone->create_host(platform.devices[d].name, kHostSpeed);
@@ -78,8 +79,9 @@ SgPlatform build_sg_platform(const PlatformSpec& platform,
           route.emplace_back(link(e.index));
         }
       }
-      zone->add_route(sg.tier_hosts[src]->get_netpoint(), sg.tier_hosts[dst]->get_netpoint(), nullptr,
-                      nullptr, route, false);
+      if (!route.empty())
+        zone->add_bypass_route(sg.tier_hosts[src]->get_netpoint(), sg.tier_hosts[dst]->get_netpoint(), nullptr,
+                               nullptr, route);
     }
   zone->seal();
   // Copy engines of the devices the run uses (a semaphore is half a kilobyte; 16,384 GPUs'
