@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 #include <simgrid/s4u.hpp>
+#include <simgrid/simix.hpp>
 #include <xbt/log.h>
 
 #include "sim/core/error.h"
@@ -245,6 +246,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   sg4::ConditionVariablePtr changed_;
   int waiters_ = 0;
   int outside_waiters_ = 0;  // of them, actors outside the streams
+  std::uint64_t waits_begun_ = 0;
 
   // Each stream's actor: the op it runs or last ran, and whose time its waits are (its actor's
   // data points at its lane). Streams run at once: one current op shared by all of them made a
@@ -268,6 +270,8 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     double until = kActing;
     const Condition* waiting = nullptr;
     bool done = false;
+    sg4::ConditionVariablePtr woken;  // its own: notify() wakes only streams that can go on
+    std::uint64_t waits_from = 0;     // when it began to wait, in waits begun
   };
   std::vector<Lane> lanes_;
   std::vector<std::int32_t> pins_;  // per buffer: ops begun and not finished that touch it
@@ -496,20 +500,30 @@ void Simulation::notify() {
   if (waiters_ == 0) return;
   // Wake the waiters only when one of them can go on (or one outside the streams waits,
   // whose test is not kept), after the notifier's deferred time: the woken act at the
-  // notifier's time. All of them, in the order they began to wait, as before the tests
-  // were kept: a condition variable per stream, woken one by one, made the streams of the
-  // rank whose arrival ran a collective order their acts at its end otherwise than its
-  // peers' did, and a symmetric run then differed from the per-rank run it stands for.
+  // notifier's time.
   bool any = stopped_ || outside_waiters_ > 0;
   for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
     any = lanes_[i].waiting && (*lanes_[i].waiting)();
   if (!any) return;
   flush();
-  // Every waiter wakes and acts now, also one whose test does not hold yet (it tests again
-  // and waits again): until it does, it is no longer waiting for the others' deferral, which
-  // would otherwise run ahead and change what it is about to test.
-  for (Lane& l : lanes_) l.waiting = nullptr;
-  changed_->notify_all();
+  // The streams whose test holds now (every waiting stream once the run stopped) wake, each
+  // on its own condition variable, in the order they began to wait; a stream whose test
+  // does not hold sleeps on, its test kept, until a later change frees it. They are woken in
+  // one simcall, so no actor runs between two wake-ups: woken one by one, the streams of the
+  // rank whose arrival ran a collective ordered their acts at its end otherwise than its
+  // peers' did, and a symmetric run differed from the per-rank run it stands for. A woken
+  // stream counts as acting until it waits again (it may change what the others test).
+  // (The list is the call's own: other actors run, and may notify, before SimGrid's maestro
+  // runs this simcall.)
+  std::vector<Lane*> wake;
+  for (Lane& l : lanes_)
+    if (l.waiting && (stopped_ || (*l.waiting)())) wake.push_back(&l);
+  std::sort(wake.begin(), wake.end(), [](const Lane* a, const Lane* b) { return a->waits_from < b->waits_from; });
+  for (Lane* l : wake) l->waiting = nullptr;
+  simgrid::kernel::actor::simcall_answered([this, &wake, outside = outside_waiters_ > 0] {
+    for (Lane* l : wake) l->woken->notify_one();
+    if (outside) changed_->notify_all();
+  });
 }
 
 void Simulation::wait_until(Condition done) {
@@ -523,8 +537,9 @@ void Simulation::wait_until(Condition done) {
   while (!stopped_ && !done()) {
     if (outside) ++outside_waiters_;
     else l.waiting = &done;
+    l.waits_from = waits_begun_++;
     ++waiters_;
-    changed_->wait(lock);
+    (outside ? changed_ : l.woken)->wait(lock);
     --waiters_;
     if (outside) --outside_waiters_;
     else l.waiting = nullptr;
@@ -1026,7 +1041,12 @@ Summary Simulation::run() {
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
   lanes_.clear();
-  for (const Stream& s : streams_) lanes_.push_back({0, s.device, s.stream});
+  for (const Stream& s : streams_) {
+    Lane& l = lanes_.emplace_back();
+    l.device = s.device;
+    l.stream = s.stream;
+    l.woken = sg4::ConditionVariable::create();
+  }
   pins_.assign(trace_.buffers.size(), 0);
   max_actors_ = actor_limit();
   if (streams_.size() >= max_actors_) throw InputError(too_many_actors(trace_.name, streams_.size(), 0, max_actors_, 0));
