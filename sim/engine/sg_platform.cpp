@@ -96,7 +96,7 @@ SgPlatform build_sg_platform(const PlatformSpec& platform,
       if (full)
         zone->add_route(sg.tier_hosts[src]->get_netpoint(), sg.tier_hosts[dst]->get_netpoint(), nullptr, nullptr,
                         route, false);
-      else if (!route.empty())
+      else  // never empty: a route crosses its two tiers' memories
         zone->add_bypass_route(sg.tier_hosts[src]->get_netpoint(), sg.tier_hosts[dst]->get_netpoint(), nullptr,
                                nullptr, route);
     }
