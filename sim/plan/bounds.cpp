@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
 #include "sim/cost/cost_model.h"
+#include "sim/plan/path_bound.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/parallel.h"
 
@@ -24,18 +26,6 @@ std::string param_text(const ConfigNode& doc, const ModelInfo& model, const std:
   for (const ParamSpec& p : model.params)
     if (p.name == name && p.default_value) return *p.default_value;
   return "";
-}
-
-// No more than the host time the engine gives an op of `kind` (its entry, else the longest
-// "*SUFFIX" entry it ends with, else the default): the entry when there is one, else the
-// least of the default and every suffix entry it ends with.
-double host_time_at_least(const HostOverhead& host, std::string_view kind) {
-  if (auto it = host.per_kind_s.find(std::string(kind)); it != host.per_kind_s.end()) return it->second;
-  double t = host.per_op_s;
-  for (const auto& [pattern, seconds] : host.per_kind_s)
-    if (pattern.size() > 1 && pattern.front() == '*' && kind.ends_with(std::string_view(pattern).substr(1)))
-      t = std::min(t, seconds);
-  return t;
 }
 
 }  // namespace
@@ -130,12 +120,30 @@ PlanBounds::Entry PlanBounds::generate(const std::vector<std::string>& sets, boo
         if (op.phase == Phase::forward && (kind == "linear" || kind == "matmul")) b.chain += durations[op.id];
       }
       for (double s : per_stream) e.value = std::max(e.value, s);
+      // What each block's forward keeps for its own backward: a buffer its forward makes and a
+      // backward op of the same block reads (whatever else reads it, on whichever stage).
+      std::map<UnitId, double> saved;
+      std::vector<bool> counted(trace.buffers.size(), false);
+      for (const Op& op : trace.ops) {
+        if (op.phase != Phase::backward || op.device != 0 || op.unit == kNoUnit || !trace.units.at(op.unit).layer)
+          continue;
+        for (BufferId id : op.reads()) {
+          const Buffer& b = trace.buffers[id];
+          if (counted[id] || b.persistent || b.producer == kNoOp) continue;
+          const Op& producer = trace.ops[b.producer];
+          if (producer.phase != Phase::forward || producer.unit != op.unit) continue;
+          counted[id] = true;
+          saved[op.unit] += static_cast<double>(b.bytes);
+        }
+      }
       // The least of the blocks: a stage's blocks take no less than that each.
       bool first = true;
-      for (auto& [_, b] : blocks) {
+      for (auto& [unit, b] : blocks) {
         b.forward.resize(per_stream.size(), 0.0);
         b.backward.resize(per_stream.size(), 0.0);
+        const double kept = saved.contains(unit) ? saved.at(unit) : 0.0;
         if (first) {
+          e.block_saved = kept;
           e.block_forward = b.forward;
           e.block_backward = b.backward;
           e.block_chain = b.chain;
@@ -147,14 +155,14 @@ PlanBounds::Entry PlanBounds::generate(const std::vector<std::string>& sets, boo
           e.block_backward[s] = std::min(e.block_backward[s], b.backward[s]);
         }
         e.block_chain = std::min(e.block_chain, b.chain);
+        e.block_saved = std::min(e.block_saved, kept);
       }
     } else {
       // Each shard may be rounded up by a byte (ceil(bytes / dp)); a stage's own shards are
       // no smaller than its share of the unrounded bytes, so the rounding is taken back.
       double bytes = 0, count = 0;
       for (const Buffer& b : trace.buffers)
-        if (b.persistent && b.device == 0 &&
-            (b.category == Category::weight || b.category == Category::optimizer_state)) {
+        if (b.persistent && b.device == 0 && b.producer == kNoOp) {  // resident when the step starts
           bytes += static_cast<double>(b.bytes);
           ++count;
         }
@@ -166,7 +174,7 @@ PlanBounds::Entry PlanBounds::generate(const std::vector<std::string>& sets, boo
   return e;
 }
 
-std::optional<double> PlanBounds::time_s(const Layout& l, std::string* why) {
+const PlanBounds::Entry& PlanBounds::time_entry(const Layout& l) {
   const auto key = std::tuple{l.tp, l.sp, static_cast<int>(l.recompute), l.micro_batch};
   auto it = time_.find(key);
   if (it == time_.end()) {
@@ -180,11 +188,15 @@ std::optional<double> PlanBounds::time_s(const Layout& l, std::string* why) {
     if (l.sp) sets.push_back("parallel.sp=true");
     it = time_.emplace(key, generate(sets, true)).first;
   }
-  if (!it->second.error.empty()) {
-    if (why) *why = it->second.error;
+  return it->second;
+}
+
+std::optional<double> PlanBounds::time_s(const Layout& l, std::string* why) {
+  const Entry& e = time_entry(l);
+  if (!e.error.empty()) {
+    if (why) *why = e.error;
     return std::nullopt;
   }
-  const Entry& e = it->second;
   double bound = e.value * l.micro_batches / l.pp;
   // The host issues every op of a stage in turn, after its per-step work.
   const HostOverhead& host = platform_.devices[platform_.op_devices().front()].host;
@@ -212,10 +224,36 @@ std::optional<std::uint64_t> PlanBounds::memory_bytes(const Layout& l, std::stri
     if (why) *why = it->second.error;
     return std::nullopt;
   }
+  // The first stage's activations: min(micro-batches, pp) forwards of its layers / pp blocks
+  // before its first backward.
+  const Entry& t = time_entry(l);
+  if (!t.error.empty()) {
+    if (why) *why = t.error;
+    return std::nullopt;
+  }
+  const double activations =
+      std::min(l.micro_batches, l.pp) * std::floor(static_cast<double>(facts_.layers) / l.pp) * t.block_saved;
   // The memory the runtime keeps (CUDA context; NCCL's buffers in a step that communicates).
   const DeviceSpec& gpu = platform_.devices[platform_.compute_devices().front()];
   const bool communicates = std::uint64_t{l.tp} * l.pp * l.dp > 1;
-  return static_cast<std::uint64_t>(it->second.value / l.pp) + gpu.reserved_bytes(communicates);
+  return static_cast<std::uint64_t>(it->second.value / l.pp + activations) + gpu.reserved_bytes(communicates);
+}
+
+}  // namespace memsim
+
+namespace memsim {
+
+std::optional<double> PlanBounds::path_time_s(const Layout& l, std::int64_t global_batch) const {
+  if (l.offload) return std::nullopt;
+  std::vector<Override> ov = overrides_;
+  for (Override& o : layout_overrides(l, global_batch, facts_.materialized)) ov.push_back(std::move(o));
+  try {
+    // Less a part in a billion: the engine's clock adds the same durations in another order.
+    if (auto t = longest_path_s(load_workload_arg(workload_arg_, ov), platform_)) return *t * (1 - 1e-9);
+    return std::nullopt;
+  } catch (const InputError&) {
+    return std::nullopt;  // the run will say what is wrong
+  }
 }
 
 }  // namespace memsim

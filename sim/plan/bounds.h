@@ -11,12 +11,18 @@
 //   forward has passed the stages before it, then runs its own blocks for every micro-batch:
 //          >= layers / pp x (micro-batches x (block forward + backward on one stream)
 //                            + (pp - 1) / virtual_stages x block forward GEMMs)
-//   memory >= (the bytes of the weights, master weights and optimizer state this rank keeps
-//             for the whole step under its TP, DP and ZeRO stage) / pp    (0 with offload)
+//   memory >= (the bytes this rank keeps for the whole step under its TP, DP and ZeRO stage:
+//             weights, master weights, optimizer state, DDP's gradient buckets and whatever
+//             else is resident when the step starts) / pp                  (0 with offload)
+//             + min(micro-batches, pp) x layers / pp x the activations one block keeps from
+//               its forward for its own backward (0 with offload)
 //             + the memory the device reserves for its runtime (reserved: in the platform)
 //
 // Each stream runs its ops one after another and no op is shorter than its cost-model
-// duration; the pipeline's busiest stage holds at least its share of either sum. Everything
+// duration; the pipeline's busiest stage holds at least its share of either sum. The first
+// stage runs min(micro-batches, pp) forwards of all its blocks before its first backward (1F1B
+// and the interleaved schedule alike, as Megatron orders them), and each block's activations
+// from one forward stay allocated until that micro-batch's backward reads them. Everything
 // left out (communication, the bubble, the optimizer step, activations) only adds to the
 // real figures. The sums come from generating the model: one micro-batch on one data-
 // parallel rank for the time (per TP, SP, recomputation and micro-batch size), a step
@@ -60,6 +66,11 @@ class PlanBounds {
   /// divide its heads, SP over tokens that do not split), with the model's message in `why`.
   std::optional<double> time_s(const Layout& layout, std::string* why);
   std::optional<std::uint64_t> memory_bytes(const Layout& layout, std::string* why);
+  /// The longest path of the step `memsim run` builds for `layout` at `global_batch`
+  /// (path_bound.h): tighter than time_s, at the cost of building the step; nullopt with
+  /// offload (the policy rewrites the step) or when it cannot be worked out. Safe to call
+  /// from several threads at once.
+  std::optional<double> path_time_s(const Layout& layout, std::int64_t global_batch) const;
 
  private:
   struct Entry {
@@ -69,9 +80,14 @@ class PlanBounds {
     std::vector<double> block_forward, block_backward;
     double block_chain = 0;
     double host = 0;  // the host's time to issue one micro-batch's forward and backward ops
+    /// The least, over the transformer blocks, of the bytes a block's forward makes that its
+    /// own backward reads (one micro-batch): allocated from the forward until the backward.
+    double block_saved = 0;
     std::string error;
   };
   Entry generate(const std::vector<std::string>& sets, bool time);
+  /// The time entry of `layout` (tp, sp, recomputation, micro-batch), generated once.
+  const Entry& time_entry(const Layout& layout);
 
   std::string platform_arg_, workload_arg_;
   std::vector<Override> overrides_;

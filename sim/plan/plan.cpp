@@ -47,6 +47,8 @@ bool layout_key_of(const Override& o) {
 struct Candidate {
   Layout layout;
   double time_bound_s = 0;
+  /// The step's longest path (PlanBounds::path_time_s), worked out before simulating it.
+  std::optional<double> path_bound_s;
   std::uint64_t memory_bound_bytes = 0;
   bool memory_rejected = false;
   ResolvedRun run;
@@ -294,9 +296,18 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
     if (best.size() < static_cast<std::size_t>(o.top)) return std::numeric_limits<double>::infinity();
     return *std::next(best.begin(), o.top - 1);
   };
+  // What this folder holds already counts from the start (a rerun prunes as the run before
+  // it ended, so it skips by the path bound what that run skipped).
+  std::vector<bool> counted(valid.size(), false);  // in `best` already
+  for (std::size_t i : queue)
+    if (auto s = store.stored(valid[i].run.id); s && s->status == "ok") {
+      best.insert(figures(s->summary).time_s);
+      counted[i] = true;
+    }
   auto worker = [&] {
     while (true) {
       std::size_t i;
+      bool pruning = false;
       {
         std::lock_guard lock(mutex);
         if (stopped || next >= queue.size() || failure) return;
@@ -306,9 +317,24 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
           return;
         }
         ++next;
+        // Nothing is pruned before the top is full: the longest path is not worked out then.
+        pruning = std::isfinite(cutoff());
       }
       PointResult r;
       try {
+        // A layout not simulated yet is built first: when its longest path is above the
+        // top-th best step so far, it cannot make the top and is not simulated.
+        // --exhaustive works it out for every layout, for results.csv.
+        if (o.exhaustive || (pruning && !store.stored(valid[i].run.id))) {
+          const std::optional<double> path = bounds.path_time_s(valid[i].layout, global);
+          std::lock_guard lock(mutex);
+          valid[i].path_bound_s = path;
+          if (!o.exhaustive && path && *path > cutoff()) {
+            err << fmt::format("      skip  path bound {} > the best {} so far  {}\n", seconds_text(*path), o.top,
+                               valid[i].layout.text());
+            continue;
+          }
+        }
         r = store.get(valid[i].run);
       } catch (...) {
         std::lock_guard lock(mutex);
@@ -317,7 +343,10 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
       }
       std::lock_guard lock(mutex);
       ++simulated;
-      if (r.status == "ok") best.insert(figures(r.summary).time_s);
+      if (r.status == "ok" && !counted[i]) {
+        best.insert(figures(r.summary).time_s);
+        counted[i] = true;
+      }
       err << fmt::format("[{}] {:<5} {}{}  {}\n", simulated, r.status,
                                r.status == "ok" ? seconds_text(figures(r.summary).time_s) : "-",
                                r.ran ? "" : " (done before)", valid[i].layout.text());
@@ -335,7 +364,7 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   for (Candidate& c : valid)
     if (!c.result && !c.memory_rejected)
       if (auto s = store.stored(c.run.id); s && s->status != "error") {
-        if (s->status == "ok") best.insert(figures(s->summary).time_s);
+        if (s->status == "ok" && !counted[&c - valid.data()]) best.insert(figures(s->summary).time_s);
         c.result = std::move(s);
       }
   const double cut = o.exhaustive ? std::numeric_limits<double>::infinity() : cutoff();
@@ -343,7 +372,7 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   // results.csv: every valid layout in bound order, what became of it.
   std::string csv =
       "tp,sp,pp,schedule,virtual_stages,dp,micro_batch,micro_batches,zero,hsdp,recompute,offload,status,"
-      "time_bound_s,memory_bound_bytes,iteration_time_s,tokens_per_s,mfu,hfu,peak_bytes,margin_bytes,"
+      "time_bound_s,path_bound_s,memory_bound_bytes,iteration_time_s,tokens_per_s,mfu,hfu,peak_bytes,margin_bytes,"
       "bubble_fraction,exposed_comm_s,point_id,error\n";
   struct Row {
     const Candidate* c;
@@ -357,7 +386,7 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
     if (c.memory_rejected && !o.exhaustive)
       row.status = "over_memory_bound";
     else if (!c.result)
-      row.status = c.time_bound_s > cut ? "over_time_bound" : "not_run";
+      row.status = c.time_bound_s > cut || (c.path_bound_s && *c.path_bound_s > cut) ? "over_time_bound" : "not_run";
     else if (c.time_bound_s > cut)
       row.status = "over_time_bound";
     else
@@ -370,10 +399,14 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
     const bool timed = row.status == "ok" && row.f.time_s > 0;
     auto num = [](double x) { return fmt::format("{:.9g}", x); };
     csv += fmt::format(
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", l.tp, l.sp, l.pp,
+        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", l.tp, l.sp, l.pp,
         l.schedule(), l.virtual_stages, l.dp, l.micro_batch, l.micro_batches, l.zero, l.hsdp, to_string(l.recompute),
         l.offload,
-        row.status, num(c.time_bound_s), c.memory_bound_bytes, timed ? num(row.f.time_s) : "",
+        row.status, num(c.time_bound_s),
+        // Where it decided (or with --exhaustive, always): a rerun that reaches fewer layouts
+        // writes the same bytes.
+        c.path_bound_s && (o.exhaustive || (!c.result && c.time_bound_s <= cut)) ? num(*c.path_bound_s) : "",
+        c.memory_bound_bytes, timed ? num(row.f.time_s) : "",
         timed && row.f.tokens_per_s >= 0 ? num(row.f.tokens_per_s) : "",
         timed && row.f.mfu >= 0 ? num(row.f.mfu) : "", timed && row.f.hfu >= 0 ? num(row.f.hfu) : "",
         row.status == "ok" || row.status == "oom" ? std::to_string(row.f.peak_bytes) : "",
@@ -445,7 +478,8 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   for (const Row& r : rows) {
     if (why.size() >= 3) break;
     if (r.status == "over_memory_bound")
-      why.push_back(fmt::format("{}: does not fit: weights and optimizer state alone {} per GPU, over {}'s {} by {} "
+      why.push_back(fmt::format("{}: does not fit: its resident state and the activations its first stage must keep are {} "
+                                "per GPU at least, over {}'s {} by {} "
                                 "(not simulated)",
                                 r.c->layout.text(), format_bytes(static_cast<double>(r.c->memory_bound_bytes)),
                                 facts.tier, format_bytes(static_cast<double>(facts.capacity_bytes)),
@@ -466,10 +500,14 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
     for (std::size_t k = 0; k < why.size(); ++k) out << (k ? "            " : "    ") << why[k] << "\n";
   }
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  out << fmt::format("search      {} simulated ({} ok, {} oom, {} failed), {} skipped by the time bound\n",
-                           ok + oom + failed, ok, oom, failed,
-                           std::count_if(rows.begin(), rows.end(),
-                                         [](const Row& r) { return r.status == "over_time_bound"; }));
+  const auto path_pruned = std::count_if(rows.begin(), rows.end(), [&](const Row& r) {
+    return r.status == "over_time_bound" && !r.c->result && r.c->time_bound_s <= cut;
+  });
+  out << fmt::format("search      {} simulated ({} ok, {} oom, {} failed), {} skipped by the time bound ({} of them "
+                     "built and skipped by their longest path)\n",
+                     ok + oom + failed, ok, oom, failed,
+                     std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.status == "over_time_bound"; }),
+                     path_pruned);
   err << fmt::format("plan: {} runs in {:.1f} s ({} of them here)\n", simulated, wall, store.children_run());
   out << fmt::format("results     {}/results.csv\n", o.out_dir);
   if (failed) {

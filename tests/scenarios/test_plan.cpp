@@ -89,6 +89,10 @@ TEST(Plan, BranchAndBoundFindsTheBestOfEveryLayout) {
     times.emplace_back(t, layout_of(r));
     // The time bound is below the simulated step of every layout that ran.
     EXPECT_LE(std::stod(r.at("time_bound_s")), t) << layout_of(r);
+    // So is the step's longest path, which --exhaustive works out for every layout.
+    ASSERT_FALSE(r.at("path_bound_s").empty()) << layout_of(r);
+    EXPECT_LE(std::stod(r.at("path_bound_s")), t) << layout_of(r);
+    EXPECT_GE(std::stod(r.at("path_bound_s")), std::stod(r.at("time_bound_s")) * (1 - 1e-6)) << layout_of(r);
     EXPECT_LE(std::stoull(r.at("memory_bound_bytes")), std::stoull(r.at("peak_bytes"))) << layout_of(r);
   }
   std::sort(times.begin(), times.end());
