@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "sim/core/config.h"
-#include "sim/core/presets.h"
 #include "sim/run/run.h"
 #include "sim/policy/policy.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 
@@ -18,15 +18,9 @@ namespace {
 
 constexpr std::uint64_t kMapBytes = 630'000'000;  // 20 ms at 31.5 GB/s
 
-PlatformSpec dgx() {
-  const Preset* preset = find_preset("configs/devices", "dgx-a100");
-  EXPECT_NE(preset, nullptr);
-  PlatformSpec p = load_platform(ConfigNode::parse_text(preset->text, preset->path));
-  // The copies' sharing of the PCIe tree is what these check: no host issuing the ops (its
-  // per-step and per-op times, docs/time-model.md, would add a few ms to every step).
-  for (DeviceSpec& d : p.devices) d.host = HostOverhead{};
-  return p;
-}
+// The copies' sharing of the PCIe tree is what these check: no host issuing the ops (its
+// per-step and per-op times, docs/time-model.md, would add a few ms to every step).
+PlatformSpec dgx() { return test::without_host_overhead(test::preset_platform("dgx-a100")); }
 
 double link_bandwidth(const PlatformSpec& p, const std::string& name) {
   for (const LinkSpec& l : p.links)

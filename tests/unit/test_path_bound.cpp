@@ -8,24 +8,17 @@
 
 #include <string>
 
-#include "sim/core/config.h"
-#include "sim/core/presets.h"
 #include "sim/cost/cost_model.h"
 #include "sim/plan/path_bound.h"
 #include "sim/platform/platform.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 
 namespace {
 
 // DGX A100 without the host's time to issue ops, so that the longest path is the devices' alone.
-PlatformSpec dgx_a100() {
-  const Preset* p = find_preset("configs/devices", "dgx-a100");
-  EXPECT_NE(p, nullptr);
-  PlatformSpec platform = load_platform(ConfigNode::parse_text(p->text, p->path));
-  for (DeviceSpec& d : platform.devices) d.host = HostOverhead{};
-  return platform;
-}
+PlatformSpec dgx_a100() { return test::without_host_overhead(test::preset_platform("dgx-a100")); }
 
 Op compute(const std::string& name, std::uint32_t device, std::uint16_t stream, double flops) {
   Op op;

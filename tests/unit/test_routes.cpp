@@ -9,21 +9,16 @@
 #include <random>
 #include <stdexcept>
 
-#include "sim/core/config.h"
-#include "sim/core/presets.h"
 #include "sim/platform/platform.h"
 #include "sim/platform/routes.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 
 namespace {
 
 PlatformSpec preset(const std::string& name, const std::string& nodes = "") {
-  const Preset* p = find_preset("configs/devices", name);
-  EXPECT_NE(p, nullptr) << name;
-  ConfigNode root = ConfigNode::parse_text(p->text, p->path);
-  if (!nodes.empty()) root.override_value({"nodes"}, nodes, "test");
-  return load_platform(root);
+  return test::preset_platform(name, nodes);
 }
 
 void expect_same(const Route& a, const Route& b, const std::string& what) {

@@ -3,25 +3,18 @@
 // SuperPOD searched 8,000 GPUs' routes to their hosts before it ran (55 s).
 #include <gtest/gtest.h>
 
-#include "sim/core/config.h"
-#include "sim/core/presets.h"
 #include "sim/platform/platform.h"
 #include "sim/policy/impl/swap_common.h"
 #include "sim/workload/models/models.h"
 #include "tests/model_helpers.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 using namespace memsim::test;
 
 namespace {
 
-PlatformSpec superpod(const std::string& nodes) {
-  const Preset* p = find_preset("configs/devices", "dgx-h100-superpod");
-  EXPECT_NE(p, nullptr);
-  ConfigNode root = ConfigNode::parse_text(p->text, p->path);
-  root.override_value({"nodes"}, nodes, "test");
-  return load_platform(root);
-}
+PlatformSpec superpod(const std::string& nodes) { return test::preset_platform("dgx-h100-superpod", nodes); }
 
 }  // namespace
 
