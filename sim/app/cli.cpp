@@ -4,6 +4,9 @@
 
 #include <cctype>
 #include <cstdio>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <functional>
 #include <future>
 #include <filesystem>
@@ -87,6 +90,13 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
             bool devices_given, const std::string& only_devices,
             const ImportOptions& import, const std::string& durations, bool explain, bool advice,
             bool progress, bool exact) {
+#if defined(__GLIBC__)
+  // A run's other threads are its file writers, started once the step is simulated; glibc
+  // gives each thread an arena of its own (up to 8 per core), whose pages stay resident.
+  // Two arenas, the simulation's and one the writers share: a 16,384-GPU platform's run
+  // 112 -> 105 MB of peak memory, no slower (`make platform-bench`).
+  mallopt(M_ARENA_MAX, 2);
+#endif
   RunCommand command;
   if (positional.size() == 1) {
     if (names_a_platform(positional[0]))
@@ -260,9 +270,9 @@ int cmd_info(const std::string& arg, const std::vector<std::string>& sets, bool 
       }
       for (const auto& t : p.tiers)
         j["tiers"][t.name] = {{"role", to_string(t.role)}, {"capacity_bytes", t.capacity_bytes},
-                              {"bandwidth_Bps", t.bandwidth_Bps}, {"allocator", t.allocator}};
+                              {"bandwidth_Bps", t.bandwidth_Bps}, {"allocator", t.allocator.str()}};
       for (const auto& l : p.links)
-        j["links"][l.name] = {{"from", l.from}, {"to", l.to}, {"bandwidth_Bps", l.bandwidth_Bps},
+        j["links"][l.name] = {{"from", l.from.str()}, {"to", l.to.str()}, {"bandwidth_Bps", l.bandwidth_Bps},
                               {"latency_s", l.latency_s}, {"duplex", l.full_duplex ? "full" : "half"}};
       std::cout << j.dump(2) << "\n";
       return 0;

@@ -31,8 +31,8 @@ CollectiveRunner::CollectiveRunner(const PlatformSpec& platform, const Trace& tr
     for (std::size_t t = 0; t < platform.tiers.size(); ++t) tier_index.emplace(platform.tiers[t].name, t);
     for (const LinkSpec& l : platform.links)
       for (const auto& [sw, other] : {std::pair{&l.from, &l.to}, std::pair{&l.to, &l.from}}) {
-        const auto s = switch_index.find(*sw);
-        const auto t = tier_index.find(*other);
+        const auto s = switch_index.find(sw->str());
+        const auto t = tier_index.find(other->str());
         if (s != switch_index.end() && t != tier_index.end()) reducing[s->second].insert(t->second);
       }
   }

@@ -21,7 +21,7 @@ struct SgPlatform {
   std::vector<simgrid::s4u::Host*> device_hosts;  // by platform device index; null: unused
   std::vector<simgrid::s4u::Host*> tier_hosts;    // by tier index; null: unused
   RouteTable routes;                              // what each route crosses (link traffic)
-  std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines; null: unused
+  std::vector<simgrid::s4u::SemaphorePtr> copy_slots;  // device x {out, in}: its copy engines; null until its first copy
 };
 
 /// Builds the zone, hosts, links and routes in SimGrid's engine (which must exist): the

@@ -8,22 +8,27 @@
 namespace memsim {
 
 Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, std::uint32_t streams)
-    : trace_(trace), accelerators_(accelerators), streams_(streams), busy_(devices * streams),
+    : trace_(trace), accelerators_(accelerators), streams_(streams),
       model_flops_(accelerators, 0.0), hardware_flops_(accelerators, 0.0), rerun_(trace.ops.size(), 0) {
+  // Per device, up to the last that runs an op: the others have no events (a symmetric run
+  // on 16,384 GPUs runs one rank's ops), and their totals are zero.
+  std::size_t used = 0;
   for (const Op& op : trace.ops) {
     if (is_communication_kind(op.kind)) communicates_ = true;
     rerun_[op.id] = is_recomputed_op(op.name);
+    used = std::max<std::size_t>(used, op.device + 1);
   }
+  used = std::min(used, devices);
+  busy_.resize(used * streams);
   if (communicates_) {
-    computing_.resize(devices);
-    communicating_.resize(devices);
-    passes_.resize(devices);
-    collecting_.resize(devices);
+    computing_.resize(used);
+    communicating_.resize(used);
+    passes_.resize(used);
+    collecting_.resize(used);
   }
 }
 
 void Tally::on_link_bytes(std::size_t link, bool forward, std::uint64_t bytes) {
-  if (link >= link_bytes_.size()) link_bytes_.resize(link + 1, {0, 0});
   link_bytes_[link][forward ? 0 : 1] += bytes;
 }
 
@@ -161,7 +166,7 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   const Busy* speaker = nullptr;
   std::size_t speaker_device = 0;
   double most = 0;
-  for (std::size_t i = 0; i < accelerators_ * streams_; ++i)
+  for (std::size_t i = 0; i < std::min(accelerators_ * streams_, busy_.size()); ++i)
     if (const Busy& b = busy_[i]; b.compute_s + b.recompute_s > most ||
         (b.compute_s + b.recompute_s == most && b.stall_s > s.stall_time_s)) {
       most = b.compute_s + b.recompute_s;
@@ -185,6 +190,11 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   double speaker_exposed_comm = 0;
   if (communicates_)
     for (std::size_t d = 0; d < accelerators_; ++d) {
+      if (d >= passes_.size()) {  // ran nothing
+        s.device_compute_s.push_back(0);
+        s.device_exposed_comm_s.push_back(0);
+        continue;
+      }
       s.device_compute_s.push_back(length(merged(passes_[d])));
       // Communication this device waited for before the flush (not hidden by its compute).
       std::vector<std::pair<double, double>> before;
@@ -225,8 +235,12 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   }
   s.passes_end_s = passes_end_s_;
   for (const auto& [kind, sent] : collectives_) s.collectives.push_back({kind, sent.first, sent.second});
-  for (std::size_t l = 0; l < link_bytes_.size() && l < platform.links.size(); ++l) {
-    const auto& [fwd, bwd] = link_bytes_[l];
+  std::vector<std::size_t> carried_on;  // in the platform's order
+  for (const auto& [l, bytes] : link_bytes_)
+    if (l < platform.links.size()) carried_on.push_back(l);
+  std::sort(carried_on.begin(), carried_on.end());
+  for (std::size_t l : carried_on) {
+    const auto& [fwd, bwd] = link_bytes_.at(l);
     if (fwd == 0 && bwd == 0) continue;
     const LinkSpec& spec = platform.links[l];
     LinkSummary ls{spec.name, spec.bandwidth_Bps, spec.full_duplex, fwd, bwd, 0};

@@ -9,6 +9,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -44,13 +45,16 @@ class Tally {
     std::vector<std::pair<double, double>> work;    // when it computed or recomputed
     std::vector<std::pair<double, double>> stalls;  // when it stalled
   };
-  Busy& busy(std::uint32_t device, std::uint32_t stream) { return busy_[device * streams_ + stream]; }
+  Busy& busy(std::uint32_t device, std::uint32_t stream) {
+    if (device * streams_ + stream >= busy_.size()) busy_.resize((device + 1) * streams_);  // a stall on a lane of no ops
+    return busy_[device * streams_ + stream];
+  }
   using Interval = std::pair<double, double>;
 
   const Trace& trace_;
   std::size_t accelerators_;
   std::uint32_t streams_;
-  std::vector<Busy> busy_;  // per (compute device, stream)
+  std::vector<Busy> busy_;  // per (compute device, stream), up to the last device that runs ops
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::pair<std::uint64_t, std::uint64_t>>
       traffic_;  // (from, to) tier -> (bytes, copies)
   std::uint64_t swap_in_bytes_ = 0, swap_out_bytes_ = 0, ops_run_ = 0;
@@ -64,7 +68,8 @@ class Tally {
   std::vector<std::vector<Interval>> collecting_;  // communication but point-to-point
   double passes_end_s_ = 0;
   std::map<std::string, std::pair<std::uint64_t, std::uint64_t>> collectives_;  // kind -> (count, bytes)
-  std::vector<std::array<std::uint64_t, 2>> link_bytes_;  // per link: forward, backward
+  // Per link that carried bytes: forward, backward (a 16,384-GPU platform has 75,000 links).
+  std::unordered_map<std::size_t, std::array<std::uint64_t, 2>> link_bytes_;
   double transfer_time_s_ = 0, recompute_flops_ = 0;
   // Per accelerator: the FLOPs of its forward and backward ops, without the recomputed
   // ones (the model's) and all it ran (the hardware's).

@@ -79,10 +79,10 @@ const AllocatorInfo* find_allocator(std::string_view name);
 Params allocator_params(const AllocatorInfo& info, const ConfigNode& tier,
                         const std::vector<std::string>& tier_keys);
 /// The allocator `name` for a tier of `capacity_bytes` under a cap of `cap_bytes`; `params`
-/// are the tier's (nullopt: a tier built in code, every parameter at its default). Throws
+/// are the tier's (null: a tier built in code, every parameter at its default). Throws
 /// std::invalid_argument for an unknown name or an impossible configuration.
 std::unique_ptr<Allocator> make_allocator(const std::string& name,
-                                          const std::optional<Params>& params,
+                                          const Params* params,
                                           std::uint64_t capacity_bytes, std::uint64_t cap_bytes);
 
 // One per file.

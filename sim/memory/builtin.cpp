@@ -24,7 +24,7 @@ Params allocator_params(const AllocatorInfo& info, const ConfigNode& tier,
 }
 
 std::unique_ptr<Allocator> make_allocator(const std::string& name,
-                                          const std::optional<Params>& params,
+                                          const Params* params,
                                           std::uint64_t capacity_bytes, std::uint64_t cap_bytes) {
   const AllocatorInfo* info = find_allocator(name);
   if (!info) throw std::invalid_argument("unknown allocator: " + name);

@@ -6,24 +6,42 @@ namespace memsim {
 
 MemoryState::MemoryState(const PlatformSpec& platform, const Trace& trace,
                          const std::vector<std::uint64_t>& caps)
-    : trace_(trace), placement_(trace.buffers.size()) {
-  allocators_.reserve(platform.tiers.size());
-  usage_.reserve(platform.tiers.size());
-  for (std::size_t i = 0; i < platform.tiers.size(); ++i) {
-    const TierSpec& t = platform.tiers[i];
-    const std::uint64_t cap = i < caps.size() ? std::min(caps[i], t.capacity_bytes) : t.capacity_bytes;
-    allocators_.push_back(make_allocator(t.allocator, t.allocator_params, t.capacity_bytes, cap));
-    TierUsage u;
-    u.capacity_bytes = t.capacity_bytes;
-    if (allocators_.back()->capacity_bytes() < t.capacity_bytes)
-      u.budget_bytes = allocators_.back()->capacity_bytes();
-    usage_.push_back(u);
+    : trace_(trace), platform_(platform), caps_(caps), slot_(platform.tiers.size(), kUnheld),
+      placement_(trace.buffers.size()) {}
+
+MemoryState::Held MemoryState::make(std::size_t tier) const {
+  const TierSpec& t = platform_.tiers[tier];
+  const std::uint64_t cap = tier < caps_.size() ? std::min(caps_[tier], t.capacity_bytes) : t.capacity_bytes;
+  Held h{make_allocator(t.allocator, t.allocator_params.get(), t.capacity_bytes, cap), {}};
+  h.usage.capacity_bytes = t.capacity_bytes;
+  if (h.allocator->capacity_bytes() < t.capacity_bytes) h.usage.budget_bytes = h.allocator->capacity_bytes();
+  return h;
+}
+
+MemoryState::Held& MemoryState::held(std::size_t tier) const {
+  std::uint32_t& slot = slot_[tier];
+  if (slot == kUnheld) {
+    slot = static_cast<std::uint32_t>(held_.size());
+    held_.push_back(make(tier));
   }
+  return held_[slot];
+}
+
+void MemoryState::report(std::size_t tier, TierUsage& usage, std::vector<std::uint64_t>& tile_peaks) const {
+  if (slot_[tier] != kUnheld) {
+    usage = held_[slot_[tier]].usage;
+    tile_peaks = held_[slot_[tier]].allocator->tile_peaks();
+    return;
+  }
+  const Held fresh = make(tier);
+  usage = fresh.usage;
+  tile_peaks = fresh.allocator->tile_peaks();
 }
 
 void MemoryState::changed(std::size_t tier, double now_s) {
-  TierUsage& u = usage_[tier];
-  const Allocator& a = *allocators_[tier];
+  Held& h = held(tier);
+  TierUsage& u = h.usage;
+  const Allocator& a = *h.allocator;
   u.allocated_bytes = a.allocated_bytes();
   u.reserved_bytes = a.reserved_bytes();
   // Strictly greater: the first time a peak is reached is the time reported.
@@ -46,10 +64,10 @@ void MemoryState::announce(std::size_t tier, BufferId b, Category c, bool alloca
 
 bool MemoryState::allocate(BufferId b, std::size_t tier, double now_s) {
   const Buffer& buf = trace_.buffers[b];
-  auto a = allocators_[tier]->allocate(buf.bytes);
+  auto a = held(tier).allocator->allocate(buf.bytes);
   if (!a) return false;
   placement_[b] = Placement{tier, *a};
-  usage_[tier].by_category[static_cast<int>(buf.category)] += a->bytes;
+  held(tier).usage.by_category[static_cast<int>(buf.category)] += a->bytes;
   announce(tier, b, buf.category, true, *a, now_s);
   changed(tier, now_s);
   return true;
@@ -59,8 +77,8 @@ void MemoryState::release(BufferId b, double now_s) {
   Placement& p = placement_[b];
   if (p.tier == Placement::kNowhere) return;
   const Buffer& buf = trace_.buffers[b];
-  allocators_[p.tier]->release(p.allocation);
-  usage_[p.tier].by_category[static_cast<int>(buf.category)] -= p.allocation.bytes;
+  held(p.tier).allocator->release(p.allocation);
+  held(p.tier).usage.by_category[static_cast<int>(buf.category)] -= p.allocation.bytes;
   std::size_t tier = p.tier;
   const Allocation released = p.allocation;
   p = Placement{};
@@ -70,9 +88,9 @@ void MemoryState::release(BufferId b, double now_s) {
 
 std::optional<Allocation> MemoryState::reserve_move(BufferId b, std::size_t to, double now_s) {
   const Buffer& buf = trace_.buffers[b];
-  auto a = allocators_[to]->allocate(buf.bytes);
+  auto a = held(to).allocator->allocate(buf.bytes);
   if (!a) return std::nullopt;
-  usage_[to].by_category[static_cast<int>(buf.category)] += a->bytes;
+  held(to).usage.by_category[static_cast<int>(buf.category)] += a->bytes;
   announce(to, b, buf.category, true, *a, now_s);
   changed(to, now_s);
   return a;
@@ -85,9 +103,9 @@ void MemoryState::finish_move(BufferId b, std::size_t to, const Allocation& a, d
 
 std::optional<Allocation> MemoryState::allocate_anonymous(std::size_t tier, std::uint64_t bytes,
                                                           Category category, double now_s) {
-  auto a = allocators_[tier]->allocate(bytes);
+  auto a = held(tier).allocator->allocate(bytes);
   if (!a) return std::nullopt;
-  usage_[tier].by_category[static_cast<int>(category)] += a->bytes;
+  held(tier).usage.by_category[static_cast<int>(category)] += a->bytes;
   announce(tier, AllocationChange::kNoBuffer, category, true, *a, now_s);
   changed(tier, now_s);
   return a;
@@ -95,18 +113,18 @@ std::optional<Allocation> MemoryState::allocate_anonymous(std::size_t tier, std:
 
 void MemoryState::release_anonymous(std::size_t tier, const Allocation& a, Category category,
                                     double now_s) {
-  allocators_[tier]->release(a);
-  usage_[tier].by_category[static_cast<int>(category)] -= a.bytes;
+  held(tier).allocator->release(a);
+  held(tier).usage.by_category[static_cast<int>(category)] -= a.bytes;
   announce(tier, AllocationChange::kNoBuffer, category, false, a, now_s);
   changed(tier, now_s);
 }
 
 std::string MemoryState::failure_reason(std::size_t tier, std::uint64_t bytes) const {
-  return allocators_[tier]->failure_reason(bytes);
+  return held(tier).allocator->failure_reason(bytes);
 }
 
 std::uint64_t MemoryState::largest_free_block(std::size_t tier) const {
-  return allocators_[tier]->largest_free_block();
+  return held(tier).allocator->largest_free_block();
 }
 
 std::vector<BufferId> MemoryState::largest_resident(std::size_t tier, std::size_t n) const {

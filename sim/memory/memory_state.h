@@ -4,6 +4,7 @@
 // the time of each peak. Every method is O(1) except the OOM report.
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -84,12 +85,15 @@ class MemoryState {
 
   const Placement& placement(BufferId b) const { return placement_[b]; }
   bool resident(BufferId b, std::size_t tier) const { return placement_[b].tier == tier; }
-  const TierUsage& usage(std::size_t tier) const { return usage_[tier]; }
-  std::size_t tier_count() const { return usage_.size(); }
+  const TierUsage& usage(std::size_t tier) const { return held(tier).usage; }
+  std::size_t tier_count() const { return slot_.size(); }
   std::uint64_t largest_free_block(std::size_t tier) const;
   /// Why a request of `bytes` did not fit in `tier` ("" when the tier is simply full).
   std::string failure_reason(std::size_t tier, std::uint64_t bytes) const;
-  const Allocator& allocator(std::size_t tier) const { return *allocators_[tier]; }
+  const Allocator& allocator(std::size_t tier) const { return *held(tier).allocator; }
+  /// Tier `tier`'s usage and its tiles' peaks (tiled tiers), for the summary. A tier the run
+  /// never touched is reported as its allocator starts, without keeping one for it.
+  void report(std::size_t tier, TierUsage& usage, std::vector<std::uint64_t>& tile_peaks) const;
 
   /// The `n` largest buffers resident in `tier`, largest first (ties by id). O(buffers).
   std::vector<BufferId> largest_resident(std::size_t tier, std::size_t n) const;
@@ -99,9 +103,21 @@ class MemoryState {
   void announce(std::size_t tier, BufferId b, Category c, bool allocated, const Allocation& a,
                 double now_s);
 
+  // A tier's allocator and usage exist from its first use: a 16,384-GPU platform has 20,480
+  // tiers, and a symmetric run touches one rank's few.
+  struct Held {
+    std::unique_ptr<Allocator> allocator;
+    TierUsage usage;
+  };
+  static constexpr std::uint32_t kUnheld = UINT32_MAX;
+  Held make(std::size_t tier) const;
+  Held& held(std::size_t tier) const;
+
   const Trace& trace_;
-  std::vector<std::unique_ptr<Allocator>> allocators_;
-  std::vector<TierUsage> usage_;
+  const PlatformSpec& platform_;
+  std::vector<std::uint64_t> caps_;
+  mutable std::vector<std::uint32_t> slot_;  // per tier: its index in held_, or kUnheld
+  mutable std::deque<Held> held_;            // a deque: references stay valid as it grows
   std::vector<Placement> placement_;
   MemoryListener* listener_ = nullptr;
 };

@@ -50,7 +50,7 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
       if (n.has(p.name) && std::none_of(allocator.params.begin(), allocator.params.end(),
                                         [&](const ParamSpec& s) { return s.name == p.name; }))
         n.key_node(p.name).fail(fmt::format("'{}' needs allocator: {}", p.name, info.name));
-  t.allocator_params = allocator_params(allocator, n, tier_keys);
+  t.allocator_params = std::make_shared<const Params>(allocator_params(allocator, n, tier_keys));
   t.capacity_bytes = allocator.tier_capacity ? allocator.tier_capacity(*t.allocator_params, n)
                                              : n.at("capacity").as_positive_bytes();
   t.bandwidth_Bps = positive(n.at("bandwidth"), UnitKind::bandwidth);
@@ -60,7 +60,7 @@ TierSpec load_tier(const std::string& device, const std::string& name, const Con
 
 // An `efficiency` or `memory_efficiency` table: `default` and known op kinds, each in (0, 1].
 void load_efficiency_table(const ConfigNode& table, std::optional<double>& default_value,
-                           std::map<std::string, double>& per_kind) {
+                           SharedMap<std::string, double>& per_kind) {
   for (const auto& [kind_name, value] : table.entries()) {
     if (kind_name != "default" && !is_known_op_kind(kind_name)) {
       std::string kinds;
@@ -269,6 +269,25 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, 
   p.devices.push_back(std::move(d));
 }
 
+// Device `from` (node 0's) again as `name` on node `node`: its tiers renamed and appended.
+void copy_device(PlatformSpec& p, std::size_t from, const std::string& name, std::uint32_t node) {
+  DeviceSpec d = p.devices[from];
+  d.name = name;
+  d.node = node;
+  d.tiers.clear();
+  const std::string& old_name = p.devices[from].name;
+  for (std::size_t old : p.devices[from].tiers) {
+    TierSpec t = p.tiers[old];
+    t.name = name + t.name.substr(old_name.size());
+    t.device = name;
+    if (p.devices[from].compute_tier == old) d.compute_tier = p.tiers.size();
+    if (p.devices[from].scratch_tier == old) d.scratch_tier = p.tiers.size();
+    d.tiers.push_back(p.tiers.size());
+    p.tiers.push_back(std::move(t));
+  }
+  p.devices.push_back(std::move(d));
+}
+
 // Names of node k of a multi-node platform (see platform.h): a trailing number is
 // renumbered across the nodes, a name without one gets the node's number.
 class NodeNames {
@@ -456,12 +475,18 @@ PlatformSpec load_platform(const ConfigNode& root) {
   std::unordered_set<std::string> device_seen, tier_seen, switch_seen, link_seen;
   const std::size_t devices_before = p.devices.size(), tiers_at_start = p.tiers.size();
   for (std::uint32_t k = 0; k < p.nodes; ++k) {
+    std::size_t i = devices_before;  // node 0's copy of this device
     for (const auto& [name, dev] : devices.entries()) {
       const std::string renamed = device_name(name, k);
       if (device_seen.count(renamed))
         dev.fail(fmt::format("device '{}' (node {}'s '{}') is already a device of another node", renamed, k, name));
       const std::size_t tiers_before = p.tiers.size();
-      load_device(p, renamed, dev, k);
+      // Node 0 is read from its entry; another node is node 0's copy, renamed, and shares
+      // its tables (what would be read again is the same and passed the same checks).
+      if (k == 0)
+        load_device(p, renamed, dev, k);
+      else
+        copy_device(p, i++, renamed, k);
       device_seen.insert(renamed);
       for (std::size_t t = tiers_before; t < p.tiers.size(); ++t) tier_seen.insert(p.tiers[t].name);
     }

@@ -45,12 +45,15 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "sim/core/config.h"
+#include "sim/core/interned.h"
 #include "sim/core/params.h"
+#include "sim/core/shared_table.h"
 #include "sim/workload/trace.h"
 
 namespace memsim {
@@ -67,10 +70,10 @@ struct TierSpec {
   std::uint64_t capacity_bytes = 0;
   double bandwidth_Bps = 0;  // the tier's own bandwidth, for the memory-bound roofline term
   double latency_s = 0;
-  std::string allocator = "ideal";
-  /// The allocator's parameters from the tier's entry (nullopt: a tier built in code, every
-  /// parameter at its default).
-  std::optional<Params> allocator_params;
+  Interned allocator = "ideal";
+  /// The allocator's parameters from the tier's entry (null: a tier built in code, every
+  /// parameter at its default), shared by the tier's copies on the other nodes.
+  std::shared_ptr<const Params> allocator_params;
 };
 
 /// The host's cost of issuing work to a device, for an eager framework (PyTorch, Megatron-LM):
@@ -86,9 +89,9 @@ struct TierSpec {
 /// scaler's and gradient clipping's checks, the optimizer's launch).
 struct HostOverhead {
   double per_op_s = 0;
-  std::map<std::string, double> per_kind_s;
+  SharedMap<std::string, double> per_kind_s;
   double per_step_s = 0;
-  std::vector<std::string> sync_after;
+  SharedVector<std::string> sync_after;
   double per_op_for(const std::string& kind) const {
     auto it = per_kind_s.find(kind);
     return it == per_kind_s.end() ? per_op_s : it->second;
@@ -121,11 +124,13 @@ struct DeviceSpec {
   int streams = 1;
   int copy_engines = 1;  // per direction
   double default_efficiency = 1.0;
-  std::map<std::string, double> efficiency;  // per op kind, overrides the default
+  /// Per op kind, overrides the default. This and the other tables are shared by a node's
+  /// copies (sim/core/shared_table.h).
+  SharedMap<std::string, double> efficiency;
   /// The memory-bound term's own table (`memory_efficiency`); where it says nothing for a
   /// kind (no entry, no default, or no table), the kind's `efficiency` applies to both terms.
   std::optional<double> default_memory_efficiency;
-  std::map<std::string, double> memory_efficiency;
+  SharedMap<std::string, double> memory_efficiency;
   std::vector<std::size_t> tiers;            // indices into PlatformSpec::tiers
   std::optional<std::size_t> compute_tier;   // where operands must be; none for a pure store
   std::optional<std::size_t> scratch_tier;   // takes op workspace when it fits
@@ -134,7 +139,7 @@ struct DeviceSpec {
   /// Memory of the compute tier the allocator never gets (`reserved: {cuda_context: 500MiB,
   /// nccl: 256MiB}`), by name in file order. An entry named `nccl` (the communicator's
   /// channel buffers) is taken only by a step that communicates.
-  std::vector<std::pair<std::string, std::uint64_t>> reserved;
+  SharedVector<std::pair<std::string, std::uint64_t>> reserved;
   /// The node it belongs to on a multi-node platform (`nodes: N`), else 0.
   std::uint32_t node = 0;
   /// What the host that drives the device spends issuing its work (`host_overhead:`): an
@@ -161,7 +166,7 @@ struct DeviceSpec {
 
 struct LinkSpec {
   std::string name;
-  std::string from, to;  // tier or switch names
+  Interned from, to;  // tier or switch names (each name kept once: a tier has several links)
   double bandwidth_Bps = 0;
   double latency_s = 0;
   bool full_duplex = true;  // each direction has the full bandwidth

@@ -226,7 +226,18 @@ class Writer {
 
   // Slice tracks by (pid, tid), sorted; counter and instant tracks by tier.
   std::vector<std::pair<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t>> thread_tracks_;
+  // Per tier with a track (sampled, evicting or out of memory): a 16,384-GPU platform's
+  // 20,480 tiers are mostly idle, and each one's counters are 200 bytes.
+  std::vector<std::uint32_t> tier_slot_;
   std::vector<TierCounters> tiers_;
+  TierCounters& tier(std::size_t t) {
+    if (tier_slot_[t] == kNoSlot) {
+      tier_slot_[t] = static_cast<std::uint32_t>(tiers_.size());
+      tiers_.emplace_back();
+    }
+    return tiers_[tier_slot_[t]];
+  }
+  static constexpr std::uint32_t kNoSlot = UINT32_MAX;
   std::uint64_t global_oom_track_ = 0;
 
   InternTable names_, categories_, arg_names_, string_values_;
@@ -431,10 +442,11 @@ void Writer::put_tracks() {
   // Tiers: instant tracks, then counter tracks; the counters of a tier share one y axis.
   const std::optional<std::size_t> oom_tier =
       summary_.oom ? platform_.find_tier(summary_.oom->tier) : std::nullopt;
-  tiers_.assign(platform_.tiers.size(), {});
+  tier_slot_.assign(platform_.tiers.size(), kNoSlot);
   for (std::size_t t = 0; t < platform_.tiers.size(); ++t) {
     const std::uint64_t tier_track = process(layout_.tier_pid(t), layout_.tier_process_name(t), "");
-    TierCounters& c = tiers_[t];
+    if (oom_tier != t && !layout_.tier_evicts(t) && !layout_.tier_sampled(t)) continue;  // no tracks
+    TierCounters& c = tier(t);
     int rank = 0;
     if (oom_tier == t) c.oom = add_track(tier_track, "OOM", rank++);
     if (layout_.tier_evicts(t)) c.evictions = add_track(tier_track, "evictions", rank++);
@@ -517,7 +529,7 @@ void Writer::put_counter(const TraceItem& item) {
   // trace processor drops an event with more than kMaxExtraCounters extras, so the rest go
   // in further packets at the same time.
   const MemorySample& s = layout_.sample(item.index);
-  TierCounters& c = tiers_[s.tier];
+  TierCounters& c = tier(s.tier);
   std::array<std::pair<std::uint64_t, std::uint64_t>, kCategoryCount + 2> values;  // (track, bytes)
   std::size_t n = 0;
   values[n++] = {c.allocated, s.allocated_bytes};
@@ -548,7 +560,7 @@ void Writer::put_evict(const TraceItem& item) {
   const Event& e = events_[item.index];
   const std::uint64_t name_iid = event_name_iid(evict_name_iid_, e.buffer, "evict " + trace_.buffers[e.buffer].name);
   add_arg(kArgBytes, e.bytes);
-  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tiers_[e.src_tier].evictions, name_iid, 0);
+  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tier(e.src_tier).evictions, name_iid, 0);
 }
 
 void Writer::put_oom(const TraceItem& item) {
@@ -561,7 +573,7 @@ void Writer::put_oom(const TraceItem& item) {
   add_arg(kArgAllocated, o.allocated_bytes);
   add_arg(kArgCapacity, o.capacity_bytes);
   add_string_arg(kArgReason, o.reason.empty() ? std::string_view("the tier is full") : std::string_view(o.reason));
-  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tier ? tiers_[*tier].oom : global_oom_track_, name_iid, 0);
+  put_track_event(item.ts_ns, pb::TrackEvent::TYPE_INSTANT, tier ? this->tier(*tier).oom : global_oom_track_, name_iid, 0);
 }
 
 PerfettoTrace Writer::write() {

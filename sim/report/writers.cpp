@@ -232,6 +232,52 @@ std::string throughput_text(const Throughput& t, double iteration_s) {
 
 }  // namespace
 
+void LineGroups::add(const std::string& name, std::string text) {
+  const auto [t, fresh_text] = text_index_.try_emplace(text, texts_.size());
+  if (fresh_text) texts_.push_back(std::move(text));
+  const auto n = numbered(name);
+  if (!n) {
+    groups_.push_back({name, {}, false, {}, t->second});
+    return;
+  }
+  const std::string key = fmt::format("{}\n{}\n{}", t->second, n->prefix, n->suffix);
+  const auto [g, fresh] = group_index_.try_emplace(key, groups_.size());
+  if (fresh) groups_.push_back({n->prefix, n->suffix, true, {}, t->second});
+  Group& group = groups_[g->second];
+  // A lone name keeps its spelling (gpu01.hbm); numbers are kept to name a range.
+  if (fresh) group.name = name.substr(0, name.size() - n->suffix.size());
+  group.numbers.push_back(n->number);
+}
+
+std::vector<std::pair<std::string, std::string>> LineGroups::lines() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(groups_.size());
+  for (const Group& g : groups_) {
+    if (!g.numbered || g.numbers.size() == 1) {
+      out.emplace_back(g.name + g.suffix, texts_[g.text]);
+      continue;
+    }
+    std::vector<std::uint64_t> v = g.numbers;
+    std::sort(v.begin(), v.end());
+    std::vector<std::string> ranges;
+    for (std::size_t i = 0; i < v.size();) {
+      std::size_t j = i + 1;
+      while (j < v.size() && v[j] == v[j - 1] + 1) ++j;
+      ranges.push_back(j - i > 1 ? fmt::format("{}-{}", v[i], v[j - 1]) : fmt::format("{}", v[i]));
+      i = j;
+    }
+    // Many ranges (a link of every node: ib0, ib8, ...) are shown by their ends and count.
+    const bool many = ranges.size() > 4;
+    const std::string listed = many ? fmt::format("{},{},...,{}", ranges[0], ranges[1], ranges.back())
+                                    : fmt::format("{}", fmt::join(ranges, ","));
+    const auto n = numbered(g.name + g.suffix);
+    out.emplace_back((n ? n->prefix : g.name) + listed + g.suffix +
+                         (many ? fmt::format(" ({} of them)", v.size()) : std::string()),
+                     texts_[g.text]);
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> group_identical(
     const std::vector<std::pair<std::string, std::string>>& lines) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -561,9 +607,9 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
     row("comm", fmt::format("{} per rank; busy {}, exposed {}", parts, format_seconds(s.comm_time_s),
                             format_seconds(s.exposed_comm_time_s)));
   }
-  // The tiers, each as a line; identical lines of consecutive devices (gpu0.hbm ... gpu7.hbm)
-  // are printed once ("gpu0-7.hbm") rather than once per rank.
-  std::vector<std::pair<std::string, std::string>> lines;
+  // The tiers, each as a line; identical lines of devices (gpu0.hbm ... gpu7.hbm) are printed
+  // once ("gpu0-7.hbm") rather than once per rank.
+  LineGroups lines;
   for (const auto& t : s.tiers) {
     const TierUsage& u = t.usage;
     std::string text, extra;
@@ -604,9 +650,9 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
       text = fmt::format("peak {} of {}{}", format_bytes(u.peak_allocated_bytes),
                          format_bytes(u.capacity_bytes), t.role == "scratch" ? " (op workspace)" : "");
     }
-    lines.emplace_back(t.name, extra.empty() ? text : text + "\n" + extra);
+    lines.add(t.name, extra.empty() ? text : text + "\n" + extra);
   }
-  for (const auto& [name, text] : group_identical(lines)) {
+  for (const auto& [name, text] : lines.lines()) {
     std::size_t at = 0;
     for (std::size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
       row(at == 0 ? name : "", text.substr(at, nl - at));
@@ -622,7 +668,9 @@ std::string terminal_summary(const Summary& s, const std::string& out_dir, const
     for (const auto& l : s.links)
       link_lines.emplace_back(l.name, fmt::format("{} out, {} in; {:.0f}% busy", format_bytes(l.bytes_forward),
                                                   format_bytes(l.bytes_backward), 100 * l.utilisation));
-    const auto grouped = group_identical(link_lines);
+    LineGroups link_groups;
+    for (auto& [name, text] : link_lines) link_groups.add(name, std::move(text));
+    const auto grouped = link_groups.lines();
     const std::size_t shown = std::min<std::size_t>(grouped.size(), 6);
     for (std::size_t i = 0; i < shown; ++i)
       row(i == 0 ? "links" : "", fmt::format("{}: {}", grouped[i].first, grouped[i].second));

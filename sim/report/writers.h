@@ -5,6 +5,7 @@
 #include <array>
 #include <functional>
 #include <string>
+#include <unordered_map>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -75,6 +76,31 @@ inline constexpr std::size_t kPeakBuffersOnTerminal = 3;
 /// Names lose the "gpu3:" prefix of `device`'s replica, so identical ranks read alike.
 std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_dir,
                                     const std::string& device = "");
+
+/// Lines (name, text) gathered as they come: numbered names of one form (gpu*.hbm) with the
+/// same text are one line, at the first one's place, named by the ranges of their numbers
+/// (gpu0.hbm ... gpu7.hbm -> "gpu0-7.hbm"; every node's -> "gpu0-16383.hbm"; gpu0-7 and
+/// gpu16-23 -> "gpu0-7,16-23.hbm"; more than four ranges by their ends and count: "ib0,8,...,
+/// 16376 (2048 of them)"); other names as they are. Each distinct text is kept
+/// once: a 16,384-GPU platform's tiers are a few distinct lines.
+class LineGroups {
+ public:
+  void add(const std::string& name, std::string text);
+  std::vector<std::pair<std::string, std::string>> lines() const;
+
+ private:
+  struct Group {
+    std::string name;       // an unnumbered name, or a numbered one's prefix
+    std::string suffix;     // a numbered name's suffix (".hbm")
+    bool numbered = false;
+    std::vector<std::uint64_t> numbers;
+    std::size_t text = 0;   // index into texts_
+  };
+  std::vector<std::string> texts_;
+  std::unordered_map<std::string, std::size_t> text_index_;
+  std::vector<Group> groups_;
+  std::unordered_map<std::string, std::size_t> group_index_;  // text, prefix, suffix -> group
+};
 
 /// Lines (name, text) with consecutive numbered names and the same text as one line each:
 /// gpu0.hbm ... gpu7.hbm -> "gpu0-7.hbm"; others as they are, in order.

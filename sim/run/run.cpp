@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
+#include "sim/core/heap.h"
 #include "sim/core/limits.h"
 #include "sim/cost/cost_model.h"
 #include "sim/engine/engine.h"
@@ -41,7 +42,7 @@ std::vector<std::uint64_t> tier_caps(const PlatformSpec& platform, const Budget*
     const TierSpec& t = platform.tiers[tier];
     const std::uint64_t limit = std::min<std::uint64_t>(t.capacity_bytes, static_cast<std::uint64_t>(cap));
     // As the tier's allocator rounds it (a tiled tier's tiles shrink in proportion).
-    caps[tier] = make_allocator(t.allocator, t.allocator_params, t.capacity_bytes, limit)->capacity_bytes();
+    caps[tier] = make_allocator(t.allocator, t.allocator_params.get(), t.capacity_bytes, limit)->capacity_bytes();
   }
   return caps;
 }
@@ -291,6 +292,7 @@ void run(RunInputs&& in, RunResult& out) {
       in.progress(done, total, at_s);
     });
   out.summary = simulate(ctx, planned, out.recorder, in.exact);
+  return_free_memory();  // the simulation's, before the peaks are explained and written
   out.recorder.report_progress({});
   out.recorder.flush_stream();
   out.recorder.stream_to(nullptr);

@@ -17,7 +17,7 @@ constexpr std::uint64_t MiB = 1024 * 1024;
 constexpr std::uint64_t GiB = 1024 * MiB;
 
 std::unique_ptr<Allocator> make(const std::string& name, std::uint64_t capacity) {
-  return make_allocator(name, std::nullopt, capacity, capacity);
+  return make_allocator(name, nullptr, capacity, capacity);
 }
 
 // A tiled tier's parameters as its YAML entry gives them.
@@ -29,7 +29,7 @@ std::unique_ptr<Allocator> make_tiled(std::uint64_t tiles, std::uint64_t tile_by
                                       std::uint64_t grain = 64, std::uint64_t cap = UINT64_MAX) {
   const Params p = tile_params(
       fmt::format("{{tiles: {}, tile_capacity: {}B, grain: {}B}}", tiles, tile_bytes, grain));
-  return make_allocator("tiled", p, tiles * tile_bytes, cap);
+  return make_allocator("tiled", &p, tiles * tile_bytes, cap);
 }
 
 // allocated, reserved, largest free block
@@ -50,8 +50,8 @@ TEST(AllocRegistry, KnowsAllFourAndRejectsOthers) {
 
 TEST(AllocRegistry, EachAllocatorAppliesACap) {
   for (const char* n : {"ideal", "best_fit", "caching"}) {
-    EXPECT_EQ(make_allocator(n, std::nullopt, 100, 40)->capacity_bytes(), 40u) << n;
-    EXPECT_EQ(make_allocator(n, std::nullopt, 100, 400)->capacity_bytes(), 100u) << n;
+    EXPECT_EQ(make_allocator(n, nullptr, 100, 40)->capacity_bytes(), 40u) << n;
+    EXPECT_EQ(make_allocator(n, nullptr, 100, 400)->capacity_bytes(), 100u) << n;
   }
 }
 
@@ -63,8 +63,12 @@ TEST(AllocRegistry, TiledParametersAreDeclaredAndChecked) {
   EXPECT_EQ(names, (std::vector<std::string>{"tiles", "tile_capacity", "grain"}));
   EXPECT_THROW(tile_params("{tile_capacity: 1KiB}"), InputError);  // tiles is required
   EXPECT_THROW(tile_params("{tiles: 4, tile_capacity: 1KiB, colour: red}"), InputError);
-  EXPECT_THROW(make_allocator("tiled", tile_params("{tiles: 0, tile_capacity: 1KiB}"), 0, 0),
-               InputError);
+  EXPECT_THROW(
+      {
+        const Params zero = tile_params("{tiles: 0, tile_capacity: 1KiB}");
+        make_allocator("tiled", &zero, 0, 0);
+      },
+      InputError);
   // Without the tier's parameters a tiled allocator has no tiles to make.
   EXPECT_THROW(make("tiled", 100), InputError);
 }
@@ -354,10 +358,10 @@ TEST(AllocTiled, GrainAndTileCountBoundTheSpread) {
 
 TEST(AllocTiled, CapacityIsAtMostWhatTheTilesHold) {
   const Params p = tile_params("{tiles: 4, tile_capacity: 100B}");
-  EXPECT_THROW(make_allocator("tiled", p, 500, 500), std::invalid_argument);
-  EXPECT_EQ(make_allocator("tiled", p, 400, 400)->capacity_bytes(), 400u);
+  EXPECT_THROW(make_allocator("tiled", &p, 500, 500), std::invalid_argument);
+  EXPECT_EQ(make_allocator("tiled", &p, 400, 400)->capacity_bytes(), 400u);
   // A capacity a budget lowered: each tile holds a quarter of it.
-  EXPECT_EQ(make_allocator("tiled", p, 300, 300)->capacity_bytes(), 300u);
+  EXPECT_EQ(make_allocator("tiled", &p, 300, 300)->capacity_bytes(), 300u);
 }
 
 TEST(AllocTiled, ACapShrinksEachTileInProportion) {
