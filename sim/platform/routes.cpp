@@ -32,6 +32,20 @@ namespace {
 // The arrays are the graph's size and reset only where a search touched them, so a search
 // that stops near its source costs what it explored, not the platform.
 class Router {
+  // A node's place in a search: -width, hops, node, compared in that order.
+  struct Label {
+    double neg_w;
+    std::size_t hops, node;
+  };
+  // Whether `a` comes after `b` (the heap's top is what comes first).
+  struct After {
+    bool operator()(const Label& a, const Label& b) const {
+      if (a.neg_w != b.neg_w) return a.neg_w > b.neg_w;
+      if (a.hops != b.hops) return a.hops > b.hops;
+      return a.node > b.node;
+    }
+  };
+
  public:
   explicit Router(const PlatformSpec& p) : p_(p), n_tiers_(p.tiers.size()) {
     const std::size_t n_nodes = n_tiers_ + p.switches.size();
@@ -46,8 +60,9 @@ class Router {
     adj_.resize(n_nodes);
     for (std::size_t l = 0; l < p.links.size(); ++l) {
       const std::size_t a = node_of(p.links[l].from), b = node_of(p.links[l].to);
-      adj_[a].push_back({b, l, true});
-      adj_[b].push_back({a, l, false});
+      const double bw = p.links[l].bandwidth_Bps;
+      adj_[a].push_back({b, l, true, std::min(bw, node_bw(b))});
+      adj_[b].push_back({a, l, false, std::min(bw, node_bw(a))});
     }
     width_.assign(n_nodes, -1.0);
     hops_.assign(n_nodes, SIZE_MAX);
@@ -70,27 +85,33 @@ class Router {
     }
     touched_.clear();
     src_ = src;
-    using Label = std::tuple<double, std::size_t, std::size_t>;  // -width, hops, node
-    std::priority_queue<Label, std::vector<Label>, std::greater<Label>> heap;
+    // A min-heap on (-width, hops, node), in a vector kept from one search to the next.
+    std::vector<Label>& heap = heap_;
+    heap.clear();
+    const auto push = [&heap](double neg_w, std::size_t hops, std::size_t v) {
+      heap.push_back({neg_w, hops, v});
+      std::push_heap(heap.begin(), heap.end(), After());
+    };
     width_[src] = node_bw(src);
     hops_[src] = 0;
     touched_.push_back(src);
-    heap.emplace(-width_[src], 0, src);
+    push(-width_[src], 0, src);
     while (!heap.empty()) {
-      const auto [neg_w, h, u] = heap.top();
-      heap.pop();
+      std::pop_heap(heap.begin(), heap.end(), After());
+      const auto [neg_w, h, u] = heap.back();
+      heap.pop_back();
       if (done_[u] || -neg_w != width_[u] || h != hops_[u]) continue;  // settled, or stale
       done_[u] = true;
       if (!settled(u, width_[u])) return;
       for (const Hop& e : adj_[u]) {
-        const double w = std::min({width_[u], p_.links[e.link].bandwidth_Bps, node_bw(e.to)});
+        const double w = std::min(width_[u], e.width);
         if (!done_[e.to] && (w > width_[e.to] || (w == width_[e.to] && hops_[u] + 1 < hops_[e.to]))) {
           if (width_[e.to] < 0 && hops_[e.to] == SIZE_MAX) touched_.push_back(e.to);
           width_[e.to] = w;
           hops_[e.to] = hops_[u] + 1;
           prev_[e.to] = u;
           via_[e.to] = &e;
-          heap.emplace(-w, hops_[e.to], e.to);
+          push(-w, hops_[e.to], e.to);
         }
       }
     }
@@ -124,6 +145,10 @@ class Router {
     std::size_t to;
     std::size_t link;
     bool forward;
+    // The link's bandwidth and its far end's, the least of them: what a route widens to
+    // through it, kept here so that a search over a switch of 2,048 links reads its list
+    // alone, not 2,048 links and tiers scattered over the platform.
+    double width;
   };
   // A node's own bandwidth: a tier's memory, or unlimited for a switch.
   double node_bw(std::size_t v) const {
@@ -138,6 +163,7 @@ class Router {
   std::vector<const Hop*> via_;
   std::vector<bool> done_;
   std::vector<std::size_t> touched_;
+  std::vector<Label> heap_;
   std::size_t src_ = 0;
 };
 

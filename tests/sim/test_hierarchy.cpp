@@ -7,6 +7,7 @@
 #include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "tests/sim/fixed_plan.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 using memsim::test::FixedPlan;
@@ -158,9 +159,7 @@ TEST(HierarchyMultiDevice, EightA100ReplicasSwapThroughFourSharedSwitches) {
   // dgx-a100: each GPU's own link is 31.5 GB/s, but two GPUs share each switch's 31.5 GB/s
   // uplink, so eight simultaneous 1 GB swap-outs each get 15.75 GB/s (host memory, 409.6
   // GB/s, is not the limit: 8 x 15.75 = 126 GB/s). Each takes 1e9 / 15.75e9 + 2 x 1 us.
-  const Preset* preset = find_preset("configs/devices", "dgx-a100");
-  ASSERT_NE(preset, nullptr);
-  auto p = load_platform(ConfigNode::parse_text(preset->text, preset->path));
+  auto p = test::preset_platform("dgx-a100");
   std::vector<Trace> replicas(8, one_buffer(1'000'000'000));
   std::vector<std::string> names;
   for (int i = 0; i < 8; ++i) names.push_back("gpu" + std::to_string(i));
@@ -178,9 +177,7 @@ TEST(HierarchyMultiDevice, EightA100ReplicasSwapThroughFourSharedSwitches) {
 }
 
 TEST(HierarchyMultiDevice, ReplicasKeepTheirOwnMemory) {
-  const Preset* preset = find_preset("configs/devices", "box4-v100-shared-pcie");
-  ASSERT_NE(preset, nullptr);
-  auto p = load_platform(ConfigNode::parse_text(preset->text, preset->path));
+  auto p = test::preset_platform("box4-v100-shared-pcie");
   Trace one;
   one.name = "op";
   BufferId x = one.add_buffer("x", 1000, Category::input);

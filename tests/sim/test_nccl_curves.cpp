@@ -18,6 +18,7 @@
 #include "sim/policy/policy.h"
 #include "sim/run/run.h"
 #include "tests/sim/all_reduces.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 namespace fs = std::filesystem;
@@ -69,9 +70,7 @@ TEST_P(NcclCurve, AllReduceOnDgxA100IsWithinTenPercentOfNcclTestsFrom1MiBTo1GiB)
   if (!fs::exists(measured(n))) GTEST_SKIP() << measured(n).string() << " is absent: the measurements are not on this machine";
   const auto points = read_curve(measured(n));
   ASSERT_EQ(points.size(), 1024u);
-  const Preset* preset = find_preset("configs/devices", "dgx-a100");
-  ASSERT_NE(preset, nullptr);
-  PlatformSpec p = load_platform(ConfigNode::parse_text(preset->text, preset->path));
+  PlatformSpec p = test::preset_platform("dgx-a100");
   // Every message's buffer is resident from the start (half a TiB per GPU in all): room for
   // them, since memory is not what this checks.
   for (TierSpec& t : p.tiers) t.capacity_bytes = std::uint64_t{1} << 50;

@@ -11,6 +11,7 @@
 #include "sim/run/run.h"
 #include "sim/policy/policy.h"
 #include "sim/workload/models/models.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 
@@ -311,11 +312,7 @@ Trace gpt2_xl() {
   return info->generate(Params(node, info->params, "model gpt2", {"model"}));
 }
 
-PlatformSpec a100() {
-  const Preset* preset = find_preset("configs/devices", "a100-40gb");
-  EXPECT_NE(preset, nullptr);
-  return load_platform(ConfigNode::parse_text(preset->text, preset->path));
-}
+PlatformSpec a100() { return test::preset_platform("a100-40gb"); }
 
 // The most model state (weights, gradients, optimizer state) a tier held at any moment.
 std::uint64_t most_model_state(const Recorder& rec, std::uint32_t tier, Category only = Category::other) {

@@ -15,6 +15,7 @@
 #include "sim/workload/parallel.h"
 #include "sim/workload/trace_io.h"
 #include "sim/workload/workload.h"
+#include "tests/platform_helpers.h"
 
 using namespace memsim;
 
@@ -419,11 +420,7 @@ TEST(Parallel, GeneratorsMarkTheirBlocksAsUnits) {
 }
 
 TEST(MultiNode, NodesAreRenumberedAcrossTheFabric) {
-  const Preset* preset = find_preset("configs/devices", "dgx-h100-superpod");
-  ASSERT_NE(preset, nullptr);
-  ConfigNode root = ConfigNode::parse_text(preset->text, preset->path);
-  root.override_value({"nodes"}, "4", "test");
-  const PlatformSpec p = load_platform(root);
+  const PlatformSpec p = test::preset_platform("dgx-h100-superpod", "4");
   EXPECT_EQ(p.nodes, 4u);
   EXPECT_EQ(p.compute_devices().size(), 32u);
   EXPECT_EQ(p.devices[*p.find_device("gpu8")].node, 1u);
