@@ -1084,7 +1084,7 @@ Summary Simulation::run() {
   tally_->fill(summary_, platform_);
   // SimGrid's platform, the routes and the tally are done with: freed before the summary's
   // tiers are made (a 16,384-GPU platform's 20,480 of them, 6 MB).
-  sg_ = {};
+  sg_ = SgPlatform();
   tally_.reset();
   engine_holder.reset();
   return_free_memory();
