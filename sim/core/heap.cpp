@@ -1,6 +1,5 @@
 #include "sim/core/heap.h"
 
-#include <cstdlib>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif

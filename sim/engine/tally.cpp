@@ -235,13 +235,11 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
   }
   s.passes_end_s = passes_end_s_;
   for (const auto& [kind, sent] : collectives_) s.collectives.push_back({kind, sent.first, sent.second});
-  std::vector<std::size_t> carried_on;  // in the platform's order
-  for (const auto& [l, bytes] : link_bytes_)
-    if (l < platform.links.size()) carried_on.push_back(l);
-  std::sort(carried_on.begin(), carried_on.end());
-  for (std::size_t l : carried_on) {
-    const auto& [fwd, bwd] = link_bytes_.at(l);
-    if (fwd == 0 && bwd == 0) continue;
+  std::vector<std::pair<std::size_t, std::array<std::uint64_t, 2>>> carried(link_bytes_.begin(), link_bytes_.end());
+  std::sort(carried.begin(), carried.end());  // in the platform's order
+  for (const auto& [l, bytes] : carried) {
+    const auto [fwd, bwd] = bytes;
+    if (l >= platform.links.size() || (fwd == 0 && bwd == 0)) continue;
     const LinkSpec& spec = platform.links[l];
     LinkSummary ls{spec.name, spec.bandwidth_Bps, spec.full_duplex, fwd, bwd, 0};
     const double carried = spec.full_duplex ? static_cast<double>(std::max(fwd, bwd))

@@ -271,17 +271,17 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, 
 
 // Device `from` (node 0's) again as `name` on node `node`: its tiers renamed and appended.
 void copy_device(PlatformSpec& p, std::size_t from, const std::string& name, std::uint32_t node) {
-  DeviceSpec d = p.devices[from];
+  const DeviceSpec& src = p.devices[from];  // p.devices does not grow before the end
+  DeviceSpec d = src;
   d.name = name;
   d.node = node;
   d.tiers.clear();
-  const std::string& old_name = p.devices[from].name;
-  for (std::size_t old : p.devices[from].tiers) {
+  for (std::size_t old : src.tiers) {
     TierSpec t = p.tiers[old];
-    t.name = name + t.name.substr(old_name.size());
+    t.name = name + t.name.substr(src.name.size());
     t.device = name;
-    if (p.devices[from].compute_tier == old) d.compute_tier = p.tiers.size();
-    if (p.devices[from].scratch_tier == old) d.scratch_tier = p.tiers.size();
+    if (src.compute_tier == old) d.compute_tier = p.tiers.size();
+    if (src.scratch_tier == old) d.scratch_tier = p.tiers.size();
     d.tiers.push_back(p.tiers.size());
     p.tiers.push_back(std::move(t));
   }

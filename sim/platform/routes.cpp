@@ -1,12 +1,9 @@
 #include "sim/platform/routes.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
-#include <queue>
 #include <stdexcept>
 #include <string>
-#include <tuple>
 #include <unordered_map>
 
 namespace memsim {

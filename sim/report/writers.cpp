@@ -233,28 +233,25 @@ std::string throughput_text(const Throughput& t, double iteration_s) {
 }  // namespace
 
 void LineGroups::add(const std::string& name, std::string text) {
-  const auto [t, fresh_text] = text_index_.try_emplace(text, texts_.size());
-  if (fresh_text) texts_.push_back(std::move(text));
+  const std::string* kept = &*texts_.insert(std::move(text)).first;
   const auto n = numbered(name);
   if (!n) {
-    groups_.push_back({name, {}, false, {}, t->second});
+    groups_.push_back({name, {}, {}, {}, kept});
     return;
   }
-  const std::string key = fmt::format("{}\n{}\n{}", t->second, n->prefix, n->suffix);
-  const auto [g, fresh] = group_index_.try_emplace(key, groups_.size());
-  if (fresh) groups_.push_back({n->prefix, n->suffix, true, {}, t->second});
-  Group& group = groups_[g->second];
-  // A lone name keeps its spelling (gpu01.hbm); numbers are kept to name a range.
-  if (fresh) group.name = name.substr(0, name.size() - n->suffix.size());
-  group.numbers.push_back(n->number);
+  const auto [g, fresh] =
+      group_index_.try_emplace(fmt::format("{}\n{}\n{}", static_cast<const void*>(kept), n->prefix, n->suffix),
+                               groups_.size());
+  if (fresh) groups_.push_back({name, n->prefix, n->suffix, {}, kept});
+  groups_[g->second].numbers.push_back(n->number);
 }
 
 std::vector<std::pair<std::string, std::string>> LineGroups::lines() const {
   std::vector<std::pair<std::string, std::string>> out;
   out.reserve(groups_.size());
   for (const Group& g : groups_) {
-    if (!g.numbered || g.numbers.size() == 1) {
-      out.emplace_back(g.name + g.suffix, texts_[g.text]);
+    if (g.numbers.size() <= 1) {  // a lone name keeps its spelling (gpu01.hbm)
+      out.emplace_back(g.name, *g.text);
       continue;
     }
     std::vector<std::uint64_t> v = g.numbers;
@@ -270,10 +267,8 @@ std::vector<std::pair<std::string, std::string>> LineGroups::lines() const {
     const bool many = ranges.size() > 4;
     const std::string listed = many ? fmt::format("{},{},...,{}", ranges[0], ranges[1], ranges.back())
                                     : fmt::format("{}", fmt::join(ranges, ","));
-    const auto n = numbered(g.name + g.suffix);
-    out.emplace_back((n ? n->prefix : g.name) + listed + g.suffix +
-                         (many ? fmt::format(" ({} of them)", v.size()) : std::string()),
-                     texts_[g.text]);
+    out.emplace_back(g.prefix + listed + g.suffix + (many ? fmt::format(" ({} of them)", v.size()) : std::string()),
+                     *g.text);
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -85,19 +86,20 @@ std::vector<std::string> peak_lines(const PeakReport& p, const std::string& out_
 /// once: a 16,384-GPU platform's tiers are a few distinct lines.
 class LineGroups {
  public:
+  LineGroups() = default;
+  LineGroups(const LineGroups&) = delete;  // its groups point into its own texts
+  LineGroups& operator=(const LineGroups&) = delete;
   void add(const std::string& name, std::string text);
   std::vector<std::pair<std::string, std::string>> lines() const;
 
  private:
   struct Group {
-    std::string name;       // an unnumbered name, or a numbered one's prefix
-    std::string suffix;     // a numbered name's suffix (".hbm")
-    bool numbered = false;
-    std::vector<std::uint64_t> numbers;
-    std::size_t text = 0;   // index into texts_
+    std::string name;            // the first name, as given
+    std::string prefix, suffix;  // a numbered name's parts around its number ("gpu", ".hbm")
+    std::vector<std::uint64_t> numbers;  // empty for a name without a number
+    const std::string* text;     // in texts_
   };
-  std::vector<std::string> texts_;
-  std::unordered_map<std::string, std::size_t> text_index_;
+  std::unordered_set<std::string> texts_;  // each distinct text once; node-based, so stable
   std::vector<Group> groups_;
   std::unordered_map<std::string, std::size_t> group_index_;  // text, prefix, suffix -> group
 };
