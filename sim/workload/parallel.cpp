@@ -334,12 +334,20 @@ Trace accumulate(const Trace& step, std::uint32_t m, std::vector<std::uint32_t>&
 
 class Sharder {
  public:
-  Sharder(const Trace& step, const ParallelSettings& s, std::vector<std::uint32_t> mb)
-      : in_(step), s_(s), mb_(std::move(mb)) {}
+  // The step is taken, not copied: its ops become this rank's (ops_), changed in place.
+  Sharder(Trace step, const ParallelSettings& s, std::vector<std::uint32_t> mb)
+      : in_(std::move(step)), s_(s), mb_(std::move(mb)) {}
 
   Trace run() {
-    find_parameters();
+    // The step's buffers become the output's (moved, not copied): the sharding only shrinks
+    // the state it shards, each buffer once and after reading its whole size, and adds the
+    // shards and communication buffers after them.
+    std::vector<Buffer> buffers = std::move(in_.buffers);
+    in_.buffers.clear();
     out_ = in_.without_ops();
+    out_.buffers = std::move(buffers);
+    for (Buffer& buffer : out_.buffers) buffer.producer = kNoOp;
+    find_parameters();
     out_.ops.reserve(in_.ops.size() + in_.ops.size() / 4);  // the step's ops and its collectives
     // Rank 0's groups (a pipeline's stage: its first rank's); each rank's instance is the
     // mesh's group around it.
@@ -363,7 +371,6 @@ class Sharder {
     out_.parallel.dp_replicas = s_.dp_replicas();
     before_.resize(in_.ops.size());
     after_.resize(in_.ops.size());
-    ops_ = in_.ops;
     if (s_.zero == 3 && s_.ep > 1)
       throw ParallelKeyError({"zero", "ep"},
                              fmt::format("{}: zero 3 with expert parallelism (parallel.ep {}) is not modelled; use zero 1 or 2",
@@ -387,20 +394,20 @@ class Sharder {
       Param p;
       bool have_grad = false;
       for (BufferId b : op.inputs)
-        if (in_.buffers[b].category == Category::gradient) {
+        if (out_.buffers[b].category == Category::gradient) {
           p.grad = b;
           have_grad = true;
           break;
         }
-      if (!have_grad || in_.buffers[op.updates[0]].category != Category::weight) continue;
+      if (!have_grad || out_.buffers[op.updates[0]].category != Category::weight) continue;
       p.weight = op.updates[0];
       for (std::size_t i = 1; i < op.updates.size(); ++i) {
         const BufferId b = op.updates[i];
-        if (in_.buffers[b].category == Category::weight) p.master.push_back(b);
-        if (in_.buffers[b].category == Category::optimizer_state) p.state.push_back(b);
+        if (out_.buffers[b].category == Category::weight) p.master.push_back(b);
+        if (out_.buffers[b].category == Category::optimizer_state) p.state.push_back(b);
       }
       p.step = op.id;
-      p.expert = s_.ep > 1 && in_.buffers[p.weight].name.find(".experts.") != std::string::npos;
+      p.expert = s_.ep > 1 && out_.buffers[p.weight].name.find(".experts.") != std::string::npos;
       by_grad[p.grad] = params_.size();
       params_.push_back(std::move(p));
     }
@@ -452,8 +459,8 @@ class Sharder {
   void shard_optimizer() {
     for (Param& p : params_) {
       const std::uint32_t n = ways(p);
-      for (BufferId b : p.master) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, n);
-      for (BufferId b : p.state) out_.buffers[b].bytes = shard(in_.buffers[b].bytes, n);
+      for (BufferId b : p.master) out_.buffers[b].bytes = shard(out_.buffers[b].bytes, n);
+      for (BufferId b : p.state) out_.buffers[b].bytes = shard(out_.buffers[b].bytes, n);
       Op& step = ops_[p.step];
       step.flops /= n;
       step.bytes_moved /= n;
@@ -462,7 +469,7 @@ class Sharder {
 
   // ZeRO-2 and 3: this rank's shard of a gradient, which its step reads instead.
   BufferId grad_shard(const Param& p) {
-    const Buffer& g = in_.buffers[p.grad];
+    const Buffer& g = out_.buffers[p.grad];
     const BufferId b = add_buffer(g.name + ".shard", shard(g.bytes, ways(p)), Category::gradient, false);
     for (BufferId& in : ops_[p.step].inputs)
       if (in == p.grad) in = b;
@@ -488,7 +495,7 @@ class Sharder {
     std::vector<std::vector<std::size_t>> buckets;
     std::uint64_t filled = 0;
     for (std::size_t i : order) {
-      const std::uint64_t bytes = in_.buffers[params_[i].grad].bytes;
+      const std::uint64_t bytes = out_.buffers[params_[i].grad].bytes;
       // The bucket being filled: DDP caps its first at 1 MiB, so that communication starts early.
       // Megatron's local DDP: one bucket of everything.
       const std::uint64_t cap =
@@ -507,8 +514,8 @@ class Sharder {
       std::uint64_t grad_bytes = 0, weight_bytes = 0;
       OpId ready = 0, last_step = 0;
       for (std::size_t i : bucket) {
-        grad_bytes += in_.buffers[params_[i].grad].bytes;
-        weight_bytes += in_.buffers[params_[i].weight].bytes;
+        grad_bytes += out_.buffers[params_[i].grad].bytes;
+        weight_bytes += out_.buffers[params_[i].weight].bytes;
         ready = std::max(ready, params_[i].ready);
         last_step = std::max(last_step, params_[i].step);
       }
@@ -576,7 +583,7 @@ class Sharder {
       const Param& p = params_[i];
       const UnitId u = in_.ops[p.step].unit;  // the parameter's module
       if (u == kNoUnit || u >= in_.units.size())
-        throw std::logic_error(fmt::format("the step of weight '{}' belongs to no unit", in_.buffers[p.weight].name));
+        throw std::logic_error(fmt::format("the step of weight '{}' belongs to no unit", out_.buffers[p.weight].name));
       auto [it, fresh] = index.try_emplace(u, units.size());
       if (fresh) {
         Unit unit;
@@ -589,11 +596,11 @@ class Sharder {
       }
       Unit& unit = units[it->second];
       unit.params.push_back(i);
-      unit.weight_bytes += in_.buffers[p.weight].bytes;
-      unit.grad_bytes += in_.buffers[p.grad].bytes;
+      unit.weight_bytes += out_.buffers[p.weight].bytes;
+      unit.grad_bytes += out_.buffers[p.grad].bytes;
       if (p.ready != kNoOp) unit.ready = std::max(unit.ready, p.ready);
       unit_of_weight[p.weight] = it->second;
-      out_.buffers[p.weight].bytes = shard(in_.buffers[p.weight].bytes, ways(p));
+      out_.buffers[p.weight].bytes = shard(out_.buffers[p.weight].bytes, ways(p));
     }
     for (const Op& op : in_.ops) {
       if (op.phase == Phase::optimizer) continue;
@@ -720,19 +727,22 @@ class Sharder {
     }
   }
 
-  const Trace& in_;
+  // The step. Its ops are ops_, which the sharding changes (an optimizer step's FLOPs and
+  // inputs, ZeRO-3's readers of a weight) only where nothing reads the step's own any more,
+  // and which emit_all() moves out, last.
+  Trace in_;
   const ParallelSettings& s_;
   std::vector<std::uint32_t> mb_;  // each op's micro-batch
   Trace out_;
   std::vector<Param> params_;
-  std::vector<Op> ops_;  // the step's ops, as this rank runs them
+  std::vector<Op>& ops_ = in_.ops;  // the step's ops, as this rank runs them
   std::vector<std::vector<Op>> before_, after_;  // communication placed around each op
 };
 
 }  // namespace
 
-Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::vector<std::uint32_t> mb) {
-  return Sharder(step, settings, std::move(mb)).run();
+Trace shard_over_dp(Trace step, const ParallelSettings& settings, std::vector<std::uint32_t> mb) {
+  return Sharder(std::move(step), settings, std::move(mb)).run();
 }
 
 double parallel_op_estimate(const Trace& step, const ParallelSettings& settings) {
@@ -781,10 +791,10 @@ Trace parallelize_data(const Trace& step, const ParallelSettings& settings) {
       throw InputError(fmt::format("{}: parallel needs a single-device step; op '{}' runs on device {}",
                                    step.name, op.name, op.device));
   std::vector<std::uint32_t> mb;
-  const Trace accumulated = accumulate(step, settings.micro_batches, mb, settings.fused_accumulation);
+  Trace accumulated = accumulate(step, settings.micro_batches, mb, settings.fused_accumulation);
   Trace out;
   if (settings.weight_replicas() <= 1) {
-    out = accumulated;
+    out = std::move(accumulated);
     if (settings.tp <= 1) {
       out.description = fmt::format("{}, {} micro-batches", step.description.empty() ? step.name : step.description,
                                     settings.micro_batches);
@@ -796,7 +806,7 @@ Trace parallelize_data(const Trace& step, const ParallelSettings& settings) {
     out.parallel.summary = parallel_summary(settings);
     out.parallel.tp = settings.tp;
   } else {
-    out = Sharder(accumulated, settings, std::move(mb)).run();
+    out = Sharder(std::move(accumulated), settings, std::move(mb)).run();
   }
   // The model generator split the layers and named the groups; their ranks are rank 0's
   // tensor-parallel peers and its expert-parallel peers (the first ep ranks of its

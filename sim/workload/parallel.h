@@ -193,8 +193,8 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
                         std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
                         bool fused_accumulation = false, bool exchange_after_pairs = false);
 /// The data-parallel part of parallelize(): DDP buckets or ZeRO over process group "dp" of
-/// `step`, whose ops' micro-batches are `mb`.
-Trace shard_over_dp(const Trace& step, const ParallelSettings& settings, std::vector<std::uint32_t> mb);
+/// `step` (taken, not copied), whose ops' micro-batches are `mb`.
+Trace shard_over_dp(Trace step, const ParallelSettings& settings, std::vector<std::uint32_t> mb);
 /// "tp 8, dp 2, zero 1, 8 micro-batches": the layout in words.
 std::string parallel_summary(const ParallelSettings& s);
 

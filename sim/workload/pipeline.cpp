@@ -340,12 +340,12 @@ class Pipeliner {
     std::vector<std::uint32_t> mb;
     Trace run = run_micro_batches(t, order, s_.micro_batches, mb, chunk_of, s_.fused_accumulation,
                                   s_.schedule == PipelineSchedule::interleaved);
-    if (s_.weight_replicas() > 1) run = shard_over_dp(run, s_, std::move(mb));
+    if (s_.weight_replicas() > 1) run = shard_over_dp(std::move(run), s_, std::move(mb));
     return run;
   }
 
   // The stages' steps on their ranks: each simulated rank's copy with its groups' ranks.
-  Trace place(const std::vector<Trace>& stages) {
+  Trace place(std::vector<Trace>& stages) {
     const std::uint32_t ranks = mesh_.size();
     Trace out;
     out.name = in_.name;
@@ -380,15 +380,17 @@ class Pipeliner {
     out.parallel.dp_replicas = s_.dp_replicas();
     std::set<std::string> defined;
     std::size_t ops = 0, buffers = 0;
+    std::vector<std::uint32_t> uses(s_.pp, 0);  // per stage: the simulated ranks still to place
     for (const std::uint32_t r : simulated) {
       ops += stages[mesh_.coord(r, "pp")].ops.size();
       buffers += stages[mesh_.coord(r, "pp")].buffers.size();
+      ++uses[mesh_.coord(r, "pp")];
     }
     out.ops.reserve(ops);
     out.buffers.reserve(buffers);
     for (const std::uint32_t r : simulated) {
       const std::uint32_t stage = mesh_.coord(r, "pp");
-      const Trace& t = stages[stage];
+      Trace& t = stages[stage];
       const std::string prefix = s_.symmetric ? fmt::format("stage{}:", stage) : fmt::format("rank{}:", r);
       // This rank's instance of each group of its stage's step: a mesh group named by its
       // first rank, or a point-to-point group between stages (its ranks are the stages).
@@ -409,7 +411,11 @@ class Pipeliner {
         group_name[g.name] = placed.name;
         if (defined.insert(placed.name).second) out.groups.push_back(std::move(placed));
       }
-      append_on_device(out, t, prefix, r, group_name);
+      // The stage's last rank takes its ops (a symmetric run's only one).
+      if (--uses[stage] == 0)
+        append_on_device(out, std::move(t), prefix, r, group_name);
+      else
+        append_on_device(out, t, prefix, r, group_name);
     }
     out.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, out.parallel.summary);
     return out;

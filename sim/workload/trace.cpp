@@ -1,5 +1,7 @@
 #include "sim/workload/trace.h"
 
+#include <type_traits>
+
 #include <algorithm>
 #include <array>
 #include <unordered_map>
@@ -306,21 +308,39 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
   return out;
 }
 
-void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std::uint32_t device,
-                      const std::map<std::string, std::string>& group_names) {
+namespace {
+
+// append_on_device(), copying t's ops and names or (a Trace&&) moving them.
+template <class Source>
+void append_ops_on_device(Trace& out, Source&& t, const std::string& prefix, std::uint32_t device,
+                          const std::map<std::string, std::string>& group_names) {
+  constexpr bool take = !std::is_lvalue_reference_v<Source> && !std::is_const_v<std::remove_reference_t<Source>>;
   const auto base = static_cast<BufferId>(out.buffers.size());
-  for (const Buffer& b : t.buffers) {
-    const BufferId id = out.add_buffer(prefix + b.name, b.bytes, b.category, b.persistent);
+  for (auto& b : t.buffers) {
+    std::string name;
+    if constexpr (take) {
+      name = std::move(b.name);
+      name.insert(0, prefix);
+    } else {
+      name = prefix + b.name;
+    }
+    const BufferId id = out.add_buffer(std::move(name), b.bytes, b.category, b.persistent);
     out.buffers[id].device = device;
   }
   const auto op_base = static_cast<OpId>(out.ops.size());
-  for (const Op& op : t.ops) {
+  for (auto& op : t.ops) {
     if (op.id < t.op_sources.size()) {
       out.op_sources.resize(out.ops.size());
       out.op_sources.push_back(t.op_sources[op.id]);
     }
-    Op copy = op;
-    copy.name = prefix + op.name;
+    Op copy;
+    if constexpr (take) {
+      copy = std::move(op);
+      copy.name.insert(0, prefix);
+    } else {
+      copy = op;
+      copy.name = prefix + op.name;
+    }
     copy.device = device;
     copy.unit = kNoUnit;
     for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
@@ -329,6 +349,24 @@ void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std
     if (auto it = group_names.find(copy.group); it != group_names.end()) copy.group = it->second;
     out.add_op(std::move(copy));
   }
+  if constexpr (take) {
+    // Their memory back now, for what is placed next: a pipeline's stages and its whole
+    // step were otherwise all held at once.
+    std::vector<Op>().swap(t.ops);
+    std::vector<Buffer>().swap(t.buffers);
+  }
+}
+
+}  // namespace
+
+void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std::uint32_t device,
+                      const std::map<std::string, std::string>& group_names) {
+  append_ops_on_device(out, t, prefix, device, group_names);
+}
+
+void append_on_device(Trace& out, Trace&& t, const std::string& prefix, std::uint32_t device,
+                      const std::map<std::string, std::string>& group_names) {
+  append_ops_on_device(out, std::move(t), prefix, device, group_names);
 }
 
 IdLists::IdLists(std::size_t owners, const std::vector<std::uint32_t>& owner_of,

@@ -283,8 +283,11 @@ Trace combine_per_device(const std::vector<Trace>& traces, const std::vector<std
 /// Appends `t`'s buffers and ops to `out`, their names prefixed with `prefix`, every op and
 /// buffer on compute device `device`, ids shifted past what `out` holds; an op's group is
 /// renamed by `group_names` where it has an entry; units are not carried (the copies have
-/// none). (combine_per_device and a pipeline's placement share it.)
+/// none). (combine_per_device and a pipeline's placement share it.) A Trace&& gives up its
+/// ops (moved, not copied: the last rank placed from a stage's step).
 void append_on_device(Trace& out, const Trace& t, const std::string& prefix, std::uint32_t device,
+                      const std::map<std::string, std::string>& group_names = {});
+void append_on_device(Trace& out, Trace&& t, const std::string& prefix, std::uint32_t device,
                       const std::map<std::string, std::string>& group_names = {});
 
 /// When each buffer is live, in op indices.
