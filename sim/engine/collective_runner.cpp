@@ -116,6 +116,40 @@ void CollectiveRunner::mark_running(std::uint32_t device, bool running) {
   running_[device] = static_cast<std::uint32_t>(static_cast<int>(running_[device]) + (running ? 1 : -1));
 }
 
+const std::vector<CollectiveRunner::Prepared>& CollectiveRunner::prepare(const Op& op, std::uint32_t g,
+                                                                       const SgPlatform& sg) {
+  const PreparedKey key{g, reinterpret_cast<std::uintptr_t>(op.kind.c_str()), op.message_bytes};
+  if (const auto it = prepared_.find(key); it != prepared_.end()) return it->second;
+  const Group& group = groups_[g];
+  const CollectiveModel& model = platform_.collectives;
+  const CollectiveAlgorithm& algorithm =
+      choose_collective_algorithm(model, op.kind, op.message_bytes, group.topology, [&](const CollectiveAlgorithm& a) {
+        return predict_s(group, a.phases(op.kind, op.message_bytes, group.topology), sg.routes);
+      });
+  std::vector<Prepared> out;
+  for (const CollectivePhase& phase : algorithm.phases(op.kind, op.message_bytes, group.topology)) {
+    const TierFlows flows = tier_flows(group, phase);
+    Prepared& p = out.emplace_back();
+    p.steps = phase.steps;
+    for (const auto& [pair, bytes] : flows) {
+      const auto [from, to] = pair;
+      if (!sg.routes.find(from, to))
+        throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
+                                     "group '{}'",
+                                     platform_.name, platform_.tiers[from].name,
+                                     platform_.tiers[to].name, op.kind, op.name, op.group));
+      p.latency_s = std::max(p.latency_s, sg.routes.find(from, to)->latency_s);
+      p.most = std::max(p.most, static_cast<double>(bytes));
+    }
+    p.nccl = nccl_cost(flows, sg.routes, phase.ranks, phase.steps);
+    for (const auto& [pair, bytes] : flows)
+      // On the wire at the protocol's efficiency: its bytes take 1 / efficiency of the time.
+      p.flows.push_back({pair.first, pair.second, bytes,
+                         static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / p.nccl.efficiency))});
+  }
+  return prepared_.emplace(key, std::move(out)).first->second;
+}
+
 double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver) {
   driver.flush();
   const std::uint32_t g = collective_[op.id];
@@ -131,47 +165,27 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
     // The others run it when the last member arrives: NCCL's kernel waits for its peers.
     while (!rv.done && !driver.stopped()) driver.wait_until([&] { return rv.done; });
   } else {
-    const CollectiveModel& model = platform_.collectives;
-    const CollectiveAlgorithm& algorithm =
-        choose_collective_algorithm(model, op.kind, op.message_bytes, group.topology, [&](const CollectiveAlgorithm& a) {
-          return predict_s(group, a.phases(op.kind, op.message_bytes, group.topology), sg.routes);
-        });
-    const std::vector<CollectivePhase> phases = algorithm.phases(op.kind, op.message_bytes, group.topology);
-    for (const CollectivePhase& phase : phases) {
-      const TierFlows flows = tier_flows(group, phase);
-      std::vector<sg4::CommPtr> comms;
-      comms.reserve(flows.size());
-      double latency = 0;
-      for (const auto& [pair, bytes] : flows) {
-        const auto [from, to] = pair;
-        if (!sg.routes.find(from, to))
-          throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
-                                       "group '{}'",
-                                       platform_.name, platform_.tiers[from].name,
-                                       platform_.tiers[to].name, op.kind, op.name, op.group));
-        latency = std::max(latency, sg.routes.find(from, to)->latency_s);
-      }
-      const NcclCost nccl = nccl_cost(flows, sg.routes, phase.ranks, phase.steps);
+    std::vector<sg4::CommPtr> comms;
+    for (const Prepared& phase : prepare(op, g, sg)) {
       const double flows_start = driver.now_s();
       // Checked before SimGrid sees them: a protocol's time past the horizon (a latency of
       // years, an efficiency of a millionth) is an input error, not a flow of 1e20 bytes.
-      double most = 0;
-      for (const auto& [pair, bytes] : flows) most = std::max(most, static_cast<double>(bytes));
-      const double longest = flows_start + nccl.latency_s + nccl.floor_s;
-      if (!(longest <= horizon_s_) || !(most / nccl.efficiency < 1e18)) driver.past_horizon(2 * horizon_s_, op.id);
-      for (const auto& [pair, bytes] : flows) {
-        const auto [from, to] = pair;
-        driver.count_route(from, to, bytes);
-        // On the wire at the protocol's efficiency: its bytes take 1 / efficiency of the time.
-        const double wire = std::ceil(static_cast<double>(bytes) / nccl.efficiency);
-        comms.push_back(sg4::Comm::sendto_async(sg.tier_hosts[from], sg.tier_hosts[to],
-                                                static_cast<std::uint64_t>(wire)));
+      const double longest = flows_start + phase.nccl.latency_s + phase.nccl.floor_s;
+      if (!(longest <= horizon_s_) || !(phase.most / phase.nccl.efficiency < 1e18))
+        driver.past_horizon(2 * horizon_s_, op.id);
+      comms.clear();
+      for (const Prepared::Flow& f : phase.flows) {
+        driver.count_route(f.from, f.to, f.bytes);
+        comms.push_back(sg4::Comm::sendto_async(sg.tier_hosts[f.from], sg.tier_hosts[f.to], f.wire));
       }
       if (!comms.empty()) sg4::Comm::wait_all(comms);
-      // The phase's other latency-bound steps (see sim/collectives/collectives.h).
-      if (phase.steps > 1) sg4::this_actor::sleep_for((phase.steps - 1) * latency);
-      if (nccl.latency_s > 0) sg4::this_actor::sleep_for(nccl.latency_s);
-      if (driver.now_s() - flows_start < nccl.floor_s) sg4::this_actor::sleep_until(flows_start + nccl.floor_s);
+      // The phase's other latency-bound steps (see sim/collectives/collectives.h), the
+      // protocol's latency, and the protocol's floor from the flows' start: one wait.
+      double end = sg4::Engine::get_clock();
+      if (phase.steps > 1) end += (phase.steps - 1) * phase.latency_s;
+      if (phase.nccl.latency_s > 0) end += phase.nccl.latency_s;
+      if (end - flows_start < phase.nccl.floor_s) end = flows_start + phase.nccl.floor_s;
+      if (end > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(end);
     }
     rv.done = true;
     driver.notify();

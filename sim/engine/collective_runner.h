@@ -7,6 +7,7 @@
 // engine: it includes SimGrid.
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <vector>
 
 #include "sim/collectives/collectives.h"
@@ -86,6 +87,21 @@ class CollectiveRunner {
   /// link's or memory's bytes at its bandwidth and the protocol's efficiency, plus the steps'
   /// latency.
   double predict_s(const Group& group, const std::vector<CollectivePhase>& phases, const RouteTable& routes) const;
+  /// A collective's phases as run() starts them: per phase its flows between tiers (bytes,
+  /// and on the wire at the protocol's efficiency), the routes' longest latency and the
+  /// protocol. The same for every collective of one kind and size over one group: made once.
+  struct Prepared {
+    struct Flow {
+      std::size_t from, to;
+      std::uint64_t bytes, wire;
+    };
+    std::vector<Flow> flows;
+    std::uint32_t steps = 1;
+    double latency_s = 0;  // the longest of the flows' routes
+    double most = 0;       // the largest flow's bytes
+    NcclCost nccl;
+  };
+  const std::vector<Prepared>& prepare(const Op& op, std::uint32_t group, const SgPlatform& sg);
   /// Counts one more (or one fewer) collective holding SMs of device slot `device`.
   void mark_running(std::uint32_t device, bool running);
 
@@ -104,6 +120,9 @@ class CollectiveRunner {
   };
   std::map<std::pair<std::uint32_t, std::uint64_t>, Rendezvous> rendezvous_;  // (group, k-th)
   std::map<std::pair<std::uint32_t, std::uint32_t>, std::uint64_t> issued_;   // (group, device)
+  // (group, kind, message bytes) -> its phases; a kind is Interned, one pointer per name.
+  using PreparedKey = std::tuple<std::uint32_t, std::uintptr_t, std::uint64_t>;
+  std::map<PreparedKey, std::vector<Prepared>> prepared_;
 };
 
 }  // namespace memsim
