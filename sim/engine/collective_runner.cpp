@@ -133,12 +133,13 @@ const std::vector<CollectiveRunner::Prepared>& CollectiveRunner::prepare(const O
     p.steps = phase.steps;
     for (const auto& [pair, bytes] : flows) {
       const auto [from, to] = pair;
-      if (!sg.routes.find(from, to))
+      const Route* route = sg.routes.find(from, to);
+      if (!route)
         throw InputError(fmt::format("platform '{}' has no link from {} to {}, needed by {} '{}' over "
                                      "group '{}'",
                                      platform_.name, platform_.tiers[from].name,
                                      platform_.tiers[to].name, op.kind, op.name, op.group));
-      p.latency_s = std::max(p.latency_s, sg.routes.find(from, to)->latency_s);
+      p.latency_s = std::max(p.latency_s, route->latency_s);
       p.most = std::max(p.most, static_cast<double>(bytes));
     }
     p.nccl = nccl_cost(flows, sg.routes, phase.ranks, phase.steps);

@@ -1,9 +1,8 @@
 #include "sim/workload/trace.h"
 
-#include <type_traits>
-
 #include <algorithm>
 #include <array>
+#include <type_traits>
 #include <unordered_map>
 
 #include <fmt/format.h>
