@@ -216,7 +216,15 @@ StepFit fit_step_times(const std::vector<StepRow>& rows, std::vector<FitParam> p
         for (const auto& s : r.sets) argv.insert(argv.end(), {"--set", s});
         for (const auto& p : ps)
           for (const auto& key : p.keys) argv.insert(argv.end(), {"--set", key + "=" + p.text()});
-        const int rc = run_process(argv, base + ".json", base + ".err");
+        // A worker thread must not throw (std::terminate): a run that cannot start is a failure
+        // of its row, reported with the others once every worker has ended.
+        int rc = 0;
+        try {
+          rc = run_process(argv, base + ".json", base + ".err");
+        } catch (const std::exception& e) {
+          failures[k] = fmt::format("row at line {} ({}): {}", r.line, r.workload, e.what());
+          continue;
+        }
         if (rc != 0) {
           failures[k] = fmt::format("row at line {} ({}): memsim run exited {}: {}", r.line, r.workload, rc,
                                     trim(slurp(base + ".err")).substr(0, 400));

@@ -116,7 +116,7 @@ void CollectiveRunner::mark_running(std::uint32_t device, bool running) {
   running_[device] = static_cast<std::uint32_t>(static_cast<int>(running_[device]) + (running ? 1 : -1));
 }
 
-const std::vector<CollectiveRunner::Prepared>& CollectiveRunner::prepare(const Op& op, std::uint32_t g,
+std::vector<CollectiveRunner::Prepared>& CollectiveRunner::prepare(const Op& op, std::uint32_t g,
                                                                        const SgPlatform& sg) {
   const PreparedKey key{g, reinterpret_cast<std::uintptr_t>(op.kind.c_str()), op.message_bytes};
   if (const auto it = prepared_.find(key); it != prepared_.end()) return it->second;
@@ -151,6 +151,66 @@ const std::vector<CollectiveRunner::Prepared>& CollectiveRunner::prepare(const O
   return prepared_.emplace(key, std::move(out)).first->second;
 }
 
+void CollectiveRunner::plan_replay(const SgPlatform& sg, bool copies_possible) {
+  replay_.assign(groups_.size(), false);
+  if (copies_possible) return;
+  // Each group's phases, as run() will prepare them: every kind and size the trace runs over it.
+  std::vector<bool> valid(groups_.size(), true);
+  std::set<PreparedKey> keys;
+  for (const Op& op : trace_.ops) {
+    if (!runs(op.id)) continue;
+    const std::uint32_t g = collective_[op.id];
+    if (!valid[g] || !keys.insert({g, reinterpret_cast<std::uintptr_t>(op.kind.c_str()), op.message_bytes}).second)
+      continue;
+    try {
+      prepare(op, g, sg);
+    } catch (const std::exception&) {
+      valid[g] = false;  // the error is the op's, when it runs
+    }
+  }
+  // A resource of the network: a tier's memory, or a link (each way of a full-duplex one).
+  auto resource = [&](const RouteElement& e) -> std::uint64_t {
+    const std::uint64_t way = e.kind == RouteElement::Kind::tier       ? 3
+                              : !platform_.links[e.index].full_duplex ? 0
+                              : e.forward                             ? 1
+                                                                      : 2;
+    return static_cast<std::uint64_t>(e.index) * 4 + way;
+  };
+  auto bandwidth = [&](std::uint64_t r) {
+    return r % 4 == 3 ? platform_.tiers[r / 4].bandwidth_Bps : platform_.links[r / 4].bandwidth_Bps;
+  };
+  // Per group, per resource its flows cross: the most one of its phases puts through it (a
+  // group runs one phase at a time: its members' collectives over it are one stream each, and
+  // the next starts when the last member has arrived from the one before).
+  std::vector<std::map<std::uint64_t, double>> most(groups_.size());
+  for (const auto& [key, phases] : prepared_) {
+    const std::uint32_t g = std::get<0>(key);
+    for (const Prepared& phase : phases) {
+      std::map<std::uint64_t, double> through;
+      for (const Prepared::Flow& f : phase.flows) {
+        const Route* route = sg.routes.find(f.from, f.to);
+        for (const RouteElement& e : route->elements) through[resource(e)] += route->bottleneck_Bps;
+      }
+      for (const auto& [r, rate] : through) most[g][r] = std::max(most[g][r], rate);
+    }
+  }
+  std::map<std::uint64_t, double> demand;          // per resource: the most all groups put through it at once
+  std::map<std::uint64_t, std::uint32_t> sharing;  // per resource: the groups whose flows cross it
+  for (const auto& m : most)
+    for (const auto& [r, rate] : m) {
+      demand[r] += rate;
+      ++sharing[r];
+    }
+  // A resource is taken as able to fill from 99% of its bandwidth: rounding in the sums
+  // above must not call a full one free.
+  for (std::size_t g = 0; g < groups_.size(); ++g) {
+    bool alone = valid[g] && !most[g].empty();
+    for (const auto& [r, rate] : most[g])
+      alone = alone && (sharing[r] == 1 || demand[r] < 0.99 * bandwidth(r));
+    replay_[g] = alone;
+  }
+}
+
 double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver) {
   driver.flush();
   const std::uint32_t g = collective_[op.id];
@@ -167,26 +227,33 @@ double CollectiveRunner::run(const Op& op, const SgPlatform& sg, Driver& driver)
     while (!rv.done && !driver.stopped()) driver.wait_until([&] { return rv.done; });
   } else {
     std::vector<sg4::CommPtr> comms;
-    for (const Prepared& phase : prepare(op, g, sg)) {
+    const bool replay = g < replay_.size() && replay_[g];
+    for (Prepared& phase : prepare(op, g, sg)) {
       const double flows_start = driver.now_s();
       // Checked before SimGrid sees them: a protocol's time past the horizon (a latency of
       // years, an efficiency of a millionth) is an input error, not a flow of 1e20 bytes.
       const double longest = flows_start + phase.nccl.latency_s + phase.nccl.floor_s;
       if (!(longest <= horizon_s_) || !(phase.most / phase.nccl.efficiency < 1e18))
         driver.past_horizon(2 * horizon_s_, op.id);
-      comms.clear();
-      for (const Prepared::Flow& f : phase.flows) {
-        driver.count_route(f.from, f.to, f.bytes);
-        comms.push_back(sg4::Comm::sendto_async(sg.tier_hosts[f.from], sg.tier_hosts[f.to], f.wire));
+      for (const Prepared::Flow& f : phase.flows) driver.count_route(f.from, f.to, f.bytes);
+      double flows_end = flows_start + phase.alone_s;
+      if (replay && phase.alone_s >= 0) {
+        ++replayed_phases_;
+      } else {
+        comms.clear();
+        for (const Prepared::Flow& f : phase.flows)
+          comms.push_back(sg4::Comm::sendto_async(sg.tier_hosts[f.from], sg.tier_hosts[f.to], f.wire));
+        if (!comms.empty()) sg4::Comm::wait_all(comms);
+        flows_end = sg4::Engine::get_clock();
+        if (replay) phase.alone_s = flows_end - flows_start;
       }
-      if (!comms.empty()) sg4::Comm::wait_all(comms);
       // The phase's other latency-bound steps (see sim/collectives/collectives.h), the
       // protocol's latency, and the protocol's floor from the flows' start: one wait.
-      double end = sg4::Engine::get_clock();
+      double end = flows_end;
       if (phase.steps > 1) end += (phase.steps - 1) * phase.latency_s;
       if (phase.nccl.latency_s > 0) end += phase.nccl.latency_s;
       if (end - flows_start < phase.nccl.floor_s) end = flows_start + phase.nccl.floor_s;
-      if (end > sg4::Engine::get_clock()) sg4::this_actor::sleep_until(end);
+      if (end > sg4::Engine::get_clock()) driver.sleep_until(end);
     }
     rv.done = true;
     driver.notify();

@@ -34,6 +34,8 @@ class CollectiveRunner {
     virtual void past_horizon(double end_s, OpId op) const = 0;
     /// Counts `bytes` on the links of the route from tier `from` to tier `to`.
     virtual void count_route(std::size_t from, std::size_t to, std::uint64_t bytes) = 0;
+    /// Sleeps the calling stream until `end_s`, an end the other streams may defer to.
+    virtual void sleep_until(double end_s) = 0;
 
    protected:
     ~Driver() = default;
@@ -56,6 +58,21 @@ class CollectiveRunner {
   /// Adds to `want` (per source tier) the routes, both ways, that the groups' collectives
   /// may take under the platform's algorithms.
   void add_wanted_routes(std::vector<std::vector<std::size_t>>& want) const;
+  /// Finds the groups whose flows no other flow can ever slow (replay_): each link or memory
+  /// their flows cross is either theirs alone or never full, whatever runs at once (the sum of
+  /// the most each group's phase can put through it, every flow at its route's narrowest
+  /// bandwidth, is below its bandwidth; SimGrid shares a resource by max-min fairness, so one
+  /// that never fills limits no flow). Such a group's collective of one kind and size takes
+  /// the same time each time it runs: its flows' time is measured at its first run and
+  /// slept thereafter, without SimGrid's flows. None when copies can run
+  /// (`copies_possible`: a copy may cross any link, and many at once may fill it), nor for
+  /// `--exact`. Call once, with the network the run uses.
+  void plan_replay(const SgPlatform& sg, bool copies_possible);
+  /// A copy started that plan_replay did not foresee: no more replay (its flows' time
+  /// measured alone may not be the time with the copy).
+  void stop_replay() { replay_.assign(replay_.size(), false); }
+  /// How many phases were slept as measured rather than run as flows.
+  std::uint64_t replayed_phases() const { return replayed_phases_; }
   /// Runs collective `op` for the calling stream's actor on the network `sg`; returns when
   /// it has ended for this rank, with the time this rank reached it.
   double run(const Op& op, const SgPlatform& sg, Driver& driver);
@@ -100,8 +117,9 @@ class CollectiveRunner {
     double latency_s = 0;  // the longest of the flows' routes
     double most = 0;       // the largest flow's bytes
     NcclCost nccl;
+    double alone_s = -1;   // its flows' time alone, once measured (replay_)
   };
-  const std::vector<Prepared>& prepare(const Op& op, std::uint32_t group, const SgPlatform& sg);
+  std::vector<Prepared>& prepare(const Op& op, std::uint32_t group, const SgPlatform& sg);
   /// Counts one more (or one fewer) collective holding SMs of device slot `device`.
   void mark_running(std::uint32_t device, bool running);
 
@@ -123,6 +141,8 @@ class CollectiveRunner {
   // (group, kind, message bytes) -> its phases; a kind is Interned, one pointer per name.
   using PreparedKey = std::tuple<std::uint32_t, std::uintptr_t, std::uint64_t>;
   std::map<PreparedKey, std::vector<Prepared>> prepared_;
+  std::uint64_t replayed_phases_ = 0;
+  std::vector<bool> replay_;  // per group: its flows' time is measured once and slept after (plan_replay)
 };
 
 }  // namespace memsim

@@ -135,6 +135,16 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   /// The routes the run can take, per source tier; `runs` marks the devices that run ops or hold buffers.
   std::vector<std::vector<std::size_t>> wanted_routes(std::vector<bool>& runs) const;
   void count_route(std::size_t from, std::size_t to, std::uint64_t bytes) override;
+  void sleep_until(double end_s) override {
+    flush();
+    Lane& l = lane();
+    l.until = end_s;  // the others may defer up to it: this stream acts next then
+    sg4::this_actor::sleep_until(end_s);
+    l.until = kActing;
+  }
+  /// Whether a copy can run: a plan's or a policy's, or an op reading a buffer that lives on
+  /// another device (CollectiveRunner::plan_replay).
+  bool copies_possible() const;
   /// The stream op runs on: a collective's is its device's communication stream.
   std::uint32_t op_stream(const Op& op) const { return collectives_->runs(op.id) ? collectives_->stream(op) : op.stream; }
 
@@ -199,7 +209,8 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   bool can_defer(double end_s) const;
   void flush() override;
 
-  const bool exact_;  // no deferral: every op its own SimGrid activity
+  const bool exact_;  // no deferral: every op its own SimGrid activity, every collective its flows
+  bool copies_foreseen_ = true;  // a copy may run (no collective's flows replayed)
   const PlatformSpec& platform_;
   const Trace& trace_;
   const PlanResult& planned_;
@@ -650,6 +661,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
   if (streams_.size() + static_cast<std::size_t>(copies_in_flight_) >= max_actors_)
     throw InputError(too_many_actors(trace_.name, streams_.size(), static_cast<std::size_t>(copies_in_flight_),
                                      max_actors_, now_s()));
+  if (!copies_foreseen_) collectives_->stop_replay();
   residency_.copy_started(b);
   ++copies_in_flight_;
   ++leaving_[from];
@@ -860,6 +872,24 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   if (!recompute) host_after(op);
 }
 
+bool Simulation::copies_possible() const {
+  if (planned_.hooks || !plan_.placements.empty()) return true;
+  for (const Step& step : plan_.steps)
+    if (step.kind == StepKind::swap_in || step.kind == StepKind::swap_out) return true;
+  // A buffer lives on the device of its producer, or of its first reader when the step
+  // starts with it (exec::start_slots); a reader on another device copies it in.
+  constexpr std::uint32_t kUnread = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::uint32_t> home(trace_.buffers.size(), kUnread);
+  for (const Buffer& b : trace_.buffers)
+    if (b.producer != kNoOp) home[b.id] = trace_.ops[b.producer].device;
+  for (const Op& op : trace_.ops)
+    for (BufferId b : op.reads()) {
+      if (home[b] == kUnread) home[b] = op.device;
+      if (home[b] != op.device) return true;
+    }
+  return false;
+}
+
 std::vector<std::vector<std::size_t>> Simulation::wanted_routes(std::vector<bool>& runs) const {
   // The routes a run can take: between the tiers of each node where a device runs ops or
   // holds buffers (copies to its GPUs, host memory and NVMe), both ways between those
@@ -1032,6 +1062,8 @@ Summary Simulation::run() {
   std::vector<bool> runs;
   const auto wanted = wanted_routes(runs);
   sg_ = build_sg_platform(platform_, &wanted, &runs);
+  copies_foreseen_ = exact_ || copies_possible();
+  collectives_->plan_replay(sg_, copies_foreseen_);
   mutex_ = sg4::Mutex::create();
   changed_ = sg4::ConditionVariable::create();
   for (std::size_t d : compute_devices_)
@@ -1079,6 +1111,7 @@ Summary Simulation::run() {
   }
 
   summary_.iteration_time_s = sg4::Engine::get_clock();
+  summary_.replayed_phases = collectives_->replayed_phases();
   // The accelerator stream that computed and recomputed longest speaks for the step (with
   // one stream: that stream); a host's offloaded work shows in the iteration time, not here.
   tally_->fill(summary_, platform_);

@@ -234,6 +234,9 @@ struct Summary {
   std::optional<Throughput> throughput;
   std::uint64_t ops_run = 0;
   std::uint64_t ops_total = 0;
+  // The engine's own count, not written out: collective phases whose flows' time was slept as
+  // measured at their first run (CollectiveRunner::plan_replay), not run as SimGrid's flows.
+  std::uint64_t replayed_phases = 0;
   std::vector<TierSummary> tiers;
   std::vector<PeakReport> peaks;  // indexed like tiers (explain_peaks fills them)
   std::vector<TrafficSummary> traffic;  // per (source, destination) tier, in tier order

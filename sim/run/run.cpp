@@ -396,13 +396,13 @@ void run(RunInputs&& in, RunResult& out) {
 }
 
 Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy& policy,
-                 Recorder& recorder) {
+                 Recorder& recorder, bool exact) {
   const Liveness liveness = compute_liveness(trace);
   const std::vector<double> durations = op_durations(trace, platform);
   const std::vector<std::uint64_t> caps = planning_caps(platform, trace, tier_caps(platform, nullptr, {}));
   const PlanningContext ctx{trace, liveness, platform, durations, caps};
   const PlanResult planned = policy.plan(ctx);
-  return simulate(ctx, planned, recorder);
+  return simulate(ctx, planned, recorder, exact);
 }
 
 PlanResult plan_for(const Policy& policy, const Trace& trace, const PlatformSpec& platform) {

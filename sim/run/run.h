@@ -90,8 +90,9 @@ void explain_peaks(RunResult& result, const PlatformSpec& platform);
 /// The engine stage alone, for a step already laid out on the platform's devices: `policy`
 /// plans it under the tiers' own capacities (no budget, no rewrite) and the engine runs the
 /// plan; events go to `recorder`. For tests and benches of the engine and of a policy's plan.
+/// `exact`: as simulate()'s in sim/engine/engine.h.
 Summary simulate(const PlatformSpec& platform, const Trace& trace, const Policy& policy,
-                 Recorder& recorder);
+                 Recorder& recorder, bool exact = false);
 
 /// What `policy` plans for `trace` on `platform` under the tiers' own capacities, for tests
 /// and benches of a plan (its runtime hooks dropped: they would outlive their context).

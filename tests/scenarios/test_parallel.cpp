@@ -158,7 +158,14 @@ TEST(Parallel, DeferredOpsGiveTheEventsOfTheExactRunInTheSameOrder) {
       // update: a stream woken with the others but not free to go on must not let another
       // run ahead of it (it started its all-reduce an op early)
       "run dgx-h100 " + tiny,
+      // two nodes: each stage's tensor-parallel group alone on its node's NVLink, its
+      // collectives slept at the time measured at their first run (CollectiveRunner::plan_replay)
+      "run dgx-h100-superpod llama3-70b --set nodes=2 --set parallel.tp=8 --set parallel.sp=true --set parallel.pp=2 "
+      "--set parallel.zero=1 --set workload.layers=8 --set parallel.global_batch=4",
   };
+  // Where collectives are slept, two that end at one instant (a stage's send and receive)
+  // may be recorded in the other order: their rows may change places, and nothing else.
+  const std::size_t slept_from = runs.size() - 1;
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::string fast = temp_dir("defer_" + std::to_string(i)), exact = temp_dir("exact_" + std::to_string(i));
     const json a = run_json(runs[i] + " --no-advice", fast);
@@ -166,10 +173,19 @@ TEST(Parallel, DeferredOpsGiveTheEventsOfTheExactRunInTheSameOrder) {
     ASSERT_EQ(a["status"], "ok") << runs[i];
     EXPECT_EQ(json_difference(a, b), "") << runs[i];
     for (const char* file : {"/timeline.csv", "/memory.csv", "/peak.csv"}) {
-      const auto x = csv(fast + file), y = csv(exact + file);
+      const auto x = csv(fast + file);
+      auto y = csv(exact + file);
       ASSERT_EQ(x.size(), y.size()) << runs[i] << file;
       ASSERT_GT(x.size(), 10u) << runs[i] << file;
       for (std::size_t r = 0; r < x.size(); ++r) {
+        if (i >= slept_from && std::string(file) == "/timeline.csv" && x[r].at("op") != y[r].at("op")) {
+          const double end = std::stod(y[r].at("end_s"));
+          for (std::size_t j = r + 1; j < y.size() && std::abs(std::stod(y[j].at("end_s")) - end) <= 1e-12 * std::max(1.0, end); ++j)
+            if (y[j].at("op") == x[r].at("op")) {
+              std::swap(y[r], y[j]);
+              break;
+            }
+        }
         ASSERT_EQ(x[r].size(), y[r].size());
         for (const auto& [column, value] : x[r]) {
           const std::string& other = y[r].at(column);

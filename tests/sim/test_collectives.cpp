@@ -4,6 +4,7 @@
 // 2(n-1)/n S/B + 2(n-1) L; an all-gather or a reduce-scatter (n-1)/n S/B + (n-1) L.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
 #include <tuple>
 
@@ -73,9 +74,9 @@ std::vector<Call> every(const std::string& g, std::uint32_t n) {
   return calls;
 }
 
-Summary simulate_none(const PlatformSpec& p, const Trace& t, Recorder& rec) {
+Summary simulate_none(const PlatformSpec& p, const Trace& t, Recorder& rec, bool exact = false) {
   auto policy = find_policy("none")->create(Params(ConfigNode::parse_text("{}", "p.yaml"), find_policy("none")->params, "none"));
-  return simulate(p, t, *policy, rec);
+  return simulate(p, t, *policy, rec, exact);
 }
 
 double comm_end(const Recorder& rec) {
@@ -134,7 +135,7 @@ TEST(Collectives, HalfDuplexLinksShareTheirBandwidthBetweenBothDirections) {
 // gpu0, gpu1 on switch a; gpu2, gpu3 on switch b; a and b joined by one link of B. Groups
 // {0, 2} and {1, 3}: each all-reduce crosses a-b in both directions. Route latency: 0.5 + 1 +
 // 0.5 us; with n = 2 an all-reduce alone is S/B + 2 L.
-PlatformSpec two_switches() {
+PlatformSpec two_switches(const std::string& between = "100GB/s") {
   std::string y = "name: two-switches\ndevices:\n";
   for (int i = 0; i < 4; ++i)
     y += "  gpu" + std::to_string(i) +
@@ -144,7 +145,7 @@ PlatformSpec two_switches() {
   for (int i = 0; i < 4; ++i)
     y += "  l" + std::to_string(i) + ": {endpoints: [gpu" + std::to_string(i) + ".hbm, " +
          (i < 2 ? "a" : "b") + "], bandwidth: 1000GB/s, latency: 0.5us}\n";
-  y += "  ab: {endpoints: [a, b], bandwidth: 100GB/s, latency: 1us}\n";
+  y += "  ab: {endpoints: [a, b], bandwidth: " + between + ", latency: 1us}\n";
   return platform(y);
 }
 const std::vector<ProcessGroup> kCrossGroups{{"x", {0, 2}}, {"y", {1, 3}}};
@@ -213,4 +214,92 @@ TEST(Collectives, EveryMemberWaitsForTheLastToArrive) {
     if (e.kind == EventKind::comm && e.device == 0) EXPECT_NEAR(e.start_s, 0.0, 1e-12);
   // gpu1's all-reduce is exposed only for the ring; gpu0's for its whole wait.
   EXPECT_NEAR(s.comm_time_s, 1e-3 + ring, 1e-9);
+}
+
+namespace {
+
+// Each call's collectives `times` over, in order (a device's ops over one group run in turn).
+std::vector<Call> repeated(const std::vector<Call>& calls, int times) {
+  std::vector<Call> out;
+  for (int k = 0; k < times; ++k) out.insert(out.end(), calls.begin(), calls.end());
+  return out;
+}
+
+// Every comm event ends at a multiple of `each`: the k-th collective of a device at k x each.
+void expect_ends_at_multiples(const Recorder& rec, double each, std::size_t per_device) {
+  std::map<std::uint32_t, std::size_t> seen;
+  std::size_t n = 0;
+  for (const Event& e : rec.events())
+    if (e.kind == EventKind::comm) {
+      const std::size_t k = ++seen[e.device];
+      EXPECT_NEAR(e.end_s, static_cast<double>(k) * each, 1e-12) << "device " << e.device << ", collective " << k;
+      ++n;
+    }
+  EXPECT_EQ(n, per_device * seen.size());
+}
+
+}  // namespace
+
+// A group whose flows no other flow can slow takes the same time at each collective of one
+// kind and size: the first runs as SimGrid's flows and its time is kept, the next sleep it
+// (CollectiveRunner::plan_replay). tests/scenarios/test_parallel.cpp checks whole steps
+// against --exact, where every collective runs as flows.
+TEST(Collectives, AGroupAloneOnItsLinksSleepsItsMeasuredTimeAfterTheFirst) {
+  // Group x alone crosses a-b: each of its three all-reduces takes S/B + 2 L.
+  const Trace t = collectives("all_reduce", kS, kCrossGroups, repeated({{0, "x"}, {2, "x"}}, 3));
+  Recorder rec;
+  EXPECT_EQ(simulate_none(two_switches(), t, rec).replayed_phases, 2u);
+  expect_ends_at_multiples(rec, kS / kB + 2 * 2e-6, 3);
+}
+
+TEST(Collectives, AGroupAloneRunsEveryCollectiveAsFlowsWhenExact) {
+  const Trace t = collectives("all_reduce", kS, kCrossGroups, repeated({{0, "x"}, {2, "x"}}, 3));
+  Recorder rec;
+  EXPECT_EQ(simulate_none(two_switches(), t, rec, true).replayed_phases, 0u);
+  expect_ends_at_multiples(rec, kS / kB + 2 * 2e-6, 3);
+}
+
+TEST(Collectives, GroupsThatCanFillALinkTheyShareRunAsFlows) {
+  // x and y share a-b, which either fills alone: neither is slept, and each of their
+  // all-reduces at once takes twice as long.
+  const Trace t = collectives("all_reduce", kS, kCrossGroups, repeated({{0, "x"}, {2, "x"}, {1, "y"}, {3, "y"}}, 2));
+  Recorder rec;
+  EXPECT_EQ(simulate_none(two_switches(), t, rec).replayed_phases, 0u);
+  expect_ends_at_multiples(rec, 2 * kS / kB + 2 * 2e-6, 2);
+}
+
+TEST(Collectives, GroupsSharingALinkThatNeverFillsAreSlept) {
+  // a-b at 10,000 GB/s: both groups' flows at their routes' 1,000 GB/s put 2,000 GB/s each way
+  // through it at most, so it limits neither; each group is alone on its GPUs' own links and
+  // is slept after its first all-reduce, each taking S / 1,000 GB/s + 2 L.
+  const Trace t = collectives("all_reduce", kS, kCrossGroups, repeated({{0, "x"}, {2, "x"}, {1, "y"}, {3, "y"}}, 3));
+  Recorder rec;
+  EXPECT_EQ(simulate_none(two_switches("10000GB/s"), t, rec).replayed_phases, 4u);
+  expect_ends_at_multiples(rec, kS / 1000e9 + 2 * 2e-6, 3);
+}
+
+TEST(Collectives, AGroupIsNotSleptWhenACopyMayCrossItsLinks) {
+  // gpu0's buffer of x's first all-reduce is made on gpu2 (by an op there), so gpu0's
+  // collective copies it in first: a copy may cross any link, and none is slept.
+  Trace t = collectives("all_reduce", kS, kCrossGroups, repeated({{0, "x"}, {2, "x"}}, 3));
+  t.buffers[t.ops[0].updates[0]].device = 2;
+  Op make;
+  make.name = "make@gpu2";
+  make.kind = "fill";
+  make.device = 2;
+  Trace u;
+  u.name = t.name;
+  u.groups = t.groups;
+  for (const Buffer& b : t.buffers) {
+    const BufferId id = u.add_buffer(b.name, b.bytes, b.category, true);
+    u.buffers[id].device = b.device;
+  }
+  make.updates = {t.ops[0].updates[0]};
+  u.add_op(std::move(make));
+  for (Op op : t.ops) u.add_op(std::move(op));
+  Recorder rec;
+  const Summary s = simulate_none(two_switches(), u, rec);
+  EXPECT_EQ(s.status, "ok");
+  EXPECT_GT(s.swap_in_bytes + s.transfer_time_s, 0.0);  // the copy ran
+  EXPECT_EQ(s.replayed_phases, 0u);
 }
