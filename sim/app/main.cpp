@@ -4,12 +4,61 @@
 
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <string>
 #endif
 
 #include "sim/app/cli.h"
 
+#if defined(__GLIBC__)
+namespace {
+
+bool sanitized() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  return true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+  return true;
+#else
+  return false;
+#endif
+#else
+  return false;
+#endif
+}
+
+// A step's build writes a few hundred megabytes of fresh heap once (Llama 3 70B's 3-D step on
+// 64 GPUs: 66,900 page faults of 4 KiB, a fifth of the run). glibc backs its heap with
+// transparent huge pages when its tunable glibc.malloc.hugetlb is 1, and the tunable is read
+// at the program's start only: so memsim starts itself again with it set, once, where the
+// kernel gives huge pages on request (transparent_hugepage "madvise" or "always"). The same
+// run: 2.15 -> 1.71 s of wall time (min of 4, one of each in turn), 2,400-3,200 faults, 3%
+// more resident memory. MEMSIM_SMALL_PAGES=1, a GLIBC_TUNABLES that already names the
+// tunable, or an exec that fails leave the process as it is.
+void use_huge_pages(char** argv) {
+  if (sanitized() || std::getenv("MEMSIM_SMALL_PAGES") != nullptr) return;
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.hugetlb") != nullptr) return;
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string modes;
+  if (!std::getline(thp, modes) || modes.find("[never]") != std::string::npos) return;
+  std::string value = "glibc.malloc.hugetlb=1";
+  if (tunables != nullptr && *tunables != '\0') value = std::string(tunables) + ":" + value;
+  if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
+  ::execv("/proc/self/exe", argv);
+  ::unsetenv("GLIBC_TUNABLES");  // the exec failed: on as before
+  if (tunables != nullptr) ::setenv("GLIBC_TUNABLES", tunables, 1);
+}
+
+}  // namespace
+#endif
+
 int main(int argc, char** argv) {
 #if defined(__GLIBC__)
+  use_huge_pages(argv);
   // A step is built as a few large vectors that grow, are copied and freed (the pipeline's
   // micro-batches, the shards, the placed stages). glibc gives a block over its dynamic mmap
   // threshold a mapping of its own, unmapped when freed: the next such block comes back as
