@@ -705,12 +705,12 @@ class Sharder {
     // step that later writes the buffer (a pipeline's all-reduce of a tied embedding's
     // gradient between its stages, as Megatron's finalize_model_grads runs it after the
     // data-parallel reduction) waits for it, on whatever stream each runs.
-    std::map<BufferId, OpId> read_by;
+    std::vector<OpId> read_by(out_.buffers.size(), kNoOp);  // per buffer (every buffer is made by now)
     auto emit = [&](Op op) {
       for (OpId& w : op.waits_for) w = new_id[w];
       const OpId id = out_.add_op(std::move(op));
       for (const auto* list : {&out_.ops[id].inputs, &out_.ops[id].updates})
-        for (BufferId b : *list) read_by[b] = id;
+        for (BufferId b : *list) read_by.at(b) = id;
       return id;
     };
     for (std::size_t i = 0; i < ops_.size(); ++i) {
@@ -719,9 +719,9 @@ class Sharder {
       for (OpId& w : op.waits_for) w = new_id[w];
       if (!op.group.empty())
         for (BufferId b : op.updates)
-          if (const auto it = read_by.find(b);
-              it != read_by.end() && std::find(op.waits_for.begin(), op.waits_for.end(), it->second) == op.waits_for.end())
-            op.waits_for.push_back(it->second);
+          if (const OpId by = read_by.at(b);
+              by != kNoOp && std::find(op.waits_for.begin(), op.waits_for.end(), by) == op.waits_for.end())
+            op.waits_for.push_back(by);
       new_id[i] = out_.add_op(std::move(op));
       for (Op& op2 : after_[i]) emit(std::move(op2));
     }
