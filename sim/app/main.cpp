@@ -35,8 +35,8 @@ bool sanitized() {
 // transparent huge pages when its tunable glibc.malloc.hugetlb is 1, and the tunable is read
 // at the program's start only: so memsim starts itself again with it set, once, where the
 // kernel gives huge pages on request (transparent_hugepage "madvise" or "always"). The same
-// run: 2.15 -> 1.71 s of wall time (min of 4, one of each in turn), 2,400-3,200 faults, 3%
-// more resident memory. MEMSIM_SMALL_PAGES=1, a GLIBC_TUNABLES that already names the
+// run, 6 of each in turn: 1.50-1.98 s of wall time against 2.10-2.87 s, 2,400-4,300 faults,
+// 3% more resident memory (docs/parallel.md, "3-D scale"). MEMSIM_SMALL_PAGES=1, a GLIBC_TUNABLES that already names the
 // tunable, or an exec that fails leave the process as it is.
 void use_huge_pages(char** argv) {
   if (sanitized() || std::getenv("MEMSIM_SMALL_PAGES") != nullptr) return;

@@ -878,15 +878,12 @@ bool Simulation::copies_possible() const {
     if (step.kind == StepKind::swap_in || step.kind == StepKind::swap_out) return true;
   // A buffer lives on the device of its producer, or of its first reader when the step
   // starts with it (exec::start_slots); a reader on another device copies it in.
-  constexpr std::uint32_t kUnread = std::numeric_limits<std::uint32_t>::max();
-  std::vector<std::uint32_t> home(trace_.buffers.size(), kUnread);
+  std::vector<std::uint32_t> home = exec::start_slots(trace_);
   for (const Buffer& b : trace_.buffers)
     if (b.producer != kNoOp) home[b.id] = trace_.ops[b.producer].device;
   for (const Op& op : trace_.ops)
-    for (BufferId b : op.reads()) {
-      if (home[b] == kUnread) home[b] = op.device;
+    for (BufferId b : op.reads())
       if (home[b] != op.device) return true;
-    }
   return false;
 }
 
