@@ -67,6 +67,15 @@ int main(int argc, char** argv) {
   // (summary only), at 4-15% more peak memory (`make pipeline-bench`: 328 -> 364 MiB, GPT-3
   // 175B 628 -> 720 MiB; `make platform-bench`'s 16,384 GPUs 114 -> 124 MB).
   mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  // Larger blocks (a 3-D step's ops: 56 MB on Llama 3 70B's 64 GPUs) are not mapped apart
+  // either, and the heap's free top is not handed back on its own: a page once faulted in
+  // is reused for the rest of the run. On this machine's virtual machine a fresh page costs
+  // far more than its zeroing (300 MB touched: 0.8-1.0 s in 4 KiB pages, 0.02-0.6 s in huge
+  // pages); the same Llama run, 6 of each in turn: 1.31 s (median 1.43 s) of wall time
+  // against 1.36 s (1.56 s), the same peak. return_free_memory() still trims where a phase
+  // asks for it (sim/core/heap.h).
+  mallopt(M_MMAP_MAX, 0);
+  mallopt(M_TRIM_THRESHOLD, -1);
 #endif
   const int code = memsim::cli_main(argc, argv);
   // Everything is written and committed by now: the process ends here, without running the
