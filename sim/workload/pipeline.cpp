@@ -65,9 +65,8 @@ class Pipeliner {
   Trace run() {
     assign_chunks();
     find_crossings();
-    std::vector<Trace> stages;
-    for (std::uint32_t d = 0; d < s_.pp; ++d) stages.push_back(stage_step(d));
-    return place(stages);
+    auto r = place();
+    return r;
   }
 
  private:
@@ -345,13 +344,15 @@ class Pipeliner {
   }
 
   // The stages' steps on their ranks: each simulated rank's copy with its groups' ranks.
-  Trace place(std::vector<Trace>& stages) {
+  // A stage is built when its first rank is placed and freed after its last, so that the
+  // next stage is built in the memory it leaves: the whole step and every stage's own copy
+  // are never held at once (each page a run faults in is time on a virtual machine).
+  Trace place() {
     const std::uint32_t ranks = mesh_.size();
     Trace out;
     out.name = in_.name;
     out.description = in_.description;
     out.parameters = in_.parameters;
-    out.samples = stages.front().samples;  // its micro-batches'
     out.sample_tokens = in_.sample_tokens;
     out.parallel = ParallelLayout{};
     out.parallel.ranks = ranks;
@@ -379,18 +380,26 @@ class Pipeliner {
     out.parallel.ep = s_.ep;
     out.parallel.dp_replicas = s_.dp_replicas();
     std::set<std::string> defined;
-    std::size_t ops = 0, buffers = 0;
     std::vector<std::uint32_t> uses(s_.pp, 0);  // per stage: the simulated ranks still to place
-    for (const std::uint32_t r : simulated) {
-      ops += stages[mesh_.coord(r, "pp")].ops.size();
-      buffers += stages[mesh_.coord(r, "pp")].buffers.size();
-      ++uses[mesh_.coord(r, "pp")];
-    }
-    out.ops.reserve(ops);
-    out.buffers.reserve(buffers);
+    for (const std::uint32_t r : simulated) ++uses[mesh_.coord(r, "pp")];
+    // The simulated ranks come stage by stage (the mesh's stage is its outermost dimension).
+    Trace t;
+    std::uint32_t built = s_.pp;  // the stage t holds (none yet)
     for (const std::uint32_t r : simulated) {
       const std::uint32_t stage = mesh_.coord(r, "pp");
-      Trace& t = stages[stage];
+      if (stage != built) {
+        t = stage_step(stage);
+        if (built == s_.pp) {
+          out.samples = t.samples;  // its micro-batches'
+          // Room for every rank's ops and buffers from the first stage's count, the stages
+          // differing by a few layers at most (a reservation only takes address space: its
+          // pages are faulted in as they are filled, and a larger step grows as vectors do).
+          const std::size_t n = simulated.size();
+          out.ops.reserve(t.ops.size() * n + t.ops.size() * n / 4);
+          out.buffers.reserve(t.buffers.size() * n + t.buffers.size() * n / 4);
+        }
+        built = stage;
+      }
       const std::string prefix = s_.symmetric ? fmt::format("stage{}:", stage) : fmt::format("rank{}:", r);
       // This rank's instance of each group of its stage's step: a mesh group named by its
       // first rank, or a point-to-point group between stages (its ranks are the stages).
