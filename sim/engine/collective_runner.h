@@ -27,7 +27,7 @@ class CollectiveRunner {
     /// Executes the time the calling stream deferred, before it blocks.
     virtual void flush() = 0;
     /// Blocks the calling stream until `done` holds (or the run stopped).
-    virtual void wait_until(Condition done) = 0;
+    virtual void wait_until(Condition done, std::uint32_t on = kAnyDevice) = 0;
     virtual void notify() = 0;
     virtual bool stopped() const = 0;
     /// Throws the error of `op` ending at `end_s`, past the engine's horizon, when it is.

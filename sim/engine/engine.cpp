@@ -178,7 +178,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   bool allocate(std::size_t tier, std::uint64_t bytes, const OomSite& site,
                 const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
   void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
-  void wait_until(Condition done) override;
+  void wait_until(Condition done, std::uint32_t on = kAnyDevice) override;
   void notify() override;
   void report_oom(std::size_t tier, std::uint64_t bytes, const OomSite& site);
   std::uint32_t copy_owner(std::size_t from, std::size_t to, int& direction) const;
@@ -211,6 +211,10 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
 
   const bool exact_;  // no deferral: every op its own SimGrid activity, every collective its flows
   bool copies_foreseen_ = true;  // a copy may run (no collective's flows replayed)
+  // No copy can run and the run is not --exact: a waiting stream's test can only come to hold
+  // by the ops of the device it names (Lane::waits_on), so a change on one device runs the
+  // tests of its own streams and of those that wait on any (see tested()).
+  bool tests_by_device_ = false;
   const PlatformSpec& platform_;
   const Trace& trace_;
   const PlanResult& planned_;
@@ -281,6 +285,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     double latest_s = 0;  // the latest time now_s() returned to this stream
     double until = kActing;
     const Condition* waiting = nullptr;
+    std::uint32_t waits_on = kAnyDevice;  // the device whose ops can make `waiting` hold
     bool done = false;
     sg4::ConditionVariablePtr woken;  // its own: notify() wakes only streams that can go on
     std::uint64_t waits_from = 0;     // when it began to wait, in waits begun
@@ -294,6 +299,10 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     return outside_;
   }
   OpId& current_slot() const { return lane().op; }
+  /// Whether a change made by `by` (the calling stream's lane) can make l's test hold.
+  bool tested(const Lane& l, const Lane& by) const {
+    return !tests_by_device_ || stopped_ || l.waits_on == kAnyDevice || l.waits_on == by.device || &by == &outside_;
+  }
   /// A wait of the calling stream's actor, for `op`.
   OomSite here(OomSite::Kind kind, OpId op, BufferId b = 0, std::size_t to = 0) const {
     const Lane& l = lane();
@@ -500,7 +509,7 @@ bool Simulation::can_defer(double end_s) const {
   for (const Lane& l : lanes_) {
     if (&l == &me || l.done) continue;
     if (l.waiting) {
-      if (stopped_ || (*l.waiting)()) return false;
+      if (tested(l, me) && (stopped_ || (*l.waiting)())) return false;
       continue;
     }
     if (l.device == me.device || !(end_s + tie < l.until)) return false;
@@ -514,8 +523,9 @@ void Simulation::notify() {
   // whose test is not kept), after the notifier's deferred time: the woken act at the
   // notifier's time.
   bool any = stopped_ || outside_waiters_ > 0;
+  const Lane& by = lane();
   for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
-    any = lanes_[i].waiting && (*lanes_[i].waiting)();
+    any = lanes_[i].waiting && tested(lanes_[i], by) && (*lanes_[i].waiting)();
   if (!any) return;
   flush();
   // The streams whose test holds now (every waiting stream once the run stopped) wake, each
@@ -529,7 +539,7 @@ void Simulation::notify() {
   // runs this simcall.)
   std::vector<Lane*> wake;
   for (Lane& l : lanes_)
-    if (l.waiting && (stopped_ || (*l.waiting)())) wake.push_back(&l);
+    if (l.waiting && tested(l, by) && (stopped_ || (*l.waiting)())) wake.push_back(&l);
   std::sort(wake.begin(), wake.end(), [](const Lane* a, const Lane* b) { return a->waits_from < b->waits_from; });
   for (Lane* l : wake) l->waiting = nullptr;
   simgrid::kernel::actor::simcall_answered([this, &wake, outside = outside_waiters_ > 0] {
@@ -538,7 +548,7 @@ void Simulation::notify() {
   });
 }
 
-void Simulation::wait_until(Condition done) {
+void Simulation::wait_until(Condition done, std::uint32_t on) {
   flush();
   if (stopped_ || done()) return;
   Lane& l = lane();
@@ -549,6 +559,7 @@ void Simulation::wait_until(Condition done) {
   while (!stopped_ && !done()) {
     if (outside) ++outside_waiters_;
     else l.waiting = &done;
+    l.waits_on = on;
     l.waits_from = waits_begun_++;
     ++waiters_;
     (outside ? changed_ : l.woken)->wait(lock);
@@ -662,6 +673,7 @@ void Simulation::start_copy(BufferId b, std::size_t to, CopyCause cause) {
     throw InputError(too_many_actors(trace_.name, streams_.size(), static_cast<std::size_t>(copies_in_flight_),
                                      max_actors_, now_s()));
   if (!copies_foreseen_) collectives_->stop_replay();
+  tests_by_device_ = false;
   residency_.copy_started(b);
   ++copies_in_flight_;
   ++leaving_[from];
@@ -823,7 +835,7 @@ void Simulation::wait_for_host(const Op& op) {
   if (!host_clock_ || op.device >= host_at_.size()) return;
   // The host issues nothing after a synchronizing call before every op of it has ended.
   if (const std::uint32_t call = sync_gate_[op.id]; call != kNoCall)
-    while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); });
+    while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); }, op.device);
   const double issued = host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]);
   const double now = now_s();
   if (!(issued > now)) return;
@@ -1060,6 +1072,7 @@ Summary Simulation::run() {
   const auto wanted = wanted_routes(runs);
   sg_ = build_sg_platform(platform_, &wanted, &runs);
   copies_foreseen_ = exact_ || copies_possible();
+  tests_by_device_ = !copies_foreseen_;
   collectives_->plan_replay(sg_, copies_foreseen_);
   mutex_ = sg4::Mutex::create();
   changed_ = sg4::ConditionVariable::create();

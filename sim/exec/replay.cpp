@@ -43,7 +43,7 @@ class Replayer::ZeroTime final : public Memory {
   }
   void release_workspace(const Op&, const Workspace&) override {}
   // In zero time nothing runs meanwhile: an op that would wait runs after what it waits for.
-  void wait_until(Condition) override {
+  void wait_until(Condition, std::uint32_t) override {
     throw PolicyError("a plan runs an op before an op it waits for (waits_for); in one stream "
                       "of issue order nothing else would run meanwhile");
   }

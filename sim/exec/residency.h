@@ -56,7 +56,11 @@ class Memory {
   virtual bool placed(BufferId b) const = 0;
   /// Blocks until `done` holds (or the run stopped): a copy lands, another stream finishes
   /// an op. Only called while a buffer is being produced elsewhere or copied.
-  virtual void wait_until(Condition done) { (void)done; }
+  /// `on`: the device whose ops can make it hold (kAnyDevice: any).
+  virtual void wait_until(Condition done, std::uint32_t on = kAnyDevice) {
+    (void)done;
+    (void)on;
+  }
   /// The clock, for the stall of a read that waits for memory.
   virtual double clock() const { return 0; }
   /// Starts bringing `b` (placed elsewhere) into `tier`: its reader waits for all of it.
@@ -125,6 +129,8 @@ class Residency {
   bool make_resident(BufferId b, const Site& site, const Op& op);
   void remake(BufferId b, const Op& reader, const Site& site);
   bool update_pending(BufferId b, const Op& op) const;
+  std::uint32_t updaters_device(BufferId b, const Op& op) const;
+  std::uint32_t op_device(OpId op) const { return trace_.ops[op].device; }
 
   const Trace& trace_;
   M& memory_;
@@ -177,6 +183,19 @@ bool Residency<M>::update_pending(BufferId b, const Op& op) const {
   return from < us.size() && us[from] < op.id;
 }
 
+// The device of the updates of b still pending before `op` (kAnyDevice: several).
+template <class M>
+std::uint32_t Residency<M>::updaters_device(BufferId b, const Op& op) const {
+  const std::span<const OpId> us = updaters_[b];
+  std::uint32_t device = kAnyDevice;
+  for (std::uint32_t i = done_updates_[b]; i < us.size() && us[i] < op.id; ++i) {
+    const std::uint32_t d = op_device(us[i]);
+    if (device != kAnyDevice && d != device) return kAnyDevice;
+    device = d;
+  }
+  return device;
+}
+
 template <class M>
 bool Residency<M>::make_resident(BufferId b, const Site& site, const Op& op) {
   if (ready_[b] && !in_flight_[b] && memory_.resident(b, site.tier) &&
@@ -186,12 +205,15 @@ bool Residency<M>::make_resident(BufferId b, const Site& site, const Op& op) {
   bool memory_wait = false;
   while (!memory_.stopped()) {
     if (several_ && update_pending(b, op)) {
-      memory_.wait_until([&] { return !update_pending(b, op); });
+      memory_.wait_until([&] { return !update_pending(b, op); }, updaters_device(b, op));
       t0 = memory_.clock();  // waiting for another stream's work is a dependency, not a stall
     } else if (!ready_[b] || in_flight_[b]) {
       const bool produced = ready_[b] != 0;
       memory_wait |= in_flight_[b] != 0;
-      memory_.wait_until([&] { return ready_[b] && !in_flight_[b]; });
+      // Made by its producer's stream (a copy's landing: any device).
+      const OpId producer = trace_.buffers[b].producer;
+      memory_.wait_until([&] { return ready_[b] && !in_flight_[b]; },
+                         ready_[b] || producer == kNoOp ? kAnyDevice : op_device(producer));
       if (!produced) t0 = memory_.clock();
     } else if (!memory_.resident(b, site.tier)) {
       if (!memory_.placed(b)) {
@@ -220,7 +242,7 @@ bool Residency<M>::run(const Op& op, const Site& site, bool recompute) {
     for (OpId w : op.waits_for)
       while (!op_done_[w]) {
         if (memory_.stopped()) return false;
-        memory_.wait_until([&] { return op_done_[w] != 0; });
+        memory_.wait_until([&] { return op_done_[w] != 0; }, op_device(w));
       }
   for (BufferId b : op.reads()) {
     if (!make_resident(b, site, op)) return false;
