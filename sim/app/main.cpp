@@ -4,9 +4,11 @@
 
 #if defined(__GLIBC__)
 #include <malloc.h>
-#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
 
-#include <cstring>
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <string>
 #endif
@@ -31,26 +33,36 @@ bool sanitized() {
 }
 
 // A step's build writes a few hundred megabytes of fresh heap once (Llama 3 70B's 3-D step on
-// 64 GPUs: 66,900 page faults of 4 KiB, a fifth of the run). glibc backs its heap with
-// transparent huge pages when its tunable glibc.malloc.hugetlb is 1, and the tunable is read
-// at the program's start only: so memsim starts itself again with it set, once, where the
-// kernel gives huge pages on request (transparent_hugepage "madvise" or "always"). The same
-// run, 6 of each in turn: 1.50-1.98 s of wall time against 2.10-2.87 s, 2,400-4,300 faults,
-// 3% more resident memory (docs/parallel.md, "3-D scale"). MEMSIM_SMALL_PAGES=1, a GLIBC_TUNABLES that already names the
-// tunable, or an exec that fails leave the process as it is.
-void use_huge_pages(char** argv) {
+// 64 GPUs: 66,900 page faults of 4 KiB, a fifth of the run), and on this machine's virtual
+// machine a fresh page costs far more than its zeroing (300 MB touched: 0.8-1.0 s in 4 KiB
+// pages, 0.02-0.6 s in 2 MiB ones). So the heap is asked for transparent huge pages where
+// the kernel gives them on request (transparent_hugepage "madvise" or "always"): with
+// nothing mapped apart (M_MMAP_MAX 0, below) every block comes from the heap's one region,
+// which is grown here once by `bytes` of address space, marked MADV_HUGEPAGE and freed back
+// to the heap, untrimmed: the blocks carved from it later are faulted in 2 MiB at a time.
+// Past it the heap grows in small pages. glibc's tunable glibc.malloc.hugetlb does the same
+// but is read only at the program's start: memsim re-executed itself to set it, loading its
+// 45 shared libraries twice (0.06-0.1 s of every run). A reservation takes no memory, only
+// address space: an eighth of a limit on it (ulimit -v), none under 64 MiB.
+// MEMSIM_SMALL_PAGES=1 leaves the heap in small pages.
+void use_huge_pages() {
   if (sanitized() || std::getenv("MEMSIM_SMALL_PAGES") != nullptr) return;
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if (tunables != nullptr && std::strstr(tunables, "glibc.malloc.hugetlb") != nullptr) return;
   std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string modes;
   if (!std::getline(thp, modes) || modes.find("[never]") != std::string::npos) return;
-  std::string value = "glibc.malloc.hugetlb=1";
-  if (tunables != nullptr && *tunables != '\0') value = std::string(tunables) + ":" + value;
-  if (::setenv("GLIBC_TUNABLES", value.c_str(), 1) != 0) return;
-  ::execv("/proc/self/exe", argv);
-  ::unsetenv("GLIBC_TUNABLES");  // the exec failed: on as before
-  if (tunables != nullptr) ::setenv("GLIBC_TUNABLES", tunables, 1);
+  std::size_t bytes = std::size_t{1} << 30;
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    bytes = std::min<std::size_t>(bytes, limit.rlim_cur / 8);
+  constexpr std::size_t kHuge = std::size_t{2} << 20;
+  if (bytes < 32 * kHuge) return;
+  void* block = std::malloc(bytes);
+  if (block == nullptr) return;
+  const auto at = reinterpret_cast<std::uintptr_t>(block);
+  const std::uintptr_t from = (at + kHuge - 1) & ~(kHuge - 1);
+  const std::uintptr_t to = (at + bytes) & ~(kHuge - 1);
+  ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
+  std::free(block);
 }
 
 }  // namespace
@@ -58,7 +70,6 @@ void use_huge_pages(char** argv) {
 
 int main(int argc, char** argv) {
 #if defined(__GLIBC__)
-  use_huge_pages(argv);
   // A step is built as a few large vectors that grow, are copied and freed (the pipeline's
   // micro-batches, the shards, the placed stages). glibc gives a block over its dynamic mmap
   // threshold a mapping of its own, unmapped when freed: the next such block comes back as
@@ -76,6 +87,7 @@ int main(int argc, char** argv) {
   // asks for it (sim/core/heap.h).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, -1);
+  use_huge_pages();
 #endif
   const int code = memsim::cli_main(argc, argv);
   // Everything is written and committed by now: the process ends here, without running the
