@@ -1,6 +1,7 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <cassert>
 #include <csignal>
 #include <cmath>
 #include <cstdio>
@@ -303,6 +304,16 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   bool tested(const Lane& l, const Lane& by) const {
     return !tests_by_device_ || stopped_ || l.waits_on == kAnyDevice || l.waits_on == by.device || &by == &outside_;
   }
+  /// Debug builds (`make sanitize`) check what tested() relies on: the test of a stream it
+  /// leaves out does not hold (its own device's change would have woken it).
+  void check_untested(const Lane& by) const {
+#ifndef NDEBUG
+    for (const Lane& l : lanes_)
+      assert((!l.waiting || tested(l, by) || !(*l.waiting)()) && "a test left out by tested() holds");
+#else
+    (void)by;
+#endif
+  }
   /// A wait of the calling stream's actor, for `op`.
   OomSite here(OomSite::Kind kind, OpId op, BufferId b = 0, std::size_t to = 0) const {
     const Lane& l = lane();
@@ -505,6 +516,7 @@ bool Simulation::can_defer(double end_s) const {
   if (streams_.size() == 1) return true;
   if (lanes_.size() > kMostDeferringLanes) return false;
   const Lane& me = lane();
+  check_untested(me);
   const double tie = 1e-12 * std::max(1.0, std::abs(end_s));
   for (const Lane& l : lanes_) {
     if (&l == &me || l.done) continue;
@@ -524,6 +536,7 @@ void Simulation::notify() {
   // notifier's time.
   bool any = stopped_ || outside_waiters_ > 0;
   const Lane& by = lane();
+  check_untested(by);
   for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
     any = lanes_[i].waiting && tested(lanes_[i], by) && (*lanes_[i].waiting)();
   if (!any) return;
