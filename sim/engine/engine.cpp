@@ -287,11 +287,32 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     double until = kActing;
     const Condition* waiting = nullptr;
     std::uint32_t waits_on = kAnyDevice;  // the device whose ops can make `waiting` hold
+    std::uint32_t listed = kNotListed;    // its place in waiting_on_ while it waits
     bool done = false;
     sg4::ConditionVariablePtr woken;  // its own: notify() wakes only streams that can go on
     std::uint64_t waits_from = 0;     // when it began to wait, in waits begun
   };
   std::vector<Lane> lanes_;
+  // The waiting streams by the device their test names (the last list: any), for notify() to
+  // run only the tests a change can make hold (with tests_by_device_).
+  static constexpr std::uint32_t kNotListed = std::numeric_limits<std::uint32_t>::max();
+  std::vector<std::vector<Lane*>> waiting_on_;
+  std::vector<Lane*>& waiting_list(std::uint32_t device) {
+    return waiting_on_[std::min<std::size_t>(device, waiting_on_.size() - 1)];
+  }
+  void list_waiting(Lane& l) {
+    std::vector<Lane*>& list = waiting_list(l.waits_on);
+    l.listed = static_cast<std::uint32_t>(list.size());
+    list.push_back(&l);
+  }
+  void unlist_waiting(Lane& l) {
+    if (l.listed == kNotListed) return;
+    std::vector<Lane*>& list = waiting_list(l.waits_on);
+    list[l.listed] = list.back();
+    list[l.listed]->listed = l.listed;
+    list.pop_back();
+    l.listed = kNotListed;
+  }
   std::vector<std::int32_t> pins_;  // per buffer: ops begun and not finished that touch it
   mutable Lane outside_;  // outside the streams' actors (copies, SimGrid's maestro)
   Lane& lane() const {
@@ -537,8 +558,16 @@ void Simulation::notify() {
   bool any = stopped_ || outside_waiters_ > 0;
   const Lane& by = lane();
   check_untested(by);
-  for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
-    any = lanes_[i].waiting && tested(lanes_[i], by) && (*lanes_[i].waiting)();
+  // Only the streams whose test names the changing device or any, where tested() says so.
+  const auto narrow = [&] { return tests_by_device_ && !stopped_ && &by != &outside_; };
+  if (narrow()) {
+    for (const std::uint32_t list : {by.device, kAnyDevice})
+      for (const Lane* l : waiting_list(list))
+        if (!any) any = (*l->waiting)();
+  } else {
+    for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
+      any = lanes_[i].waiting && tested(lanes_[i], by) && (*lanes_[i].waiting)();
+  }
   if (!any) return;
   flush();
   // The streams whose test holds now (every waiting stream once the run stopped) wake, each
@@ -551,10 +580,19 @@ void Simulation::notify() {
   // (The list is the call's own: other actors run, and may notify, before SimGrid's maestro
   // runs this simcall.)
   std::vector<Lane*> wake;
-  for (Lane& l : lanes_)
-    if (l.waiting && tested(l, by) && (stopped_ || (*l.waiting)())) wake.push_back(&l);
+  if (narrow()) {
+    for (const std::uint32_t list : {by.device, kAnyDevice})
+      for (Lane* l : waiting_list(list))
+        if ((*l->waiting)()) wake.push_back(l);
+  } else {
+    for (Lane& l : lanes_)
+      if (l.waiting && tested(l, by) && (stopped_ || (*l.waiting)())) wake.push_back(&l);
+  }
   std::sort(wake.begin(), wake.end(), [](const Lane* a, const Lane* b) { return a->waits_from < b->waits_from; });
-  for (Lane* l : wake) l->waiting = nullptr;
+  for (Lane* l : wake) {
+    l->waiting = nullptr;
+    unlist_waiting(*l);
+  }
   simgrid::kernel::actor::simcall_answered([this, &wake, outside = outside_waiters_ > 0] {
     for (Lane* l : wake) l->woken->notify_one();
     if (outside) changed_->notify_all();
@@ -570,15 +608,23 @@ void Simulation::wait_until(Condition done, std::uint32_t on) {
   std::unique_lock lock(*mutex_);
   const bool outside = &l == &outside_;  // not a stream's actor: its test is not kept
   while (!stopped_ && !done()) {
-    if (outside) ++outside_waiters_;
-    else l.waiting = &done;
     l.waits_on = on;
+    if (outside) {
+      ++outside_waiters_;
+    } else {
+      l.waiting = &done;
+      list_waiting(l);
+    }
     l.waits_from = waits_begun_++;
     ++waiters_;
     (outside ? changed_ : l.woken)->wait(lock);
     --waiters_;
-    if (outside) --outside_waiters_;
-    else l.waiting = nullptr;
+    if (outside) {
+      --outside_waiters_;
+    } else {
+      l.waiting = nullptr;
+      unlist_waiting(l);
+    }
   }
 }
 
@@ -1099,6 +1145,8 @@ Summary Simulation::run() {
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
   lanes_.clear();
+  lanes_.reserve(streams_.size());  // waiting_on_ points into it
+  waiting_on_.assign(compute_devices_.size() + 1, {});
   for (const Stream& s : streams_) {
     Lane& l = lanes_.emplace_back();
     l.device = s.device;
