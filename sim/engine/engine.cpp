@@ -558,7 +558,8 @@ void Simulation::notify() {
   bool any = stopped_ || outside_waiters_ > 0;
   const Lane& by = lane();
   check_untested(by);
-  // Only the streams whose test names the changing device or any, where tested() says so.
+  // Only the streams whose test names the changing device or any, where tested() says so
+  // (otherwise it says so of every stream).
   const auto narrow = [&] { return tests_by_device_ && !stopped_ && &by != &outside_; };
   if (narrow()) {
     for (const std::uint32_t list : {by.device, kAnyDevice})
@@ -566,7 +567,7 @@ void Simulation::notify() {
         if (!any) any = (*l->waiting)();
   } else {
     for (std::size_t i = 0; i < lanes_.size() && !any; ++i)
-      any = lanes_[i].waiting && tested(lanes_[i], by) && (*lanes_[i].waiting)();
+      any = lanes_[i].waiting && (*lanes_[i].waiting)();
   }
   if (!any) return;
   flush();
@@ -586,7 +587,7 @@ void Simulation::notify() {
         if ((*l->waiting)()) wake.push_back(l);
   } else {
     for (Lane& l : lanes_)
-      if (l.waiting && tested(l, by) && (stopped_ || (*l.waiting)())) wake.push_back(&l);
+      if (l.waiting && (stopped_ || (*l.waiting)())) wake.push_back(&l);
   }
   std::sort(wake.begin(), wake.end(), [](const Lane* a, const Lane* b) { return a->waits_from < b->waits_from; });
   for (Lane* l : wake) {

@@ -65,8 +65,7 @@ class Pipeliner {
   Trace run() {
     assign_chunks();
     find_crossings();
-    auto r = place();
-    return r;
+    return place();
   }
 
  private:
