@@ -1,6 +1,7 @@
 #include "sim/workload/parallel.h"
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <span>
@@ -151,7 +152,7 @@ std::uint64_t shard(std::uint64_t bytes, std::uint32_t n) { return (bytes + n - 
 
 Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& order, std::uint32_t m,
                         std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
-                        bool fused_accumulation, bool exchange_after_pairs) {
+                        bool fused_accumulation, bool exchange_after_pairs, std::size_t name_room) {
   mb.clear();
   // The parameters' gradients: what the optimizer steps read.
   std::vector<bool> param_grad(step.buffers.size(), false);
@@ -182,6 +183,16 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
     return ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)];
   };
   std::vector<OpId> received(order.size(), kNoOp);  // per block: its last receive so far
+  // NAME, or NAME@mbK in micro-batch k > 0, made once with room for what a later pass puts
+  // before it (name_room).
+  const auto named = [&](const std::string& name, std::uint32_t k) {
+    std::string full;
+    const std::size_t suffix = k > 0 ? 3 + fmt::formatted_size("{}", k) : 0;
+    full.reserve(name.size() + suffix + name_room);
+    full += name;
+    if (k > 0) fmt::format_to(std::back_inserter(full), "@mb{}", k);
+    return full;
+  };
   // Block i's ops (of step), or those of one part of it, copied for its micro-batch.
   auto emit = [&](std::size_t i, std::span<const OpId> ids) {
     const MicroBatchBlock& block = order[i];
@@ -200,10 +211,9 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
         break;
       }
     for (OpId id : ids) {
-      Op op = step.ops[id];
+      Op op = with_name(step.ops[id], named(step.ops[id].name, k));
       std::vector<std::pair<BufferId, BufferId>> accumulate;  // (this micro-batch's, .grad)
       if (k > 0) {
-        op.name += fmt::format("@mb{}", k);
         for (BufferId& b : op.inputs) b = copy[k][b];
         for (BufferId& b : op.updates) b = copy[k][b];
         if (fused_accumulation) {
@@ -214,8 +224,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
         }
         for (BufferId& b : op.outputs) {
           const Buffer& orig = step.buffers[b];
-          const BufferId fresh = out.add_buffer(fmt::format("{}@mb{}", orig.name, k), orig.bytes,
-                                                orig.category, orig.persistent);
+          const BufferId fresh = out.add_buffer(named(orig.name, k), orig.bytes, orig.category, orig.persistent);
           out.buffers[fresh].device = orig.device;
           if (param_grad[b])
             accumulate.emplace_back(fresh, b);

@@ -189,9 +189,12 @@ struct MicroBatchBlock {
 /// backward one run their computations back to back, and every step (such a pair, or a
 /// block alone) ends with its blocks' sends and then the next step's receives, one
 /// batch_isend_irecv; otherwise each block is its receives, its ops and its sends.
+/// `name_room`: the characters a later pass will put before each name (the pipeline's
+/// "stage3:"), reserved with the names made here so that adding them moves, not reallocates.
 Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& order, std::uint32_t m,
                         std::vector<std::uint32_t>& mb, const std::vector<std::uint32_t>& chunk_of,
-                        bool fused_accumulation = false, bool exchange_after_pairs = false);
+                        bool fused_accumulation = false, bool exchange_after_pairs = false,
+                        std::size_t name_room = 0);
 /// The data-parallel part of parallelize(): DDP buckets or ZeRO over process group "dp" of
 /// `step` (taken, not copied), whose ops' micro-batches are `mb`.
 Trace shard_over_dp(Trace step, const ParallelSettings& settings, std::vector<std::uint32_t> mb);

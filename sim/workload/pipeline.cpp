@@ -203,6 +203,13 @@ class Pipeliner {
     }
   }
 
+  // What place() puts before the names of stage `stage`'s ops and buffers on rank `r`.
+  std::string name_prefix(std::uint32_t stage, std::uint32_t r) const {
+    return s_.symmetric ? fmt::format("stage{}:", stage) : fmt::format("rank{}:", r);
+  }
+  // Its length at most, for the names stage_step() makes (the last rank's is the longest).
+  std::size_t prefix_room(std::uint32_t stage) const { return name_prefix(stage, mesh_.size() - 1).size(); }
+
   // Stage d's step: its ops (and the sends and receives between stages) for one micro-batch,
   // then the schedule's micro-batches, then data parallelism.
   Trace stage_step(std::uint32_t d) {
@@ -337,7 +344,7 @@ class Pipeliner {
         pipeline_order(s_.schedule, s_.pp, d, s_.micro_batches, s_.virtual_stages);
     std::vector<std::uint32_t> mb;
     Trace run = run_micro_batches(t, order, s_.micro_batches, mb, chunk_of, s_.fused_accumulation,
-                                  s_.schedule == PipelineSchedule::interleaved);
+                                  s_.schedule == PipelineSchedule::interleaved, prefix_room(d));
     if (s_.weight_replicas() > 1) run = shard_over_dp(std::move(run), s_, std::move(mb));
     return run;
   }
@@ -399,7 +406,7 @@ class Pipeliner {
         }
         built = stage;
       }
-      const std::string prefix = s_.symmetric ? fmt::format("stage{}:", stage) : fmt::format("rank{}:", r);
+      const std::string prefix = name_prefix(stage, r);
       // This rank's instance of each group of its stage's step: a mesh group named by its
       // first rank, or a point-to-point group between stages (its ranks are the stages).
       std::map<std::string, std::string> group_name;

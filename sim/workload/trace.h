@@ -170,6 +170,16 @@ struct Op {
   OpReads reads() const { return {inputs, updates}; }
 };
 
+/// A copy of `op` but for its name, which is `name` (built once at its final size by a pass
+/// that renames every op it copies: the name of the copy is not made only to be replaced).
+/// Lists every field of Op: one added there and not here is a -Wmissing-field-initializers
+/// warning.
+inline Op with_name(const Op& op, std::string name) {
+  return Op{op.id,        op.device,   op.unit,          op.stream,     op.phase,         op.dtype,
+            std::move(name), op.kind,  op.inputs,        op.outputs,    op.updates,       op.flops,
+            op.bytes_moved, op.workspace_bytes, op.measured_s, op.message_bytes, op.group, op.waits_for};
+}
+
 /// A process group: the compute devices (as Op::device numbers them) a collective runs over,
 /// in ring order. In a rank's step (one device's trace) they are the ranks, which become
 /// devices when the step is placed (combine_per_device).
