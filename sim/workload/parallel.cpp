@@ -1,7 +1,6 @@
 #include "sim/workload/parallel.h"
 
 #include <algorithm>
-#include <iterator>
 #include <limits>
 #include <map>
 #include <span>
@@ -186,11 +185,11 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
   // NAME, or NAME@mbK in micro-batch k > 0, made once with room for what a later pass puts
   // before it (name_room).
   const auto named = [&](const std::string& name, std::uint32_t k) {
+    const fmt::format_int digits(k);
     std::string full;
-    const std::size_t suffix = k > 0 ? 3 + fmt::formatted_size("{}", k) : 0;
-    full.reserve(name.size() + suffix + name_room);
+    full.reserve(name.size() + (k > 0 ? 3 + digits.size() : 0) + name_room);
     full += name;
-    if (k > 0) fmt::format_to(std::back_inserter(full), "@mb{}", k);
+    if (k > 0) full.append("@mb").append(digits.data(), digits.size());
     return full;
   };
   // Block i's ops (of step), or those of one part of it, copied for its micro-batch.
