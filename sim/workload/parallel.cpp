@@ -244,7 +244,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
       mb.push_back(k);
       for (const auto& [fresh, grad] : accumulate) {
         Op add;
-        add.name = fmt::format("{}.accumulate@mb{}", step.buffers[grad].name, k);
+        add.name = named(step.buffers[grad].name + ".accumulate", k);
         add.kind = "accumulate_grad";
         add.phase = Phase::backward;
         add.device = step.ops[id].device;

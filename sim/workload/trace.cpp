@@ -337,8 +337,7 @@ void append_ops_on_device(Trace& out, Source&& t, const std::string& prefix, std
       copy = std::move(op);
       copy.name.insert(0, prefix);
     } else {
-      copy = op;
-      copy.name = prefix + op.name;
+      copy = with_name(op, prefix + op.name);
     }
     copy.device = device;
     copy.unit = kNoUnit;
