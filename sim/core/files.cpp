@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -153,8 +154,25 @@ void unlist_temp(int i) {
   if (i >= 0) g_temps[i].state.store(kFree);
 }
 
-// Async-signal-safe: unlink, rmdir and plain loops over static memory.
+// Temporaries being made (listed, their open not returned yet) and whether the cleanup has
+// begun. A writer thread that lists and makes its file while the cleanup runs on another
+// thread left it behind (the cleanup unlinked the path before the open made it). The cleanup
+// now waits until none is being made, at most a fifth of a second (the thread the signal
+// interrupted may be one of them: its file is then not made, as the process ends first);
+// a temporary begun after the cleanup started is refused.
+std::atomic<int> g_opening{0};
+std::atomic<bool> g_stopping{false};
+
+// Async-signal-safe: unlink, rmdir, clock_gettime and plain loops over static memory.
 void remove_unfinished_outputs() noexcept {
+  g_stopping.store(true);
+  timespec from{};
+  ::clock_gettime(CLOCK_MONOTONIC, &from);
+  while (g_opening.load() > 0) {
+    timespec now{};
+    ::clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((now.tv_sec - from.tv_sec) * 1'000'000'000L + (now.tv_nsec - from.tv_nsec) > 200'000'000L) break;
+  }
   while (g_installing.load()) {
   }
   for (TempSlot& t : g_temps)
@@ -321,8 +339,14 @@ OutputFile::OutputFile(const std::string& path) : path_(path == "-" ? "(standard
   target_ = target;
   tmp_ = fmt::format("{}.tmp.{}.{}", target, ::getpid(), counter++);
   install_cleanup();
+  g_opening.fetch_add(1);
+  if (g_stopping.load()) {
+    g_opening.fetch_sub(1);
+    throw OutputError(fmt::format("{}: not written: the run is being stopped", path));
+  }
   listed_ = list_temp(tmp_);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  g_opening.fetch_sub(1);
   if (fd_ < 0) {
     const int saved = errno;
     unlist_temp(listed_);
