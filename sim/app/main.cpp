@@ -14,7 +14,6 @@
 #endif
 
 #include "sim/app/cli.h"
-#include "sim/app/run_command.h"
 
 #if defined(__GLIBC__)
 namespace {
@@ -98,7 +97,6 @@ int main(int argc, char** argv) {
   mallopt(M_MXFAST, 0);
   use_huge_pages();
 #endif
-  memsim::allow_run_again(argc, argv);
   const int code = memsim::cli_main(argc, argv);
   // Everything is written and committed by now: the process ends here, without running the
   // libraries' static destructors (SimGrid's and ns-3's registries take milliseconds to tear

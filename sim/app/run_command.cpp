@@ -2,10 +2,6 @@
 
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -98,38 +94,7 @@ class ProgressLine {
   bool shown_ = false;
 };
 
-// The command line to start again with (allow_run_again); empty: a run never runs ahead.
-std::vector<std::string>& command_line() {
-  static std::vector<std::string> line;
-  return line;
-}
-
-// Set in the program started again: its run does not run ahead, and the notes the first one
-// printed before its run are not printed twice.
-constexpr const char* kAgain = "MEMSIM_RUN_NOT_AHEAD";
-bool started_again() { return std::getenv(kAgain) != nullptr; }
-
-// A run that ran ahead and stopped (out of memory): which device stopped first in simulated
-// time is known only to a run that kept every device in step, so this program starts again,
-// in place of this process, with the same arguments and without running ahead. Nothing has
-// been written yet: the output folder is made by the first file, standard output is printed
-// after the run.
-[[noreturn]] void run_again_not_ahead() {
-  std::vector<char*> argv;
-  for (std::string& s : command_line()) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  ::setenv(kAgain, "1", 1);
-  std::cerr.flush();
-  std::fflush(nullptr);
-  ::execv("/proc/self/exe", argv.data());
-  throw InternalError(fmt::format("a run that ran ahead of other devices stopped, and memsim could not start again "
-                                  "to run it in step (/proc/self/exe: {}); --exact runs it in step",
-                                  std::strerror(errno)));
-}
-
 }  // namespace
-
-void allow_run_again(int argc, char** argv) { command_line().assign(argv, argv + argc); }
 
 void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& hooks) {
   std::ostringstream quiet;
@@ -173,7 +138,7 @@ void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& ho
   for (std::size_t k = 0; k < workloads.size(); ++k) {
     inputs.workloads.push_back(load_workload_arg(workloads[k], overrides, command.import));
     const Trace& t = inputs.workloads.back();
-    print_import_notes(t, started_again() ? quiet : log);
+    print_import_notes(t, log);
     for (const auto& n : t.import_notes)
       import_notes.push_back(workloads.size() > 1 ? t.name + ": " + n : n);
   }
@@ -199,11 +164,6 @@ void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& ho
   inputs.stream = hooks.stream;
   inputs.explain_peaks = false;
   inputs.exact = command.exact;
-  // Only the summary and the peaks asked for (a plan's, a sweep's, an advice's runs): nothing
-  // reads the records across devices in time order, so streams may run ahead of other
-  // devices (the same times and peaks, docs/parallel.md).
-  inputs.run_ahead = !command_line().empty() && !started_again() && !command.exact && !outputs.timeline &&
-                     !outputs.memory && !outputs.trace && !outputs.tiles && !outputs.events;
   auto line = std::make_shared<ProgressLine>();
   if (command.progress)
     inputs.progress = [line](std::uint64_t done, std::uint64_t total, double at_s) { line->show(done, total, at_s); };
@@ -215,7 +175,6 @@ void simulate_run(const RunCommand& command, RunOutcome& out, const RunHooks& ho
     throw;
   }
   line->clear();
-  if (result.summary.ran_ahead && result.summary.status != "ok") run_again_not_ahead();
   result.plan = Plan{};  // nothing below reads it (a million-op plan is a hundred megabytes)
   for (const std::string& note : result.notes) log << "memsim: " << note << "\n";
   const PlatformSpec& platform_run = inputs.platform;

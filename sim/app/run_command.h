@@ -86,11 +86,4 @@ struct RunFiles {
 RunFiles run_to_folder(const RunCommand& command, const std::string& out_dir, const std::string& trace_format,
                        RunOutcome& outcome, std::ostream& log);
 
-/// Lets a run of this process run ahead of other devices (RunInputs::run_ahead) where only
-/// its summary and peaks are asked for: a run that stopped after running ahead is then made
-/// again without, by this program started anew with the same arguments (`argv`), in place of
-/// this process. Called by the memsim executable's main(); the Python module, whose runs
-/// answer from a child of the interpreter, does not, and its runs never run ahead.
-void allow_run_again(int argc, char** argv);
-
 }  // namespace memsim

@@ -73,9 +73,8 @@ std::vector<std::uint64_t> with_reserved(std::vector<std::uint64_t> caps,
 // the machine's Memory, with allocators, copy engines and SimGrid's clock.
 class Simulation final : public RuntimeView, private exec::Memory, private CollectiveRunner::Driver {
  public:
-  Simulation(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact, bool run_ahead)
+  Simulation(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact)
       : exact_(exact),
-        run_ahead_(run_ahead && !exact),
         platform_(ctx.platform),
         trace_(ctx.trace),
         planned_(planned),
@@ -212,10 +211,6 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   void flush() override;
 
   const bool exact_;  // no deferral: every op its own SimGrid activity, every collective its flows
-  // A stream may sum its ops past another device's next act (simulate()'s `run_ahead`), and
-  // whether one did: its records then came before earlier ones of other devices.
-  const bool run_ahead_;
-  mutable bool ran_ahead_ = false;
   bool copies_foreseen_ = true;  // a copy may run (no collective's flows replayed)
   // No copy can run and the run is not --exact: a waiting stream's test can only come to hold
   // by the ops of the device it names (Lane::waits_on), so a change on one device runs the
@@ -283,7 +278,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   static constexpr double kActing = -std::numeric_limits<double>::infinity();
   // Past this many streams (a per-rank run of many ranks), the test over all of them per op
   // would cost more than the activities it saves: no deferral. GPT-3 175B's 16 stages on
-  // 1,024 A100s have 110 streams: with 64 here they summed nothing (a run 4.0 -> 3.3-3.6 s
+  // 1,024 A100s have 110 streams: with 64 here they summed nothing (a run 3.5-4.0 -> 3.0-3.6 s
   // of user time at 256); a per-rank Llama 7B pipeline of 32 GPUs (160 streams), which sums
   // little, took as long either way.
   static constexpr std::size_t kMostDeferringLanes = 256;
@@ -547,30 +542,14 @@ bool Simulation::can_defer(double end_s) const {
   const Lane& me = lane();
   check_untested(me);
   const double tie = 1e-12 * std::max(1.0, std::abs(end_s));
-  // Past another device's next act only where that act cannot reach this stream before it
-  // next acts itself: its device's changes run only the tests of the streams waiting on it
-  // (tests_by_device_), no stream of this device waits on a test another device can make
-  // hold, and that device is not inside a collective's flows (an act at a time not known).
-  // Whatever this stream does meanwhile is its device's own (no copy runs, its memory is
-  // its own), and it executes its summed time before it wakes or tells anyone.
-  const bool ahead = run_ahead_ && tests_by_device_;
-  bool passed = false;     // summed past another device's next act
-  bool reachable = false;  // a stream of this device waits on a test another device can make hold
   for (const Lane& l : lanes_) {
     if (&l == &me || l.done) continue;
     if (l.waiting) {
       if (tested(l, me) && (stopped_ || (*l.waiting)())) return false;
-      reachable = reachable || (l.device == me.device && l.waits_on != me.device);
       continue;
     }
-    if (l.device == me.device) return false;
-    if (!(end_s + tie < l.until)) {
-      if (!ahead || l.until == kActing) return false;
-      passed = true;
-    }
+    if (l.device == me.device || !(end_s + tie < l.until)) return false;
   }
-  if (passed && reachable) return false;
-  if (passed) ran_ahead_ = true;
   return true;
 }
 
@@ -1207,7 +1186,6 @@ Summary Simulation::run() {
   }
 
   summary_.iteration_time_s = sg4::Engine::get_clock();
-  summary_.ran_ahead = ran_ahead_;
   summary_.replayed_phases = collectives_->replayed_phases();
   // The accelerator stream that computed and recomputed longest speaks for the step (with
   // one stream: that stream); a host's offloaded work shows in the iteration time, not here.
@@ -1235,9 +1213,8 @@ Summary Simulation::run() {
 
 }  // namespace
 
-Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact,
-                 bool run_ahead) {
-  Simulation sim(ctx, planned, recorder, exact, run_ahead);
+Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact) {
+  Simulation sim(ctx, planned, recorder, exact);
   return sim.run();
 }
 

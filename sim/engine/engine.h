@@ -23,14 +23,6 @@ namespace memsim {
 /// interrupt before its op ends sums the op's time with the ones around it and hands SimGrid
 /// the sum (docs/parallel.md, "How fast"): the same events in the same order, their times
 /// equal but for the last bits of rounding; `exact` is what that is checked against.
-///
-/// `run_ahead`: a stream may also sum its ops past the ends of other devices' ops, where
-/// nothing another device does can reach it before it next acts (docs/parallel.md, "Running
-/// ahead of other devices"). The simulated times and peaks are those of the run without it,
-/// but the records of two devices no longer come in time order: only for a run whose records
-/// are read per device or per tier (a summary), and only a run that ends ok stands
-/// (Summary::ran_ahead says whether it did; a run that stopped is to be made again without).
-Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact = false,
-                 bool run_ahead = false);
+Summary simulate(const PlanningContext& ctx, const PlanResult& planned, Recorder& recorder, bool exact = false);
 
 }  // namespace memsim

@@ -184,8 +184,6 @@ struct Throughput {
 
 struct Summary {
   std::string status = "ok";  // ok | oom
-  /// A stream ran ahead of another device (simulate()'s `run_ahead`); not written.
-  bool ran_ahead = false;
   std::string workload;       // trace name
   std::string description;    // "resnet50 (batch 64, fp32, momentum)"
   std::string platform;

@@ -291,7 +291,7 @@ void run(RunInputs&& in, RunResult& out) {
     out.recorder.report_progress([&in, total = out.trace.ops.size()](std::uint64_t done, double at_s) {
       in.progress(done, total, at_s);
     });
-  out.summary = simulate(ctx, planned, out.recorder, in.exact, in.run_ahead && !in.stream && !in.keep_allocations);
+  out.summary = simulate(ctx, planned, out.recorder, in.exact);
   return_free_memory();  // the simulation's, before the peaks are explained and written
   out.recorder.report_progress({});
   out.recorder.flush_stream();

@@ -56,10 +56,6 @@ struct RunInputs {
   std::function<void(std::uint64_t ops_done, std::uint64_t ops_total, double simulated_s)> progress;
   /// Every op its own SimGrid activity (simulate()'s `exact`): slower, for checking.
   bool exact = false;
-  /// Streams may run ahead of other devices (simulate()'s `run_ahead`): for a caller that
-  /// reads only the summary and the peaks, and makes a run that stopped (summary.ran_ahead
-  /// and not ok) again without it, in a new process.
-  bool run_ahead = false;
 };
 
 struct RunResult {

@@ -81,10 +81,8 @@ Trace layers() {
   return t;
 }
 
-// The step on `star(host)` under `schedule` over `chunks` chunks per stage; `run_ahead` as
-// RunInputs::run_ahead.
-RunResult run_schedule(PipelineSchedule schedule, std::uint32_t chunks = 1, const std::string& host = "",
-                       bool run_ahead = false) {
+// The step on `star(host)` under `schedule` over `chunks` chunks per stage.
+RunResult run_schedule(PipelineSchedule schedule, std::uint32_t chunks = 1, const std::string& host = "") {
   ParallelSettings s;
   s.pp = kStages;
   s.micro_batches = kMicroBatches;
@@ -93,7 +91,6 @@ RunResult run_schedule(PipelineSchedule schedule, std::uint32_t chunks = 1, cons
   RunInputs in;
   in.platform = star(host);
   in.workloads = {parallelize(layers(), s)};
-  in.run_ahead = run_ahead;
   auto policy = find_policy("none")->create(Params(ConfigNode::parse_text("{}", "p.yaml"), find_policy("none")->params, "none"));
   in.policy = policy.get();
   return run(in);
@@ -108,11 +105,9 @@ double micro_batches_at_peak(const Summary& s, std::size_t tier) {
 
 }  // namespace
 
-namespace {
-
-// 1F1B's schedule: stage s keeps P - s micro-batches at its peak, every stage computes M
-// forwards and backwards and idles (P - 1) / (M + P - 1) of the passes.
-void expect_one_f_one_b(const Summary& s) {
+TEST(Pipeline, OneFOneBKeepsPMinusSMicroBatchesAndBubblesPMinusOneOverMPlusPMinusOne) {
+  const RunResult r = run_schedule(PipelineSchedule::one_f_one_b);
+  const Summary& s = r.summary;
   ASSERT_EQ(s.status, "ok");
   ASSERT_EQ(s.pipeline.size(), kStages);
   for (std::uint32_t st = 0; st < kStages; ++st)
@@ -123,13 +118,6 @@ void expect_one_f_one_b(const Summary& s) {
     EXPECT_NEAR(st.compute_s, kMicroBatches * (tf + tb), 1e-9) << "stage " << st.stage;
     EXPECT_NEAR(st.bubble_fraction, 3.0 / 11.0, 1e-3) << "stage " << st.stage;
   }
-}
-
-}  // namespace
-
-TEST(Pipeline, OneFOneBKeepsPMinusSMicroBatchesAndBubblesPMinusOneOverMPlusPMinusOne) {
-  const RunResult r = run_schedule(PipelineSchedule::one_f_one_b);
-  expect_one_f_one_b(r.summary);
   // Every stage sent its micro-batches' outputs on and their gradients back.
   std::size_t sends = 0, recvs = 0;
   for (const Op& op : r.trace.ops) {
@@ -138,16 +126,6 @@ TEST(Pipeline, OneFOneBKeepsPMinusSMicroBatchesAndBubblesPMinusOneOverMPlusPMinu
   }
   EXPECT_EQ(sends, 2u * (kStages - 1) * kMicroBatches);
   EXPECT_EQ(recvs, sends);
-}
-
-TEST(Pipeline, StagesRunningAheadOfEachOtherKeepTheTimesAndPeaksOfTheStepInStep) {
-  // A stage sums its layers past the other stages' ops where nothing they do can reach it
-  // before it next sends or receives (RunInputs::run_ahead): the same schedule, times and
-  // peaks as 1F1B above. (That they equal the run kept in step, event by event, to the last
-  // bits, is checked against --exact by cli.Parallel.RunningAheadGivesTheSummaryOfTheExactRun.)
-  const RunResult r = run_schedule(PipelineSchedule::one_f_one_b, 1, "", true);
-  EXPECT_TRUE(r.summary.ran_ahead);
-  expect_one_f_one_b(r.summary);
 }
 
 TEST(Pipeline, GPipeKeepsEveryMicroBatchOnEveryStage) {
