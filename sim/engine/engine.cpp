@@ -292,7 +292,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
     std::uint32_t waits_on = kAnyDevice;  // the device whose ops can make `waiting` hold
     std::uint32_t listed = kNotListed;    // its place in waiting_on_ while it waits
     bool done = false;
-    sg4::ConditionVariablePtr woken;  // its own: notify() wakes only streams that can go on
+    sg4::Actor* actor = nullptr;  // its stream's: suspended while it waits, resumed by notify()
     std::uint64_t waits_from = 0;     // when it began to wait, in waits begun
   };
   std::vector<Lane> lanes_;
@@ -575,7 +575,7 @@ void Simulation::notify() {
   if (!any) return;
   flush();
   // The streams whose test holds now (every waiting stream once the run stopped) wake, each
-  // on its own condition variable, in the order they began to wait; a stream whose test
+  // its actor resumed, in the order they began to wait; a stream whose test
   // does not hold sleeps on, its test kept, until a later change frees it. They are woken in
   // one simcall, so no actor runs between two wake-ups: woken one by one, the streams of the
   // rank whose arrival ran a collective ordered their acts at its end otherwise than its
@@ -598,7 +598,7 @@ void Simulation::notify() {
     unlist_waiting(*l);
   }
   simgrid::kernel::actor::simcall_answered([this, &wake, outside = outside_waiters_ > 0] {
-    for (Lane* l : wake) l->woken->notify_one();
+    for (Lane* l : wake) l->actor->resume();
     if (outside) changed_->notify_all();
   });
 }
@@ -607,28 +607,39 @@ void Simulation::wait_until(Condition done, std::uint32_t on) {
   flush();
   if (stopped_ || done()) return;
   Lane& l = lane();
-  // Taking the mutex may yield to other actors: what they change meanwhile is seen below,
-  // before this actor waits (SimGrid's actors do not run between the test and the wait).
-  std::unique_lock lock(*mutex_);
-  const bool outside = &l == &outside_;  // not a stream's actor: its test is not kept
-  while (!stopped_ && !done()) {
-    l.waits_on = on;
-    if (outside) {
-      ++outside_waiters_;
-    } else {
+  if (&l != &outside_) {
+    // A stream's actor suspends itself, its test kept, and notify() resumes it. SimGrid's
+    // actors do not run between the test and the suspension, so no change is missed. It
+    // yields before and after, where taking and giving back a mutex did (a mutex and a
+    // condition variable per stream: each wait made two activities more): the other actors
+    // acting at this instant act in the same order as they did.
+    sg4::this_actor::yield();
+    while (!stopped_ && !done()) {
+      l.waits_on = on;
       l.waiting = &done;
       list_waiting(l);
-    }
-    l.waits_from = waits_begun_++;
-    ++waiters_;
-    (outside ? changed_ : l.woken)->wait(lock);
-    --waiters_;
-    if (outside) {
-      --outside_waiters_;
-    } else {
+      l.waits_from = waits_begun_++;
+      ++waiters_;
+      sg4::this_actor::suspend();
+      --waiters_;
       l.waiting = nullptr;
       unlist_waiting(l);
     }
+    sg4::this_actor::yield();
+    return;
+  }
+  // Outside the streams (a copy's actor): its test is not kept; it waits on changed_, which
+  // every notify() with such a waiter signals. Taking the mutex may yield to other actors:
+  // what they change meanwhile is seen below, before this actor waits.
+  std::unique_lock lock(*mutex_);
+  while (!stopped_ && !done()) {
+    l.waits_on = on;
+    ++outside_waiters_;
+    l.waits_from = waits_begun_++;
+    ++waiters_;
+    changed_->wait(lock);
+    --waiters_;
+    --outside_waiters_;
   }
 }
 
@@ -1159,7 +1170,6 @@ Summary Simulation::run() {
     Lane& l = lanes_.emplace_back();
     l.device = s.device;
     l.stream = s.stream;
-    l.woken = sg4::ConditionVariable::create();
   }
   pins_.assign(trace_.buffers.size(), 0);
   max_actors_ = actor_limit();
@@ -1169,7 +1179,8 @@ Summary Simulation::run() {
     Lane* current = &lanes_[static_cast<std::size_t>(&s - streams_.data())];
     sg4::Actor::create(fmt::format("{}.stream{}", platform_.devices[device].name, s.stream),
                        sg_.device_hosts[device], [this, &s, current] {
-                         sg4::Actor::self()->set_data(current);
+                         current->actor = sg4::Actor::self();
+                         current->actor->set_data(current);
                          guarded([&] { run_stream(s); });
                        });
   }

@@ -182,13 +182,14 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
     return ops_of[2 * order[i].chunk + (order[i].forward ? 0 : 1)];
   };
   std::vector<OpId> received(order.size(), kNoOp);  // per block: its last receive so far
-  // NAME, or NAME@mbK in micro-batch k > 0, made once with room for what a later pass puts
-  // before it (name_room).
-  const auto named = [&](const std::string& name, std::uint32_t k) {
+  // NAME (NAME + SUFFIX), or NAME@mbK in micro-batch k > 0, made once with room for what a
+  // later pass puts before it (name_room).
+  const auto named = [&](const std::string& name, std::uint32_t k, std::string_view suffix = {}) {
     const fmt::format_int digits(k);
     std::string full;
-    full.reserve(name.size() + (k > 0 ? 3 + digits.size() : 0) + name_room);
+    full.reserve(name.size() + suffix.size() + (k > 0 ? 3 + digits.size() : 0) + name_room);
     full += name;
+    full += suffix;
     if (k > 0) full.append("@mb").append(digits.data(), digits.size());
     return full;
   };
@@ -244,7 +245,7 @@ Trace run_micro_batches(const Trace& step, const std::vector<MicroBatchBlock>& o
       mb.push_back(k);
       for (const auto& [fresh, grad] : accumulate) {
         Op add;
-        add.name = named(step.buffers[grad].name + ".accumulate", k);
+        add.name = named(step.buffers[grad].name, k, ".accumulate");
         add.kind = "accumulate_grad";
         add.phase = Phase::backward;
         add.device = step.ops[id].device;
