@@ -14,7 +14,7 @@ Tally::Tally(const Trace& trace, std::size_t devices, std::size_t accelerators, 
   // on 16,384 GPUs runs one rank's ops), and their totals are zero.
   std::size_t used = 0;
   for (const Op& op : trace.ops) {
-    if (is_communication_kind(op.kind)) communicates_ = true;
+    if (!communicates_ && is_communication_kind(op.kind)) communicates_ = true;
     rerun_[op.id] = is_recomputed_op(op.name);
     used = std::max<std::size_t>(used, op.device + 1);
   }

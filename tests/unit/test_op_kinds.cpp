@@ -3,6 +3,7 @@
 #include "sim/core/config.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/op_kinds.h"
+#include "sim/workload/recomputed_ops.h"
 
 using namespace memsim;
 
@@ -32,4 +33,20 @@ TEST(OpKinds, GeneratorsEmitOnlyKnownKinds) {
     Trace t = info->generate(Params(node, info->params, "model " + name, {"model", "name"}));
     for (const Op& op : t.ops) EXPECT_TRUE(is_known_op_kind(op.kind)) << name << ": " << op.kind;
   }
+}
+
+TEST(RecomputedOps, TheMarksAreFoundWhereverTheyStand) {
+  // "@recompute" at the end or before a micro-batch's "@mbK"; ".recompute" with the op's own
+  // name after it. Names with many '.' and '@' before the mark, and near misses after them.
+  EXPECT_TRUE(is_recomputed_op("stage0:model.layers.3.mlp.up_proj@recompute"));
+  EXPECT_TRUE(is_recomputed_op("stage0:model.layers.3.mlp.up_proj@recompute@mb12"));
+  EXPECT_TRUE(is_recomputed_op("stage0:model.layers.3.self_attn.recompute.qk@mb1"));
+  EXPECT_TRUE(is_recomputed_op("a@recomputed@b.recomputed.c@recompute"));  // the last mark counts
+  EXPECT_FALSE(is_recomputed_op("stage0:model.layers.3.mlp.up_proj@recomputed"));
+  EXPECT_FALSE(is_recomputed_op("stage0:model.layers.3.mlp.up_proj@recompute.x"));
+  EXPECT_FALSE(is_recomputed_op("model.layers.3.self_attn.recompute"));  // the tag needs a name after it
+  EXPECT_FALSE(is_recomputed_op("model.layers.3.self_attn.recomputed.qk"));
+  EXPECT_FALSE(is_recomputed_op("recompute"));
+  EXPECT_FALSE(is_recomputed_op(""));
+  EXPECT_FALSE(is_recomputed_op("@recomput"));
 }
