@@ -1143,7 +1143,7 @@ Summary Simulation::run() {
   // every test passes with 32 KiB stacks; a stream's has eight times that. A stack is carved
   // from the heap, which runs in huge pages (sim/app/main.cpp), so a stack is faulted in
   // whole however little of it is used: at 1 MiB GPT-3 175B's 110 streams touched 85 MB more
-  // (`make pipeline-bench`'s GPT-3 run: 668 -> 583 MB peak, 0.1-0.3 s less system time).
+  // (`make pipeline-bench`'s GPT-3 run: 653 -> 570 MiB peak, 0.1-0.3 s less system time).
   engine.set_config(fmt::format("contexts/stack-size:{}", kStreamStackBytes / 1024));
   collectives_.emplace(platform_, trace_, compute_devices_, accelerators_, kHorizonS);
   std::vector<bool> runs;

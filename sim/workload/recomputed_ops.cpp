@@ -10,7 +10,8 @@ namespace {
 // Whether `mark` occurs in `name` followed by one of `next` (or by the end, when `at_end`).
 // Boyer-Moore-Horspool over the name, the mark's table made once: string_view::find compares
 // at every occurrence of the mark's first character (the '.' and '@' that every op name has
-// many of), a sixth of a 3-D step's tally; glibc's memmem was slower still.
+// many of): 151 M of the 195 M instructions of Llama 3 70B's 64-GPU tally, 50 M now; glibc's
+// memmem took 189 M.
 template <const std::string_view& mark>
 bool marked(std::string_view name, char next, bool at_end) {
   static const std::boyer_moore_horspool_searcher searcher(mark.begin(), mark.end());
