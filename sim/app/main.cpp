@@ -14,6 +14,7 @@
 #endif
 
 #include "sim/app/cli.h"
+#include "sim/core/heap.h"
 
 #if defined(__GLIBC__)
 namespace {
@@ -63,6 +64,9 @@ void use_huge_pages() {
   const std::uintptr_t to = (at + bytes) & ~(kHuge - 1);
   ::madvise(reinterpret_cast<void*>(from), to - from, MADV_HUGEPAGE);
   std::free(block);
+  // The blocks allocated from here on come from this region, from its start up: where a run
+  // knows its size, it is faulted in ahead of them (memsim::prefault_heap, sim/core/heap.h).
+  memsim::set_heap_region(from, to);
 }
 
 }  // namespace
