@@ -93,6 +93,11 @@ class TextOut {
       return *this;
     }
     char* p = room(24);
+    if (v == 0) {  // a quarter of a 3-D step's memory.csv columns
+      *p = '0';
+      at_ = p + 1;
+      return *this;
+    }
     at_ = std::to_chars(p, p + 24, v).ptr;
     return *this;
   }

@@ -36,7 +36,7 @@ namespace {
 
 // Sorted, merged intervals.
 std::vector<std::pair<double, double>> merged(std::vector<std::pair<double, double>> v) {
-  std::sort(v.begin(), v.end());
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
   std::vector<std::pair<double, double>> out;
   for (const auto& iv : v) {
     if (iv.second <= iv.first) continue;
@@ -200,10 +200,11 @@ void Tally::fill(Summary& s, const PlatformSpec& platform) const {
       std::vector<std::pair<double, double>> before;
       for (auto [a, b] : collecting_[d])
         if (a < passes_end_s_) before.emplace_back(a, std::min(b, passes_end_s_));
-      s.device_exposed_comm_s.push_back(uncovered(merged(before), merged(computing_[d])));
+      const auto computing = merged(computing_[d]);  // sorted once, used twice
+      s.device_exposed_comm_s.push_back(uncovered(merged(before), computing));
       const auto comm = merged(communicating_[d]);
       const double busy_s = length(comm);
-      const double exposed = uncovered(comm, merged(computing_[d]));
+      const double exposed = uncovered(comm, computing);
       if (busy_s > s.comm_time_s || (busy_s == s.comm_time_s && exposed > s.exposed_comm_time_s)) {
         s.comm_time_s = busy_s;
         s.exposed_comm_time_s = exposed;

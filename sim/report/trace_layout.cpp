@@ -188,10 +188,18 @@ std::vector<std::pair<std::uint32_t, std::uint32_t>> TraceLayout::threads() cons
     if (platform_.devices[compute_devices_[slot]].compute_tier)
       for (int s = 0; s < platform_.devices[compute_devices_[slot]].streams; ++s)
         threads.emplace_back(device_pid(compute_devices_[slot]), stream_tid(static_cast<std::uint32_t>(s)));
-  for (std::size_t i = 0; i < events_.size(); ++i)
-    threads.emplace_back(device_pid(platform_device(events_[i])), event_tid_[i]);
   std::sort(threads.begin(), threads.end());
   threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+  // The events' threads: a few hundred among millions of events, each looked up in the
+  // sorted list (a run of events on one thread once), not gathered and sorted whole.
+  std::pair<std::uint32_t, std::uint32_t> last{0, 0};  // no thread has tid 0
+  for (std::size_t i = 0; i < events_.size(); ++i) {
+    const std::pair<std::uint32_t, std::uint32_t> t{device_pid(platform_device(events_[i])), event_tid_[i]};
+    if (t == last) continue;
+    last = t;
+    const auto at = std::lower_bound(threads.begin(), threads.end(), t);
+    if (at == threads.end() || *at != t) threads.insert(at, t);
+  }
   return threads;
 }
 
