@@ -53,7 +53,7 @@ BufferId Trace::add_buffer(std::string buffer_name, std::uint64_t bytes, Categor
   return buffers.back().id;
 }
 
-OpId Trace::add_op(Op op) {
+OpId Trace::add_op(Op&& op) {
   op.id = static_cast<OpId>(ops.size());
   for (BufferId out : op.outputs) buffers.at(out).producer = op.id;
   ops.push_back(std::move(op));
@@ -327,6 +327,10 @@ void append_ops_on_device(Trace& out, Source&& t, const std::string& prefix, std
     out.buffers[id].device = device;
   }
   const auto op_base = static_cast<OpId>(out.ops.size());
+  // The groups renamed, as interned names: an op's group is found among them by identity,
+  // not by comparing strings in the map and interning the new name per op.
+  std::vector<std::pair<Interned, Interned>> renamed;
+  for (const auto& [from, to] : group_names) renamed.emplace_back(from, to);
   for (auto& op : t.ops) {
     if (op.id < t.op_sources.size()) {
       out.op_sources.resize(out.ops.size());
@@ -344,7 +348,11 @@ void append_ops_on_device(Trace& out, Source&& t, const std::string& prefix, std
     for (auto* list : {&copy.inputs, &copy.outputs, &copy.updates})
       for (BufferId& b : *list) b += base;
     for (OpId& w : copy.waits_for) w += op_base;
-    if (auto it = group_names.find(copy.group); it != group_names.end()) copy.group = it->second;
+    for (const auto& [from, to] : renamed)
+      if (copy.group == from) {
+        copy.group = to;
+        break;
+      }
     out.add_op(std::move(copy));
   }
   if constexpr (take) {

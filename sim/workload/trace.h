@@ -256,7 +256,8 @@ struct Trace {
   BufferId add_buffer(std::string name, std::uint64_t bytes, Category category,
                       bool persistent = false);
   /// Appends an op, sets its id, and records it as the producer of its outputs.
-  OpId add_op(Op op);
+  OpId add_op(Op&& op);  // moved in once (by value, an op was moved twice)
+  OpId add_op(const Op& op) { return add_op(Op(op)); }
 
   std::uint64_t total_bytes(Category c) const;
 };
