@@ -18,6 +18,7 @@
 #include <xbt/log.h>
 
 #include "sim/core/error.h"
+#include "sim/core/function_ref.h"
 #include "sim/core/heap.h"
 #include "sim/core/units.h"
 #include "sim/cost/cost_model.h"
@@ -177,7 +178,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   /// whole wait as its stall (so making room is not counted a second time).
   enum class CopyCause : std::uint8_t { policy, prefetch, demand };
   bool allocate(std::size_t tier, std::uint64_t bytes, const OomSite& site,
-                const std::function<bool()>& attempt, CopyCause cause = CopyCause::policy);
+                FunctionRef<bool()> attempt, CopyCause cause = CopyCause::policy);
   void start_copy(BufferId b, std::size_t to, CopyCause cause = CopyCause::policy);
   void wait_until(Condition done, std::uint32_t on = kAnyDevice) override;
   void notify() override;
@@ -666,7 +667,7 @@ void Simulation::report_oom(std::size_t tier, std::uint64_t bytes, const OomSite
 }
 
 bool Simulation::allocate(std::size_t tier, std::uint64_t bytes, const OomSite& site,
-                          const std::function<bool()>& attempt, CopyCause cause) {
+                          FunctionRef<bool()> attempt, CopyCause cause) {
   // The reader of a demand copy records its whole wait itself.
   auto stall = [&](double t0) {
     if (cause != CopyCause::demand && now_s() > t0) record_stall(t0, site, kNoId, bytes, tier);
