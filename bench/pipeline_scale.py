@@ -4,7 +4,8 @@ runs it and once with --exact (every op its own SimGrid activity):
 - Llama 3 70B with Megatron-LM's layout (tensor parallelism 8 with sequence parallelism inside
   a DGX H100, a 1F1B pipeline across nodes, ZeRO-1 data parallelism, selective
   recomputation, fused gradient accumulation, fp32 main gradients), sequence 8192,
-  micro-batch 1, on DGX H100 SuperPOD platforms of 64 and 1,024 GPUs;
+  micro-batch 1, on DGX H100 SuperPOD platforms of 64 GPUs (summary.json only, then every
+  file) and 1,024 GPUs (every file);
 - GPT-3 175B with Megatron's layout (TP 8 with SP, PP 16, DP 8, ZeRO-1, global batch 1,536:
   192 micro-batches) on 1,024 A100s (summary.json only).
 Prints each run's CPU time (user + system, all threads), wall time and peak resident memory,
@@ -24,8 +25,11 @@ build = sys.argv[1] if len(sys.argv) > 1 else "build"
 memsim = os.path.join(build, "memsim")
 LLAMA = ["parallel.fused_accumulation=true", "workload.attention_impl=selective", "workload.main_grads=fp32"]
 # (platform, model, nodes, pp, dp, global batch, other settings, other arguments): Llama 3 70B
-# on 64 GPUs as docs/parallel.md runs it, then on 1,024; GPT-3 175B on 1,024.
-runs = [("dgx-h100-superpod", "llama3-70b", 8, 4, 2, 128, LLAMA, []),
+# on 64 GPUs as docs/parallel.md runs it, summary.json only and with every file (the timeline,
+# memory and peak CSVs and a Perfetto trace of its first million events), then on 1,024;
+# GPT-3 175B on 1,024 (summary.json only).
+runs = [("dgx-h100-superpod", "llama3-70b", 8, 4, 2, 128, LLAMA, ["--outputs", "summary"]),
+        ("dgx-h100-superpod", "llama3-70b", 8, 4, 2, 128, LLAMA, []),
         ("dgx-h100-superpod", "llama3-70b", 128, 8, 16, 512, LLAMA, []),
         ("dgx-a100-superpod", "gpt3-175b", 128, 16, 8, 1536, [], ["--outputs", "summary"])]
 
@@ -53,7 +57,7 @@ def run(platform, model, nodes, pp, dp, global_batch, other, args, exact):
             return cpu, wall, rss, json.load(f)
 
 
-print(f"{'model':>10} {'GPUs':>6} {'tp pp dp':>9} {'micro':>6} {'CPU s':>7} {'exact CPU s':>12} {'ratio':>6} {'wall s':>7} "
+print(f"{'model':>10} {'files':>7} {'GPUs':>6} {'tp pp dp':>9} {'micro':>6} {'CPU s':>7} {'exact CPU s':>12} {'ratio':>6} {'wall s':>7} "
       f"{'max RSS MiB':>12} {'step s':>8} {'step diff':>10} {'bubble 0':>9} {'peak 0 GiB':>11}")
 for platform, model, nodes, pp, dp, global_batch, other, args in runs:
     exact_cpu, _, _, e = run(platform, model, nodes, pp, dp, global_batch, other, args, True)
@@ -64,7 +68,8 @@ for platform, model, nodes, pp, dp, global_batch, other, args in runs:
     diff = abs(s["iteration_time_s"] - e["iteration_time_s"]) / e["iteration_time_s"]
     stage0 = s["pipeline"]["stages"][0]
     peak0 = s["tiers"]["gpu0.hbm"]["peak_reserved_bytes"] / 2**30
-    print(f"{model:>10} {8 * nodes:>6} {f'8 {pp} {dp}':>9} {s['pipeline']['micro_batches']:>6} {cpu:>7.2f} {exact_cpu:>12.2f} "
+    files = "summary" if "--outputs" in args else "all"
+    print(f"{model:>10} {files:>7} {8 * nodes:>6} {f'8 {pp} {dp}':>9} {s['pipeline']['micro_batches']:>6} {cpu:>7.2f} {exact_cpu:>12.2f} "
           f"{exact_cpu / cpu:>6.2f} {wall:>7.2f} {rss:>12.0f} {s['iteration_time_s']:>8.3f} {diff:>10.1e} "
           f"{stage0['bubble_fraction']:>9.3f} {peak0:>11.1f}")
     sys.stdout.flush()

@@ -10,6 +10,7 @@
 #if defined(__GLIBC__)
 #include <malloc.h>
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 namespace memsim {
@@ -109,6 +110,18 @@ std::size_t join_prefault(bool stop) {
 std::size_t finish_prefault() { return join_prefault(false); }
 
 std::size_t stop_prefault() { return join_prefault(true); }
+
+void release_pages(const void* from, const void* to) {
+#if defined(__GLIBC__)
+  const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const std::uintptr_t a = (reinterpret_cast<std::uintptr_t>(from) + page - 1) & ~(page - 1);
+  const std::uintptr_t b = reinterpret_cast<std::uintptr_t>(to) & ~(page - 1);
+  if (b > a) ::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED);
+#else
+  (void)from;
+  (void)to;
+#endif
+}
 
 void return_free_memory() {
   stop_prefault();

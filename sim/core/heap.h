@@ -34,6 +34,17 @@ void set_heap_region(std::uintptr_t from, std::uintptr_t to);
 /// once; the pages come as the thread reaches them. MEMSIM_PREFAULT=0 turns it off.
 void prefault_heap(std::size_t bytes);
 
+/// Hands back the pages that lie whole inside [from, to): a large vector's capacity past its
+/// size, reserved ahead and never filled, which a prefault faulted in on its way up. What is
+/// written there later is faulted in again, as zeros (nothing is lost: it held nothing).
+void release_pages(const void* from, const void* to);
+
+/// The unused capacity of `v` (see release_pages).
+template <typename Vector>
+void release_unused_capacity(const Vector& v) {
+  release_pages(v.data() + v.size(), v.data() + v.capacity());
+}
+
 /// Waits until the prefault has faulted in what was asked (or could not go on); the bytes
 /// it faulted in so far, in all calls.
 std::size_t finish_prefault();
