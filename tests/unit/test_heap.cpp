@@ -57,5 +57,27 @@ TEST(Heap, PrefaultFaultsInTheRegionFromItsStartUpToWhatTheRunWillHoldThenStops)
   ::munmap(map, 18 * kMiB);
 }
 
+TEST(Heap, ReleasePagesHandsBackOnlyThePagesWhollyInsideTheRange) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* map = ::mmap(nullptr, 8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  auto* bytes = static_cast<unsigned char*>(map);
+  for (std::size_t i = 0; i < 8 * page; ++i) bytes[i] = 1;
+  const auto at = reinterpret_cast<std::uintptr_t>(map);
+  // From inside page 1 to inside page 6: pages 2-5 go, 1 and 6 (partly outside) stay.
+  release_pages(bytes + page + 100, bytes + 6 * page + 100);
+  const std::vector<bool> in = resident(at, 8 * page);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(in[i], i < 2 || i > 5) << "page " << i;
+  EXPECT_EQ(bytes[page + 99], 1);       // before the range, on a page that stays
+  EXPECT_EQ(bytes[page + 100], 1);      // inside the range, on a page that stays
+  EXPECT_EQ(bytes[2 * page], 0);        // a page handed back reads as zeros
+  EXPECT_EQ(bytes[6 * page + 100], 1);
+  // An empty or inverted range: nothing.
+  release_pages(bytes + 7 * page, bytes + 7 * page);
+  release_pages(bytes + 7 * page + 10, bytes + 7 * page + 5);
+  EXPECT_EQ(bytes[7 * page], 1);
+  ::munmap(map, 8 * page);
+}
+
 }  // namespace
 }  // namespace memsim
