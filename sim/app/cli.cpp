@@ -36,6 +36,7 @@
 #include "sim/calibrate/steps.h"
 #include "sim/core/error.h"
 #include "sim/core/files.h"
+#include "sim/core/heap.h"
 #include "sim/core/limits.h"
 #include "sim/core/paths.h"
 #include "sim/core/presets.h"
@@ -97,6 +98,7 @@ int cmd_run(const std::vector<std::string>& positional, const std::string& polic
   // 112 -> 105 MB of peak memory, no slower (`make platform-bench`).
   mallopt(M_ARENA_MAX, 2);
 #endif
+  allow_prefault();  // one step is built and simulated here (sim/core/heap.h)
   RunCommand command;
   if (positional.size() == 1) {
     if (names_a_platform(positional[0]))

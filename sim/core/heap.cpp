@@ -28,6 +28,7 @@ struct Prefault {
   std::atomic<std::uintptr_t> done{0};  // faulted in up to here
   bool running = false;                 // the thread has not returned
   bool stopped = false;
+  bool allowed = false;
   std::thread thread;
 
   void run() {
@@ -78,10 +79,16 @@ void set_heap_region(std::uintptr_t from, std::uintptr_t to) {
   p.done.store(p.from);
 }
 
+void allow_prefault() {
+  Prefault& p = prefault();
+  const std::lock_guard<std::mutex> lock(p.mutex);
+  p.allowed = true;
+}
+
 void prefault_heap(std::size_t bytes) {
   Prefault& p = prefault();
   const std::lock_guard<std::mutex> lock(p.mutex);
-  if (p.from == 0 || p.stopped || turned_off()) return;
+  if (p.from == 0 || !p.allowed || p.stopped || turned_off()) return;
   const std::uintptr_t want = std::min(p.to, p.from + (bytes & ~(kStep - 1)));
   if (want <= p.target) return;
   p.target = want;

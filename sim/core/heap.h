@@ -29,9 +29,15 @@ void return_free_memory();
 /// reserved one. Without it prefault_heap() does nothing (the tests, the Python module).
 void set_heap_region(std::uintptr_t from, std::uintptr_t to);
 
+/// Lets prefault_heap() work in this process: a command that simulates one step (`memsim
+/// run`) calls it; others that build workloads without running them (`memsim plan`'s bounds,
+/// a sweep's resolution) would fault in what they never use.
+void allow_prefault();
+
 /// The run will hold about `bytes` of heap in all: the region's first `bytes` are faulted in
 /// on a thread of its own (a second call faults in up to the larger of the two). Returns at
-/// once; the pages come as the thread reaches them. MEMSIM_PREFAULT=0 turns it off.
+/// once; the pages come as the thread reaches them. Nothing unless a region is set and
+/// allow_prefault() was called; MEMSIM_PREFAULT=0 turns it off.
 void prefault_heap(std::size_t bytes);
 
 /// Hands back the pages that lie whole inside [from, to): a large vector's capacity past its

@@ -32,6 +32,10 @@ TEST(Heap, PrefaultFaultsInTheRegionFromItsStartUpToWhatTheRunWillHoldThenStops)
   prefault_heap(4 * kMiB);
   EXPECT_EQ(finish_prefault(), 0u);
   set_heap_region(from, from + 16 * kMiB);
+  prefault_heap(4 * kMiB);  // not allowed yet (a command that runs no step): nothing
+  EXPECT_EQ(finish_prefault(), 0u);
+  for (bool page : resident(from, 16 * kMiB)) ASSERT_FALSE(page);
+  allow_prefault();
   prefault_heap(5 * kMiB);  // whole steps of 2 MiB: 4 MiB
   EXPECT_EQ(finish_prefault(), 4 * kMiB);
   std::vector<bool> in = resident(from, 16 * kMiB);
