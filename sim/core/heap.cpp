@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
+#include <system_error>
 #include <thread>
 
 #if defined(__GLIBC__)
@@ -94,8 +95,12 @@ void prefault_heap(std::size_t bytes) {
   p.target = want;
   if (p.running) return;  // the thread reads the new target before it returns
   if (p.thread.joinable()) p.thread.join();  // returned: it has let go of the mutex
-  p.running = true;
-  p.thread = std::thread([&p] { p.run(); });
+  try {
+    p.thread = std::thread([&p] { p.run(); });
+    p.running = true;
+  } catch (const std::system_error&) {
+    p.stopped = true;  // no thread to be had (a process limit): the run faults its pages itself
+  }
 }
 
 namespace {
