@@ -145,7 +145,7 @@ class Bytes {
 
  private:
   // Out of line, so that room() is inlined where the bytes are written (called a few
-  // million times for a million-event trace, it was a tenth of the trace's instructions).
+  // million times for a million-event trace, it was a fifth of the trace's instructions).
   [[gnu::noinline]] void grow(std::size_t n) { data_.resize(std::max(data_.size() * 2, size_ + n + 256)); }
 
   std::string data_;

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "sim/core/error.h"
-#include "sim/core/heap.h"
 #include "sim/parallel/mesh.h"
 #include "sim/parallel/scheme.h"
 
@@ -434,10 +433,6 @@ class Pipeliner {
         append_on_device(out, t, prefix, r, group_name);
     }
     out.description = fmt::format("{}, {}", in_.description.empty() ? in_.name : in_.description, out.parallel.summary);
-    // The room reserved past the last stage's ops and buffers: handed back where the heap's
-    // prefault (sim/core/heap.h) faulted it in on its way up.
-    release_unused_capacity(out.ops);
-    release_unused_capacity(out.buffers);
     return out;
   }
 

@@ -84,6 +84,11 @@ Trace generate_workload(const ConfigNode& spec) {
     prefault_heap(heap_estimate(trace, settings));
     try {
       trace = apply_parallel_schemes(trace, settings, parallel);
+      // The room the schemes reserved past the step's ops and buffers (a quarter more than
+      // they counted on: the pipeline's placed stages, the data-parallel shards), which the
+      // prefault faulted in on its way up: handed back.
+      release_unused_capacity(trace.ops);
+      release_unused_capacity(trace.buffers);
     } catch (const ParallelKeyError& e) {
       // Located at the key that caused it (its line, or the --set that gave it).
       for (const std::string& key : e.keys())
