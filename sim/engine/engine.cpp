@@ -213,6 +213,10 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
 
   const bool exact_;  // no deferral: every op its own SimGrid activity, every collective its flows
   bool copies_foreseen_ = true;  // a copy may run (no collective's flows replayed)
+  // Per device: at most one of its streams ever computes, so no two executions share its
+  // SimGrid host and flush() may sleep a stream's time rather than execute it.
+  std::vector<char> sleeps_;
+  void choose_sleeps();
   // No copy can run and the run is not --exact: a waiting stream's test can only come to hold
   // by the ops of the device it names (Lane::waits_on), so a change on one device runs the
   // tests of its own streams and of those that wait on any (see tested()).
@@ -524,7 +528,13 @@ void Simulation::flush() {
   const double d = l.deferred_s;
   l.deferred_s = 0;  // while it executes, its clock is SimGrid's own
   l.until = sg4::Engine::get_clock() + d;
-  sg4::this_actor::execute(d * kHostSpeed);
+  // Alone on its device's host, an execution of d seconds' work takes d seconds: a sleep of
+  // d is the same time, for one SimGrid activity and simcall where an execution costs five
+  // (see sleeps_).
+  if (sleeps_[l.device])
+    sg4::this_actor::sleep_for(d);
+  else
+    sg4::this_actor::execute(d * kHostSpeed);
   l.until = kActing;
 }
 
@@ -959,6 +969,26 @@ void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
   if (!recompute) host_after(op);
 }
 
+void Simulation::choose_sleeps() {
+  // A stream computes if it runs an op that is not a collective run over the network. Where a
+  // buffer can be dropped and remade (a plan's drop or recompute steps, a runtime policy),
+  // any stream may recompute an input before its op (a collective's too): every stream counts.
+  bool remakes = planned_.hooks != nullptr;
+  for (const Step& step : plan_.steps)
+    remakes |= step.kind == StepKind::drop || step.kind == StepKind::recompute;
+  std::vector<std::uint32_t> computing(compute_devices_.size(), 0);
+  for (const Stream& s : streams_) {
+    bool computes = remakes;
+    for (const Step& step : s.steps) {
+      if (computes) break;
+      computes = step.kind == StepKind::compute && !collectives_->runs(step.id);
+    }
+    if (computes && s.device < computing.size()) ++computing[s.device];
+  }
+  sleeps_.assign(compute_devices_.size() + 1, 0);  // the last: outside the streams
+  for (std::size_t d = 0; d < computing.size(); ++d) sleeps_[d] = computing[d] <= 1;
+}
+
 bool Simulation::copies_possible() const {
   if (planned_.hooks || !plan_.placements.empty()) return true;
   for (const Step& step : plan_.steps)
@@ -1162,6 +1192,7 @@ Summary Simulation::run() {
   tally_.emplace(trace_, compute_devices_.size(), accelerators_, max_streams_);
   setup_host_clock();
   split_plan();
+  choose_sleeps();
   residency_.set_several_streams(streams_.size() > 1);
   place_initial_buffers();
   lanes_.clear();
