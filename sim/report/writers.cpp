@@ -448,8 +448,8 @@ void TimelineCsv::rows(const Event* first, std::size_t n) {
   for (const Event* e = first; e != first + n; ++e) {
     const bool copy = e->kind == EventKind::swap_in || e->kind == EventKind::swap_out;
     // Compute and stall events name a compute device by slot; copies name the platform device.
-    out_.put(to_string(e->kind)).put(',').put(e->start_s).put(',').put(e->end_s).put(',');
-    out_.put(e->end_s - e->start_s).put(',').put(platform_.devices[copy ? e->device : devices_[e->device]].name).put(',');
+    out_.put(to_string(e->kind)).put(',').put(e->start_s, times_).put(',').put(e->end_s, times_).put(',');
+    out_.put(e->end_s - e->start_s, times_).put(',').put(platform_.devices[copy ? e->device : devices_[e->device]].name).put(',');
     if (copy) {
       out_.put(e->lane == 0 ? "copy_out" : "copy_in");
     } else if (e->kind == EventKind::comm) {

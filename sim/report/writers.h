@@ -51,6 +51,7 @@ class TimelineCsv {
   const PlatformSpec& platform_;
   std::vector<std::size_t> devices_;  // compute-device slot -> platform device
   std::vector<std::string> streams_;  // "stream3", made once per stream index seen
+  DoubleTexts times_;                 // starts, ends and durations written lately
 };
 
 class MemoryCsv {
