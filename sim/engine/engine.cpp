@@ -978,14 +978,12 @@ void Simulation::choose_sleeps() {
     remakes |= step.kind == StepKind::drop || step.kind == StepKind::recompute;
   std::vector<std::uint32_t> computing(compute_devices_.size(), 0);
   for (const Stream& s : streams_) {
-    bool computes = remakes;
-    for (const Step& step : s.steps) {
-      if (computes) break;
-      computes = step.kind == StepKind::compute && !collectives_->runs(step.id);
-    }
+    const bool computes = remakes || std::any_of(s.steps.begin(), s.steps.end(), [&](const Step& step) {
+                            return step.kind == StepKind::compute && !collectives_->runs(step.id);
+                          });
     if (computes && s.device < computing.size()) ++computing[s.device];
   }
-  sleeps_.assign(compute_devices_.size() + 1, 0);  // the last: outside the streams
+  sleeps_.assign(computing.size(), 0);
   for (std::size_t d = 0; d < computing.size(); ++d) sleeps_[d] = computing[d] <= 1;
 }
 

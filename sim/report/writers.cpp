@@ -1,7 +1,6 @@
 #include "sim/report/writers.h"
 
 #include <algorithm>
-#include <bit>
 #include <cctype>
 #include <cstdio>
 #include <optional>
@@ -490,12 +489,7 @@ void MemoryCsv::rows(const SampleLog::Entry* first, std::size_t n) {
   MemorySample s;
   for (const SampleLog::Entry* at = first; at != first + n;) {
     at = replay_.next(at, s);
-    if (std::bit_cast<std::uint64_t>(s.time_s) != last_time_bits_ || last_time_.empty()) {
-      last_time_bits_ = std::bit_cast<std::uint64_t>(s.time_s);
-      last_time_.clear();
-      append_double(last_time_, s.time_s);
-    }
-    out_.put(last_time_).put(',').put(platform_.tiers[s.tier].name).put(',').put(s.allocated_bytes).put(',');
+    out_.put(s.time_s, times_).put(',').put(platform_.tiers[s.tier].name).put(',').put(s.allocated_bytes).put(',');
     out_.put(s.reserved_bytes);
     for (auto b : s.by_category) out_.put(',').put(b);
     out_.put('\n');

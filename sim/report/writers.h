@@ -64,11 +64,9 @@ class MemoryCsv {
   TextOut& out_;
   const PlatformSpec& platform_;
   SampleLog::Replay replay_;
-  // The last time written, as text: the tiers changed at one instant come one row each
+  // The times written lately, as text: the tiers changed at one instant come one row each
   // (half of a 3-D step's rows repeat the time before them).
-  // Compared as bits: -0 and 0 are written apart.
-  std::uint64_t last_time_bits_ = 0;
-  std::string last_time_;
+  DoubleTexts times_;
 };
 
 /// Tiled tiers: one row per tile with its peak ("tier,tile,peak_bytes"); empty when the
