@@ -16,6 +16,12 @@ recomputation of every layer, 1F1B, Megatron's softmax kernel where it takes the
 scatter/gather of the tensors between pipeline stages) with the row's shape and layout as --set overrides, run
 with `memsim run DEVICE gpt-megatron --set ...` (policy none). The predicted iteration time is
 set against the measured one.
+
+A row on more GPUs than a node has (--gpus-per-node, 8) runs on that many nodes of the preset
+(`--set nodes=N`; dgx-a100 joins its nodes with the measured cluster's 800 Gb/s of InfiniBand).
+A row whose step the preset's memory does not hold ran for real, so its GPUs held it: it is run
+again with --oom-capacity of HBM (80GiB, the A100's larger part) and the status column says
+so; `--oom-capacity none` reports it as out of memory instead.
 """
 import argparse
 import concurrent.futures
@@ -63,26 +69,44 @@ def row_sets(r):
             f"parallel.dp={r['dp']}", f"parallel.pp={r['pp']}", f"parallel.global_batch={r['global_batch']}"]
 
 
-def run_row(binary, device, sets, r, tmp):
-    cmd = [str(binary), "run", device, WORKLOAD, "--json", "--no-advice", "--outputs", "summary",
-           "--out", str(Path(tmp) / f"out{r['line']}")]
-    for s in row_sets(r) + sets:
-        cmd += ["--set", s]
-    p = subprocess.run(cmd, capture_output=True, text=True)
+def node_sets(r, gpus_per_node, sets):
+    """`nodes=N` for a row on more GPUs than one node has (unless --set names nodes)."""
+    if r["gpus"] <= gpus_per_node or any(s.split("=", 1)[0].strip() == "nodes" for s in sets):
+        return []
+    return [f"nodes={-(-r['gpus'] // gpus_per_node)}"]
+
+
+def run_row(binary, device, sets, r, tmp, gpus_per_node=8, oom_capacity=None):
+    def run(extra):
+        cmd = [str(binary), "run", device, WORKLOAD, "--json", "--no-advice", "--outputs", "summary",
+               "--out", str(Path(tmp) / f"out{r['line']}")]
+        for s in row_sets(r) + node_sets(r, gpus_per_node, sets) + sets + extra:
+            cmd += ["--set", s]
+        return subprocess.run(cmd, capture_output=True, text=True)
+
+    p = run([])
+    note = ""
+    if p.returncode == 0 and json.loads(p.stdout)["iteration_time_s"] is None and oom_capacity:
+        # The measured step ran, so its GPUs held it: time it on the larger part.
+        p = run([f"gpu*.hbm.capacity={oom_capacity}"])
+        note = f" at {oom_capacity} (the preset's HBM does not hold it)"
     if p.returncode != 0:
         return dict(r, predicted_ms=None, error_pct=None, status=f"exit {p.returncode}: {p.stderr.strip()[:200]}")
     s = json.loads(p.stdout)
+    if s["iteration_time_s"] is None:
+        return dict(r, predicted_ms=None, error_pct=None, status=f"{s['status']}{note}")
     pred = 1e3 * s["iteration_time_s"]
-    return dict(r, predicted_ms=pred, error_pct=100.0 * (pred - r["ms"]) / r["ms"], status=s["status"])
+    return dict(r, predicted_ms=pred, error_pct=100.0 * (pred - r["ms"]) / r["ms"], status=s["status"] + note)
 
 
-def export_steps(rows, path):
+def export_steps(rows, path, gpus_per_node=8):
     """The rows as `memsim calibrate --steps` reads them: workload, set, iteration_ms."""
     with open(path, "w", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
         w.writerow(["workload", "set", "iteration_ms", "source_line"])
         for r in rows:
-            w.writerow([WORKLOAD, " ".join(row_sets(r)), f"{r['ms']:.6f}", r["line"]])
+            w.writerow([WORKLOAD, " ".join(row_sets(r) + node_sets(r, gpus_per_node, [])), f"{r['ms']:.6f}",
+                        r["line"]])
 
 
 def select(rows, spec):
@@ -91,7 +115,10 @@ def select(rows, spec):
     keep = set()
     for part in spec.split(","):
         a, _, b = part.partition("-")
-        keep.update(range(int(a), int(b or a) + 1))
+        try:
+            keep.update(range(int(a), int(b or a) + 1))
+        except ValueError:
+            raise SystemExit(f"--rows {spec}: expected row numbers and ranges such as 1-30,40, found '{part}'")
     return [r for i, r in enumerate(rows, start=1) if i in keep]
 
 
@@ -108,15 +135,24 @@ def main():
                          "micro-batch, then by pipeline stages; csv; summary: one line")
     ap.add_argument("--export-steps", metavar="FILE",
                     help="write the rows as `memsim calibrate --steps` reads them, and run nothing")
+    ap.add_argument("--gpus-per-node", type=int, default=8,
+                    help="a row on more GPUs runs on ceil(GPUs / this) nodes of the preset (default 8)")
+    ap.add_argument("--oom-capacity", default="80GiB",
+                    help="HBM a row is run again with when the preset's does not hold its step "
+                         "(default 80GiB; none: report it as out of memory)")
     args = ap.parse_args()
+    if args.gpus_per_node < 1:
+        ap.error(f"--gpus-per-node: expected a positive count, found {args.gpus_per_node}")
+    oom_capacity = None if args.oom_capacity.lower() == "none" else args.oom_capacity
 
     rows = select(read_rows(args.csv), args.rows)
     if args.export_steps:
-        export_steps(rows, args.export_steps)
+        export_steps(rows, args.export_steps, args.gpus_per_node)
         return 0
     with tempfile.TemporaryDirectory(prefix="memsim-time-") as tmp:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as ex:
-            results = list(ex.map(lambda r: run_row(args.binary, args.device, args.set, r, tmp), rows))
+            results = list(ex.map(lambda r: run_row(args.binary, args.device, args.set, r, tmp,
+                                                    args.gpus_per_node, oom_capacity), rows))
 
     ok = [r for r in results if r["error_pct"] is not None]
     failed = [r for r in results if r["error_pct"] is None]

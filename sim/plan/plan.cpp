@@ -183,7 +183,7 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   if (gpus > facts.platform_gpus)
     throw InputError(fmt::format("--gpus {}: platform {} has {} GPUs{}", gpus, bounds.platform().name,
                                  facts.platform_gpus,
-                                 " (a cluster preset takes --set nodes=N: dgx-a100-superpod, dgx-h100-superpod)"));
+                                 " (a cluster preset takes --set nodes=N: dgx-a100, dgx-a100-superpod, dgx-h100-superpod)"));
   const std::int64_t global = o.global_batch ? o.global_batch : gpus;
   if (o.offload && !facts.has_offload_tier)
     throw InputError(fmt::format("--offload: platform {} has no host memory (a tier with role: offload) to offload "

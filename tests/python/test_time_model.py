@@ -75,3 +75,30 @@ def test_calibrate_steps_names_the_line_of_a_bad_row(tmp_path):
     r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(good), "--fit",
                         "gpu*.host_overhead.per_op.default=90us:30us"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 2 and "LO below HI" in r.stderr
+
+
+HEADER = ("# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
+          "tensor parallelism,data parallelism,pipeline parallelism,iteration time (ms)\n")
+
+
+def test_rows_past_one_node_run_on_nodes_of_the_preset_and_rows_it_cannot_hold_on_the_larger_part(tmp_path):
+    rows = tmp_path / "rows.csv"
+    # Row 1: 16 GPUs, tp 8 x dp 2 -> two dgx-a100 nodes joined by the fabric. Row 2: 2.9 B
+    # parameters unsharded (tp 1, dp 2) need 46 GB of weights and Adam state: not 40 GiB.
+    rows.write_text(HEADER + "16,4,2,1024,16,4,1024,8,2,1,100\n2,2,1,3072,16,24,1024,1,2,1,1000\n")
+    r = script("time_fidelity.py", "--csv", rows, "--format", "csv", "--binary", memsim_binary(), "--jobs", "2")
+    out = list(csv.DictReader(r.stdout.splitlines()))
+    assert [o["status"] for o in out] == ["ok", "ok at 80GiB (the preset's HBM does not hold it)"], r.stdout
+    assert all(float(o["predicted_ms"]) > 0 for o in out), r.stdout
+    # The same two rows as `memsim calibrate --steps` reads them: the nodes travel with the row.
+    steps = tmp_path / "steps.csv"
+    script("time_fidelity.py", "--csv", rows, "--export-steps", steps)
+    sets = [row["set"] for row in csv.DictReader(open(steps))]
+    assert sets[0].endswith(" nodes=2") and "nodes=" not in sets[1], sets
+    # Without the larger part the second row is reported out of memory, and the script fails.
+    p = script("time_fidelity.py", "--csv", rows, "--rows", "2", "--oom-capacity", "none", "--format", "csv",
+               "--binary", memsim_binary(), check=False)
+    assert p.returncode == 1 and ",oom" in p.stdout and "line 3: oom" in p.stderr, (p.stdout, p.stderr)
+    # A row range that is not one is named.
+    p = script("time_fidelity.py", "--csv", rows, "--rows", "1-2:7", check=False)
+    assert p.returncode == 1 and "--rows 1-2:7" in p.stderr and "'1-2:7'" in p.stderr, p.stderr

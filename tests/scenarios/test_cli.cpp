@@ -306,8 +306,7 @@ TEST(Cli, AParallelErrorNamesTheKeyThatCausedIt) {
   r = run_memsim("run dgx-a100 mlp --set parallel.dp=16 --no-advice --out " + temp_dir("dp_key"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "--set parallel.dp=16: parallel.dp: mlp: the step runs on 16 ranks (dp 16, zero 0), but "
-                   "platform dgx-a100 has 8 compute device(s); for 16: a cluster preset with --set nodes=N "
-                   "(dgx-a100-superpod, dgx-h100-superpod: up to 8 a node)\n");
+                   "platform dgx-a100 has 8 compute device(s); --set nodes=2 makes 16 (8 a node)\n");
   const std::string dir = temp_dir("ranks_file");
   fs::create_directories(dir);
   const std::string spec = dir + "/gpt.yaml";

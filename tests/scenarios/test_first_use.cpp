@@ -86,8 +86,8 @@ TEST(FirstUse, TooFewDevicesSaysHowToGetMore) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "--set parallel.dp=4: parallel.dp: mlp: the step runs on 4 ranks (dp 4, zero 0), but platform "
                    "a100-80gb has 1 compute device(s); for 4: a preset with more (box4-v100-shared-pcie 4, "
-                   "dgx-a100-80gb 8, dgx-a100 8, dgx-h100 8) or a cluster preset with --set nodes=N "
-                   "(dgx-a100-superpod, dgx-h100-superpod: up to 8 a node)\n");
+                   "dgx-a100-80gb 8, dgx-h100 8) or a cluster preset with --set nodes=N "
+                   "(dgx-a100-superpod, dgx-a100, dgx-h100-superpod: up to 8 a node)\n");
   // On a cluster: how many nodes it takes.
   r = run_memsim("run dgx-h100-superpod mlp --set nodes=1 --set parallel.dp=17 --no-advice --out " + temp_dir("few"));
   EXPECT_EQ(r.exit_code, 1);
