@@ -135,9 +135,12 @@ TEST(Plan, HsdpAddsTheZeroThreeLayoutsShardedWithinANode) {
   // Two nodes of 8 GPUs: tp 1 (dp 16) and tp 2 with and without sp (dp 8) at zero 3, and with
   // --hsdp each of them sharded within its node's data-parallel ranks too (8 of them at tp 1,
   // 4 at tp 2): twice the layouts, each HSDP one holding more of the state than its twin.
+  // gpt-megatron reduces its gradients once after the backward (ddp: local), which zero 3
+  // cannot: the layouts here reduce them as PyTorch's FSDP does.
   const std::string dir = temp_dir("hsdp");
   const std::string plan =
-      "plan dgx-a100-superpod gpt-megatron --set nodes=2 --set workload.layers=4 --set workload.hidden=256 "
+      "plan dgx-a100-superpod gpt-megatron --set parallel.ddp=overlapped --set nodes=2 --set workload.layers=4 "
+      "--set workload.hidden=256 "
       "--set workload.heads=8 --seq-len 256 --global-batch 32 --zero 3 --recompute none --max-tp 2 --max-pp 1 "
       "--max-micro-batch 1 --exhaustive -j 2";
   const CliResult plain = run_memsim(plan + " -o " + dir + "/plain");
