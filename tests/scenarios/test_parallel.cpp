@@ -376,3 +376,30 @@ TEST(Parallel, ATiedPipelineCostsTheUntiedOnePlusTheEmbeddingsReduction) {
     EXPECT_LE(tied_s, untied_s + reduction + 1e-9);
   }
 }
+
+TEST(Parallel, DgxA100NodesShareTheirInfinibandAlikeWithAndWithoutSymmetricRanks) {
+  // dgx-a100 --set nodes=2: 800 Gb/s a node, 12.5 GB/s for each GPU. At tp 8 x dp 2 the eight
+  // data-parallel rings cross between the nodes at once; simulating rank 0 alone (its groups'
+  // flows only) must give the step of every rank simulated, and the all-reduce must pay the
+  // GPU's share of the node's InfiniBand, not NVLink's rate.
+  const std::string dir = temp_dir("dgx_a100_nodes");
+  const std::string run =
+      "run dgx-a100 gpt-megatron --set nodes=2 --set workload.layers=4 --set workload.hidden=4096 "
+      "--set workload.heads=32 --set workload.seq_len=1024 --set parallel.tp=8 --set parallel.dp=2 "
+      "--set parallel.global_batch=2 --no-advice --outputs summary";
+  const json sym = run_json(run, dir + "/sym");
+  const json all = run_json(run + " --set parallel.symmetric=false", dir + "/all");
+  ASSERT_EQ(sym["status"], "ok");
+  ASSERT_EQ(all["status"], "ok");
+  EXPECT_NEAR(sym["iteration_time_s"].get<double>(), all["iteration_time_s"].get<double>(),
+              1e-9 * all["iteration_time_s"].get<double>());
+  // Gradients (fp16) of 4 layers of 12 h^2 / 8 parameters plus the embeddings' share, all-reduced
+  // once after the backward (gpt-megatron: ddp local) over 2 ranks: 2 (n-1)/n x bytes / 12.5 GB/s
+  // is the least the exposed communication can be beyond the tensor-parallel all-reduces.
+  const double grad_bytes = 2.0 * (4 * 12.0 * 4096 * 4096 / 8 + 50304.0 * 4096 / 8);
+  const double one_node = run_json("run dgx-a100 gpt-megatron --set workload.layers=4 --set workload.hidden=4096 "
+                                   "--set workload.heads=32 --set workload.seq_len=1024 --set parallel.tp=8 "
+                                   "--set parallel.global_batch=1 --no-advice --outputs summary",
+                                   dir + "/one")["exposed_comm_time_s"];
+  EXPECT_GT(sym["exposed_comm_time_s"].get<double>() - one_node, grad_bytes / 12.5e9);
+}
