@@ -132,7 +132,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--format", choices=["markdown", "csv", "summary", "groups"], default="markdown",
                     help="markdown: every row; groups: mean and worst error by tensor parallelism and "
-                         "micro-batch, then by pipeline stages; csv; summary: one line")
+                         "micro-batch, then by pipeline stages, hidden size and GPUs; csv; summary: one line")
     ap.add_argument("--export-steps", metavar="FILE",
                     help="write the rows as `memsim calibrate --steps` reads them, and run nothing")
     ap.add_argument("--gpus-per-node", type=int, default=8,
@@ -171,7 +171,8 @@ def main():
                         "" if r["error_pct"] is None else f"{r['error_pct']:.2f}", r["status"]])
     elif args.format == "groups":
         for title, key in (("tp, micro batch", lambda r: (r["tp"], r["micro_batch"])),
-                           ("pp", lambda r: (r["pp"],)), ("hidden", lambda r: (r["hidden"],))):
+                           ("pp", lambda r: (r["pp"],)), ("hidden", lambda r: (r["hidden"],)),
+                           ("gpus", lambda r: (r["gpus"],))):
             groups = {}
             for r in ok:
                 groups.setdefault(key(r), []).append(r["error_pct"])
