@@ -231,7 +231,17 @@ StepFit fit_step_times(const std::vector<StepRow>& rows, std::vector<FitParam> p
           continue;
         }
         try {
-          out[k] = nlohmann::json::parse(slurp(base + ".json")).at("iteration_time_s").get<double>();
+          const nlohmann::json summary = nlohmann::json::parse(slurp(base + ".json"));
+          if (summary.at("iteration_time_s").is_null()) {
+            // Measured, so it ran: the platform's memory is what does not hold it.
+            failures[k] = fmt::format("row at line {} ({}): memsim's step ends with status {} on {}, so it has no "
+                                      "iteration time; the measured run fit, so give the row's GPUs its memory in "
+                                      "its set column (gpu*.hbm.capacity=80GiB) or leave the row out",
+                                      r.line, r.workload, summary.value("status", std::string("unknown")),
+                                      options.platform);
+            continue;
+          }
+          out[k] = summary.at("iteration_time_s").get<double>();
         } catch (const std::exception& e) {
           failures[k] = fmt::format("row at line {} ({}): no iteration time in memsim's output: {}", r.line,
                                     r.workload, e.what());

@@ -75,6 +75,15 @@ def test_calibrate_steps_names_the_line_of_a_bad_row(tmp_path):
     r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(good), "--fit",
                         "gpu*.host_overhead.per_op.default=90us:30us"], cwd=REPO, capture_output=True, text=True)
     assert r.returncode == 2 and "LO below HI" in r.stderr
+    # A row whose step does not fit the platform's memory has no time to fit: named, with the way out.
+    oom = tmp_path / "oom.csv"
+    oom.write_text("workload,set,iteration_ms\n"
+                   "gpt-megatron,workload.hidden=3072 workload.layers=24 parallel.dp=2 parallel.global_batch=2,1000\n")
+    r = subprocess.run([str(memsim_binary()), "calibrate", "dgx-a100", "--steps", str(oom), "--fit",
+                        "gpu*.host_overhead.per_op.default=30us:90us", "--evaluations", "1"],
+                       cwd=REPO, capture_output=True, text=True)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "line 2" in r.stderr and "status oom" in r.stderr and "gpu*.hbm.capacity" in r.stderr, r.stderr
 
 
 HEADER = ("# GPUs,global batch,micro batch,hidden size,attention heads,# layers,sequence length,"
