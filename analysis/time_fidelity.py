@@ -84,15 +84,14 @@ def run_row(binary, device, sets, r, tmp, gpus_per_node=8, oom_capacity=None):
             cmd += ["--set", s]
         return subprocess.run(cmd, capture_output=True, text=True)
 
-    p = run([])
-    note = ""
-    if p.returncode == 0 and json.loads(p.stdout)["iteration_time_s"] is None and oom_capacity:
+    p, note = run([]), ""
+    s = json.loads(p.stdout) if p.returncode == 0 else None
+    if s and s["iteration_time_s"] is None and oom_capacity:
         # The measured step ran, so its GPUs held it: time it on the larger part.
-        p = run([f"gpu*.hbm.capacity={oom_capacity}"])
-        note = f" at {oom_capacity} (the preset's HBM does not hold it)"
+        p, note = run([f"gpu*.hbm.capacity={oom_capacity}"]), f" at {oom_capacity} (the preset's HBM does not hold it)"
+        s = json.loads(p.stdout) if p.returncode == 0 else None
     if p.returncode != 0:
         return dict(r, predicted_ms=None, error_pct=None, status=f"exit {p.returncode}: {p.stderr.strip()[:200]}")
-    s = json.loads(p.stdout)
     if s["iteration_time_s"] is None:
         return dict(r, predicted_ms=None, error_pct=None, status=f"{s['status']}{note}")
     pred = 1e3 * s["iteration_time_s"]

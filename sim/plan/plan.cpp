@@ -22,6 +22,7 @@
 #include "sim/core/units.h"
 #include "sim/plan/bounds.h"
 #include "sim/plan/layout.h"
+#include "sim/platform/platform.h"
 #include "sim/sweep/resolve.h"
 #include "sim/sweep/results.h"
 #include "sim/sweep/runner.h"
@@ -182,8 +183,7 @@ int plan_command(const PlanOptions& o, std::optional<PlanBest>* best_out) {
   const std::uint32_t gpus = o.gpus ? o.gpus : facts.platform_gpus;
   if (gpus > facts.platform_gpus)
     throw InputError(fmt::format("--gpus {}: platform {} has {} GPUs{}", gpus, bounds.platform().name,
-                                 facts.platform_gpus,
-                                 " (a cluster preset takes --set nodes=N: dgx-a100, dgx-a100-superpod, dgx-h100-superpod)"));
+                                 facts.platform_gpus, more_devices_hint(bounds.platform(), gpus)));
   const std::int64_t global = o.global_batch ? o.global_batch : gpus;
   if (o.offload && !facts.has_offload_tier)
     throw InputError(fmt::format("--offload: platform {} has no host memory (a tier with role: offload) to offload "
