@@ -80,6 +80,21 @@ TEST(FirstUse, TheA100_80GBNodePresetIsTheSuperPODsNode) {
   EXPECT_EQ(hbm[7], "gpu7.hbm 80 GiB");
 }
 
+TEST(FirstUse, TheA100PresetsShareOneTimeModel) {
+  // dgx-a100's time model (docs/time-model.md, round 3: the measured GEMM rate, the host's
+  // times fitted on the shared steps) is the 80 GB node's too, and so the SuperPOD's (above):
+  // a recalibration of one that forgets the other fails here.
+  const std::string root = std::string(MEMSIM_SOURCE_DIR) + "/configs/devices/";
+  const YAML::Node a40 = YAML::LoadFile(root + "dgx-a100.yaml");
+  const YAML::Node a80 = YAML::LoadFile(root + "dgx-a100-80gb.yaml");
+  for (const char* gpu : {"gpu0", "gpu7"})
+    for (const char* key :
+         {"compute", "launch_overhead", "copy_engines", "efficiency", "memory_efficiency", "gemm", "host_overhead"})
+      EXPECT_EQ(YAML::Dump(a40["devices"][gpu][key]), YAML::Dump(a80["devices"][gpu][key])) << gpu << "." << key;
+  EXPECT_EQ(YAML::Dump(a40["collectives"]), YAML::Dump(a80["collectives"]));
+  EXPECT_EQ(a40["devices"]["gpu0"]["efficiency"]["default"].as<double>(), 0.859);  // mamf-finder's A100 SXM
+}
+
 TEST(FirstUse, TooFewDevicesSaysHowToGetMore) {
   // One GPU, four ranks: the presets with enough devices, and the clusters that grow.
   CliResult r = run_memsim("run a100-80gb mlp --set parallel.dp=4 --no-advice --out " + temp_dir("few"));
