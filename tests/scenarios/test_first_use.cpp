@@ -87,10 +87,13 @@ TEST(FirstUse, TheA100PresetsShareOneTimeModel) {
   const std::string root = std::string(MEMSIM_SOURCE_DIR) + "/configs/devices/";
   const YAML::Node a40 = YAML::LoadFile(root + "dgx-a100.yaml");
   const YAML::Node a80 = YAML::LoadFile(root + "dgx-a100-80gb.yaml");
-  for (const char* gpu : {"gpu0", "gpu7"})
+  for (const auto& device : a40["devices"]) {
+    const std::string name = device.first.as<std::string>();
+    if (device.second["kind"].as<std::string>() != "gpu") continue;
     for (const char* key :
          {"compute", "launch_overhead", "copy_engines", "efficiency", "memory_efficiency", "gemm", "host_overhead"})
-      EXPECT_EQ(YAML::Dump(a40["devices"][gpu][key]), YAML::Dump(a80["devices"][gpu][key])) << gpu << "." << key;
+      EXPECT_EQ(YAML::Dump(device.second[key]), YAML::Dump(a80["devices"][name][key])) << name << "." << key;
+  }
   EXPECT_EQ(YAML::Dump(a40["collectives"]), YAML::Dump(a80["collectives"]));
   EXPECT_EQ(a40["devices"]["gpu0"]["efficiency"]["default"].as<double>(), 0.859);  // mamf-finder's A100 SXM
 }
