@@ -21,7 +21,7 @@ ParallelScheme tensor_scheme() {
                   "innermost: rank = tp_rank + tp x dp_rank)", "1"},
            {"sp", "sequence parallelism with tp: norms, dropouts and residuals on 1/tp of the tokens, "
                   "reduce-scatter and all-gather in place of all-reduce", "false"},
-           {"tp_comm_overlap", "with sp: each forward all-gather and reduce-scatter overlaps the GEMMs next to it, "
+           {"tp_comm_overlap", "with sp: each all-gather and reduce-scatter, forward and backward, overlaps the GEMMs next to it, "
                                "only about 1/tp of it exposed (Megatron's --tp-comm-overlap, TransformerEngine's "
                                "userbuffers)", "false"}},
           {},

@@ -270,11 +270,11 @@ TEST(Parallel, A3DLayoutOfLlama3On64H100sFitsAndStageZeroHoldsTheMost) {
   }
 }
 
-TEST(Parallel, OverlappedTensorParallelCommunicationHidesTheForwardsCollectives) {
-  // Llama 7B's layers, tp 8 with sp on a DGX H100, batch 4: with tp_comm_overlap the forward's
-  // all-gathers and reduce-scatters run beside their GEMMs, so the step is shorter and less of
-  // its communication is exposed; the memory is the same to the byte (the same buffers, made
-  // at the same points of the step).
+TEST(Parallel, OverlappedTensorParallelCommunicationHidesTheCollectives) {
+  // Llama 7B's layers, tp 8 with sp on a DGX H100, batch 4: with tp_comm_overlap the
+  // all-gathers and reduce-scatters of the forward and the backward run beside their GEMMs, so
+  // the step is shorter and less of its communication is exposed; the memory is the same to the
+  // byte (the same buffers, made at the same points of the step).
   const std::string dir = temp_dir("tp_overlap");
   const std::string run = "run dgx-h100 llama-7b --set workload.layers=4 --set workload.batch=4 --set parallel.tp=8 "
                           "--set parallel.sp=true --no-advice --quiet";

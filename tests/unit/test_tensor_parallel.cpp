@@ -87,14 +87,20 @@ TEST(TensorParallel, OverlappedCommunicationSplitsTheForwardCollectivesAroundThe
   // Megatron's --tp-comm-overlap: each forward all-gather is a head of 1/t that makes the
   // gathered tensor and the rest in flight beside the GEMMs reading it (what reads their
   // outputs waits for it); each forward reduce-scatter is (t - 1)/t issued when its GEMM
-  // starts and a tail of 1/t that reads the GEMM's output. The bytes sent, the buffers and
-  // the backward are those of sequence parallelism without it.
+  // starts and a tail of 1/t that reads the GEMM's output. The backward's are split the same
+  // way (below). The bytes sent and the buffers are those of sequence parallelism without it.
   const Trace plain = workload(kGpt3 + "parallel:\n  tp: 8\n  sp: true\n");
   const Trace tr = workload(kGpt3 + "parallel:\n  tp: 8\n  sp: true\n  tp_comm_overlap: true\n");
   ASSERT_EQ(tr.buffers.size(), plain.buffers.size());
   for (std::size_t i = 0; i < tr.buffers.size(); ++i) EXPECT_EQ(tr.buffers[i].bytes, plain.buffers[i].bytes);
   EXPECT_EQ(comm_ops(tr, Phase::forward), (std::map<std::string, int>{{"all_gather", 8}, {"reduce_scatter", 8}}));
-  EXPECT_EQ(comm_ops(tr, Phase::backward), comm_ops(plain, Phase::backward));
+  // Backward, per layer: the two row-parallel output gradients all-gathered (head and rest),
+  // the two saved shards gathered again, the two column-parallel input gradients
+  // reduce-scattered (rest and tail).
+  const std::map<std::string, int> plain_backward = comm_ops(plain, Phase::backward);
+  EXPECT_EQ(comm_ops(tr, Phase::backward),
+            (std::map<std::string, int>{{"all_gather", plain_backward.at("all_gather") + 4},
+                                        {"reduce_scatter", plain_backward.at("reduce_scatter") + 4}}));
   std::map<std::string, std::uint64_t> bytes, plain_bytes;
   for (const Op& op : tr.ops)
     if (!op.group.empty()) bytes[std::string(op.kind)] += op.message_bytes;
@@ -136,6 +142,34 @@ TEST(TensorParallel, OverlappedCommunicationSplitsTheForwardCollectivesAroundThe
   // It waits for the op before the GEMM that makes the tail's input, not for that GEMM.
   const OpId gemm_out = tr.buffers[scatter_tail.inputs[0]].producer;
   EXPECT_LT(scatter_head.waits_for[0], gemm_out);
+  // The backward: the MLP's second GEMM reads the head of its output gradient's all-gather;
+  // what reads that GEMM's outputs in the backward waits for the rest.
+  const Op& grad_head = op_named(tr, "transformer.h.1.mlp.c_proj.sp_scatter.backward");
+  const Op& grad_rest = op_named(tr, "transformer.h.1.mlp.c_proj.sp_scatter.backward.overlapped");
+  EXPECT_EQ(grad_head.message_bytes, whole / 8);
+  EXPECT_EQ(grad_rest.message_bytes, whole - whole / 8);
+  const Op& dgrad = op_named(tr, "transformer.h.1.mlp.c_proj.backward");
+  EXPECT_NE(std::find(dgrad.inputs.begin(), dgrad.inputs.end(), grad_head.outputs[0]), dgrad.inputs.end());
+  EXPECT_EQ(std::find(dgrad.waits_for.begin(), dgrad.waits_for.end(), grad_rest.id), dgrad.waits_for.end());
+  std::size_t gated_backward = 0;
+  for (const Op& reader : tr.ops)
+    for (BufferId in : reader.inputs)
+      if (reader.phase == Phase::backward &&
+          std::find(dgrad.outputs.begin(), dgrad.outputs.end(), in) != dgrad.outputs.end()) {
+        EXPECT_NE(std::find(reader.waits_for.begin(), reader.waits_for.end(), grad_rest.id), reader.waits_for.end())
+            << reader.name;
+        ++gated_backward;
+      }
+  EXPECT_GE(gated_backward, 1u);
+  // The first MLP GEMM's input gradient: (t - 1)/t issued when the GEMM starts, a tail of 1/t
+  // reading its output.
+  const Op& rs_rest = op_named(tr, "transformer.h.1.mlp.sp_gather.backward.overlapped");
+  const Op& rs_tail = op_named(tr, "transformer.h.1.mlp.sp_gather.backward");
+  EXPECT_EQ(rs_rest.message_bytes + rs_tail.message_bytes, whole);
+  EXPECT_EQ(rs_tail.message_bytes, whole / 8);
+  ASSERT_EQ(rs_rest.waits_for.size(), 1u);
+  EXPECT_LT(rs_rest.waits_for[0], tr.buffers[rs_tail.inputs[0]].producer);
+  EXPECT_EQ(tr.ops[tr.buffers[rs_tail.inputs[0]].producer].name, "transformer.h.1.mlp.c_fc.backward");
   EXPECT_NE(workload_error(kGpt3 + "parallel:\n  tp: 8\n  tp_comm_overlap: true\n")
                 .find("parallel.tp_comm_overlap: overlaps the all-gathers and reduce-scatters of sequence parallelism"),
             std::string::npos);

@@ -351,10 +351,10 @@ OpId ModelBuilder::emit(std::string name, std::string_view kind, Ids inputs, Ids
   op.dtype = settings_.dtype;
   op.bytes_moved = bytes_moved(trace_, op);
   // tp_comm_overlap: a reader of an overlapped gather's output runs alongside the rest of the
-  // gather, and what reads its outputs waits for the gather to end (in the forward: the
-  // backward starts long after every gather of the forward).
+  // gather, and what reads its outputs waits for the gather to end (the forward's gathers are
+  // forgotten when the backward starts: each has ended long before).
   OpId overlapped = kNoOp;
-  if (phase_ == Phase::forward && (!overlapped_gather_.empty() || !gated_by_.empty()))
+  if (phase_ != Phase::optimizer && (!overlapped_gather_.empty() || !gated_by_.empty()))
     for (const auto* list : {&op.inputs, &op.updates})
       for (BufferId b : *list) {
         if (auto it = overlapped_gather_.find(b); it != overlapped_gather_.end()) overlapped = it->second;
@@ -488,6 +488,9 @@ Trace ModelBuilder::finish(std::string name, std::string description, std::int64
                                 "head tied to the token embeddings is frozen with them)",
                                 name));
   phase_ = Phase::backward;
+  // Every overlapped gather of the forward has ended long before the backward reads its output.
+  overlapped_gather_.clear();
+  gated_by_.clear();
   for (auto it = tape_.rbegin(); it != tape_.rend(); ++it) {
     unit_ = it->unit;
     it->backward();

@@ -355,6 +355,8 @@ class ModelBuilder {
   /// `parts` equal column blocks of x as views (a fused QKV projection split in three);
   /// backward concatenates their gradients.
   std::vector<Value> split(const std::string& name, Value x, int parts);
+  /// Columns of the given widths (a fused q, k and v of grouped-query attention).
+  std::vector<Value> split(const std::string& name, Value x, const std::vector<std::int64_t>& widths);
   /// A strided view of part of x with shape `view` (the last time step, each sample's first
   /// token). Backward scatters the gradient into zeros of x's shape (select_backward).
   Value select(const std::string& name, Value x, Shape view);
@@ -521,9 +523,11 @@ class ModelBuilder {
                  std::vector<BufferId> outputs, std::vector<BufferId> updates,
                  std::uint64_t message_bytes, const char* group = "tp");
   /// Records the backward of a collective that made y from x: y's gradient goes through the
-  /// collective `kind` into a new gradient of x's shape.
+  /// collective `kind` into a new gradient of x's shape; `overlap` (tp_comm_overlap) pipelines
+  /// an all-gather with the GEMM that reads its output, and a reduce-scatter with the GEMM
+  /// that makes its input, as the forward's are.
   void comm_backward(const std::string& name, Value x, Value y, std::string_view kind, std::uint64_t message_bytes,
-                     const char* group = "tp");
+                     const char* group = "tp", bool overlap = false);
   /// The backward op of a weighted sum of y (combine, unpermute): the gradients of y and of
   /// the weights (kNoBuffer for one that needs none) from the output's gradient g.
   std::pair<BufferId, BufferId> weighted_backward(const std::string& name, BufferId g, Value y, Value weights,

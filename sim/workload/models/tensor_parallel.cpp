@@ -22,9 +22,14 @@
 // it, not for its output), then a tail of 1/t that reads the GEMM's output and makes the
 // shard. A layer's forward then takes about max(GEMM, communication) plus one chunk of the
 // communication where it took their sum; memory is unchanged (the gathered tensor is made
-// whole by the head, as before). The backward's all-gather (the saved shard gathered again)
-// and reduce-scatter (the input gradient) already run beside the other GEMM of the
-// backward, as Megatron's bulk overlap runs them. The communication kernels' share of the
+// whole by the head, as before). The backward's collectives are overlapped the same way:
+// the row-parallel linear's output gradient is all-gathered in chunks pipelined with its
+// backward GEMM (a head of 1/t makes the gathered gradient, the rest runs beside the GEMM,
+// whose outputs' readers wait for it), and the column-parallel linear's input gradient is
+// reduce-scattered while its backward GEMM computes the weight gradient (TransformerEngine's
+// bulk overlap; modelled as the forward's reduce-scatter: (t - 1)/t issued when the GEMM
+// starts, a tail of 1/t after it). The saved shard's all-gather for the weight gradient
+// already ran beside the other GEMM of the backward. The communication kernels' share of the
 // SMs (platform sm_share) slows the GEMMs meanwhile as for any overlap.
 #include <fmt/format.h>
 
@@ -46,13 +51,35 @@ OpId ModelBuilder::emit_comm(std::string name, std::string_view kind, std::vecto
 }
 
 void ModelBuilder::comm_backward(const std::string& name, Value x, Value y, std::string_view kind,
-                                 std::uint64_t message_bytes, const char* group) {
+                                 std::uint64_t message_bytes, const char* group, bool overlap) {
   record_backward([=, this] {
     if (!has_grad(y)) return;
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
     const BufferId gi = grad_buffer(name, x);
-    emit_comm(name + ".backward", kind, {g}, {gi}, {}, message_bytes, group);
+    const auto t = static_cast<std::uint64_t>(settings_.tp);
+    const OpId producer = trace_.buffers[g].producer;
+    if (overlap && kind == "all_gather") {
+      // The output gradient of a row-parallel linear, gathered in t chunks pipelined with its
+      // backward GEMM: a head of 1/t makes the gathered gradient, the rest runs beside the GEMM.
+      const std::uint64_t head = message_bytes / t;
+      emit_comm(name + ".backward", kind, {g}, {gi}, {}, head, group);
+      overlapped_gather_[gi] = emit_comm(name + ".backward.overlapped", kind, {}, {}, {}, message_bytes - head, group);
+    } else if (overlap && kind == "reduce_scatter" && producer != kNoOp) {
+      // The input gradient of a column-parallel linear, reduce-scattered while the backward GEMM
+      // that makes it computes the weight gradient: (t - 1)/t issued when the GEMM starts, a
+      // tail of 1/t after it.
+      const std::uint64_t tail = message_bytes / t;
+      const OpId head = emit_comm(name + ".backward.overlapped", kind, {}, {}, {}, message_bytes - tail, group);
+      for (OpId before = producer; before-- > 0;)
+        if (trace_.ops[before].group.empty()) {
+          trace_.ops[head].waits_for.push_back(before);
+          break;
+        }
+      emit_comm(name + ".backward", kind, {g}, {gi}, {}, tail, group);
+    } else {
+      emit_comm(name + ".backward", kind, {g}, {gi}, {}, message_bytes, group);
+    }
     contribute(x, gi, name);
   });
 }
@@ -94,7 +121,7 @@ Value ModelBuilder::sp_gather(const std::string& name, Value x) {
     emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, bytes);
   }
   regather_.push_back({y.id, Regather{x, name, kNoBuffer}});
-  comm_backward(name, x, y, "reduce_scatter", trace_.buffers[buffer(y)].bytes);
+  comm_backward(name, x, y, "reduce_scatter", trace_.buffers[buffer(y)].bytes, "tp", settings_.tp_comm_overlap);
   return y;
 }
 
@@ -117,7 +144,7 @@ Value ModelBuilder::sp_scatter(const std::string& name, Value x) {
   } else {
     emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, bytes);
   }
-  comm_backward(name, x, y, "all_gather", bytes);
+  comm_backward(name, x, y, "all_gather", bytes, "tp", settings_.tp_comm_overlap);
   return y;
 }
 
