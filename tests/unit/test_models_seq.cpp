@@ -14,6 +14,7 @@
 #include "sim/workload/analysis.h"
 #include "sim/workload/models/models.h"
 #include "sim/workload/trace.h"
+#include "sim/workload/workload.h"
 #include "tests/model_helpers.h"
 
 using namespace memsim;
@@ -128,6 +129,42 @@ TEST(SeqGpt2, ParameterCountsMatchHuggingFace) {
   EXPECT_EQ(t.name, "gpt2-xl");
   EXPECT_EQ(find_buffer(t, "lm_head.weight"), nullptr);
   expect_well_formed(t);
+}
+
+TEST(SeqGpt, GroupedQueryAttentionInTheFusedProjectionAndAnUntiedHead) {
+  // Megatron-core's GPT of its gpt3_7b functional tests (--num-query-groups 8,
+  // --untie-embeddings-and-output-weights): per layer 2h + h (h + 2 kv) + (h + 2 kv) + h^2 + h
+  // + 2h + 8 h^2 + 5h with kv = 8 x 128; 32 layers, then (2 x 131072 + 8192) h + 2h.
+  const std::string spec = "model: gpt\nlayers: 32\nhidden: 4096\nheads: 32\nvocab: 131072\nmax_positions: 8192\n"
+                           "seq_len: 16\nbatch: 1\n";
+  Trace t = generate(spec + "num_kv_heads: 8\ntie_embeddings: false\n");
+  EXPECT_EQ(t.parameters, 6'745'956'352u);
+  EXPECT_EQ(parameters_under(t, "transformer.h.0."), 176'207'872u);
+  ASSERT_NE(find_buffer(t, "lm_head.weight"), nullptr);
+  EXPECT_EQ(find_buffer(t, "transformer.h.0.attn.c_attn.weight")->bytes, 4096u * 6144u * 4u);
+  EXPECT_NE(t.description.find("32 heads (8 kv)"), std::string::npos) << t.description;
+  EXPECT_NE(t.description.find("untied head"), std::string::npos) << t.description;
+  expect_well_formed(t);
+  // As many k/v heads as heads and the tied head: the model as before, to the parameter.
+  const Trace mha = generate(spec + "num_kv_heads: 32\n");
+  const Trace plain = generate(spec);
+  EXPECT_EQ(mha.parameters, plain.parameters);
+  EXPECT_EQ(mha.ops.size(), plain.ops.size());
+  EXPECT_EQ(find_buffer(plain, "lm_head.weight"), nullptr);
+  // Under tensor parallelism each rank holds kv / tp of the k/v heads.
+  const Trace tp = generate_workload(ConfigNode::parse_text(spec + "num_kv_heads: 8\nparallel: {tp: 4}\n", "w.yaml"));
+  EXPECT_EQ(find_buffer(tp, "transformer.h.0.attn.c_attn.weight")->bytes, 4096u * 6144u / 4u * 4u);
+  try {
+    generate_workload(ConfigNode::parse_text(spec + "num_kv_heads: 8\nparallel: {tp: 16}\n", "w.yaml"));
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("parallel.tp: expected a divisor of the 8 k/v heads, got '16'"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NE(error_of(spec + "num_kv_heads: 5\n").find("a divisor of heads (32)"), std::string::npos);
+  EXPECT_NE(error_of(spec + "blocks_only: true\ntie_embeddings: false\n").find("applies only without blocks_only"),
+            std::string::npos);
 }
 
 TEST(SeqLlama, SevenBParameterCount) {

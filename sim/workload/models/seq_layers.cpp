@@ -327,9 +327,19 @@ std::vector<Value> ModelBuilder::split(const std::string& name, Value x, int par
   if (parts < 1 || s[1] % parts != 0)
     throw std::invalid_argument(fmt::format("layer '{}': {} columns do not split in {}", name,
                                             s[1], parts));
+  return split(name, x, std::vector<std::int64_t>(static_cast<std::size_t>(parts), s[1] / parts));
+}
+
+std::vector<Value> ModelBuilder::split(const std::string& name, Value x, const std::vector<std::int64_t>& widths) {
+  require_rank(shape(x), 2, name);
+  const Shape s = shape(x);
+  std::int64_t total = 0;
+  for (std::int64_t w : widths) total += w;
+  if (widths.empty() || total != s[1])
+    throw std::invalid_argument(fmt::format("layer '{}': {} columns are not parts of {} in all", name, s[1], total));
   const bool rg = values_[x.id].requires_grad;
   std::vector<Value> out;
-  for (int i = 0; i < parts; ++i) out.push_back(alias(x, {s[0], s[1] / parts}, rg));
+  for (std::int64_t w : widths) out.push_back(alias(x, {s[0], w}, rg));
 
   // SplitBackward concatenates the parts' gradients (zeros for a part without one).
   record_backward([=, this] {

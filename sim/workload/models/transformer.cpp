@@ -164,12 +164,16 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
   Value h = a.pre_norm ? norm(n.norm_attn, x) : x;
   h = tp_enter(m, p + n.attn, h);
   Value q, k, v;
+  const std::int64_t kv_width = (a.kv_heads > 0 ? a.kv_heads : a.heads) * (a.hidden / a.heads);
   if (a.fused_qkv) {
-    const Value qkv = project(m, p + n.q, "qkv", h, 3 * a.hidden / t, a.bias);
-    const std::vector<Value> parts = m.split(p + n.q + ".split", qkv, 3);
+    // One projection (GPT-2's c_attn, Megatron's linear_qkv), split into q and the narrower
+    // k and v under grouped-query attention.
+    const Value qkv = project(m, p + n.q, "qkv", h, (a.hidden + 2 * kv_width) / t, a.bias);
+    const std::vector<Value> parts = kv_width == a.hidden
+                                         ? m.split(p + n.q + ".split", qkv, 3)
+                                         : m.split(p + n.q + ".split", qkv, {a.hidden / t, kv_width / t, kv_width / t});
     q = parts[0], k = parts[1], v = parts[2];
   } else {
-    const std::int64_t kv_width = (a.kv_heads > 0 ? a.kv_heads : a.heads) * (a.hidden / a.heads);
     q = project(m, p + n.q, "q", h, a.hidden / t, a.bias || a.qkv_bias);
     k = project(m, p + n.k, "k", h, kv_width / t, a.bias || a.qkv_bias);
     v = project(m, p + n.v, "v", h, kv_width / t, a.bias || a.qkv_bias);
@@ -582,16 +586,19 @@ namespace {
 // tanh-GELU MLP of 4 x hidden, final LayerNorm, LM head tied to the token embeddings).
 
 Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_positions,
-                  std::int64_t seq, Impl impl, bool blocks_only, const TrainingSettings& settings) {
+                  std::int64_t seq, Impl impl, bool blocks_only, const TrainingSettings& settings,
+                  bool tie_embeddings = true) {
   ModelBuilder m(tuned(settings, name, a, blocks_only));
   m.set_trainable(m.settings().finetune.trains_embeddings());
   const std::int64_t t = settings.tp;
   // This rank's positions of each sequence: 1/cp of them under context parallelism.
   const std::int64_t n = settings.batch, positions_here = seq / settings.cp, tokens = n * positions_here;
   const Stack stack{m, a, kGptNames, n, impl, nullptr};
-  const std::string description = fmt::format("{} ({} layers x {}, {} heads, {}{})", name, a.layers,
-                                              a.hidden, a.heads, details(seq, impl, m.settings()),
-                                              blocks_only ? ", blocks only" : "");
+  const std::string description = fmt::format(
+      "{} ({} layers x {}, {} heads{}, {}{}{})", name, a.layers, a.hidden, a.heads,
+      a.kv_heads > 0 && a.kv_heads != a.heads ? fmt::format(" ({} kv)", a.kv_heads) : std::string(),
+      details(seq, impl, m.settings()), blocks_only ? ", blocks only" : "",
+      !blocks_only && !tie_embeddings ? ", untied head" : "");
   if (blocks_only) {
     // The blocks alone, between a hidden-state input and an MSE loss.
     // Under sequence parallelism this rank's tokens.
@@ -618,7 +625,8 @@ Trace gpt_decoder(const std::string& name, const Arch& a, std::int64_t max_posit
   // The head: a column-parallel linear over the vocabulary (Megatron's vocab-parallel
   // cross-entropy adds three all-reduces of one number per token, not modelled).
   x = tp_enter(m, "lm_head", x);
-  x = m.tied_linear("lm_head", x, "transformer.wte.weight", false);
+  x = tie_embeddings ? m.tied_linear("lm_head", x, "transformer.wte.weight", false)
+                     : m.linear("lm_head", x, vocab_rows(a.vocab, t), false);
   m.cross_entropy(x, labels);
   return m.finish(name, description, seq);
 }
@@ -681,11 +689,18 @@ Trace generate_gpt(const Params& params) {
   const bool blocks_only = params.get("blocks_only").as_bool();
   const Impl impl = read_impl(params);
   const double p = params.get("dropout").as_fraction();
+  const ConfigNode kv = params.get("num_kv_heads");
+  const std::int64_t kv_heads = kv.is_scalar() && kv.as_string() == "heads" ? heads : kv.as_int_in(1, 1 << 20);
+  if (heads % kv_heads != 0) kv.fail_expected(fmt::format("a divisor of heads ({})", heads));
+  const bool tie = params.get("tie_embeddings").as_bool();
+  if (blocks_only && params.given("tie_embeddings"))
+    params.get("tie_embeddings").fail("applies only without blocks_only (the blocks alone have no head)");
   const TrainingSettings settings = read_training_settings(params);
-  const Arch a = gpt_arch(layers, hidden, heads, vocab, p);
+  Arch a = gpt_arch(layers, hidden, heads, vocab, p);
+  a.kv_heads = kv_heads;
   check_cp(params, a, seq, impl, true);
   check_tp(params, a, seq / settings.cp, settings.batch);
-  return gpt_decoder("gpt", a, max_positions, seq, impl, blocks_only, settings);
+  return gpt_decoder("gpt", a, max_positions, seq, impl, blocks_only, settings, tie);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -852,6 +867,12 @@ ModelInfo gpt_model() {
                        {"vocab", "vocabulary size", "50257"},
                        {"max_positions", "learned position embeddings (the longest sequence)",
                         "2048"},
+                       {"num_kv_heads", "k/v heads, a divisor of heads: grouped-query attention in the fused "
+                                        "qkv projection (Megatron's --num-query-groups); `heads`: as many as heads",
+                        "heads"},
+                       {"tie_embeddings", "the LM head reuses the token embeddings (false: Megatron's "
+                                          "--untie-embeddings-and-output-weights)",
+                        "true"},
                        {"blocks_only", "true: the blocks alone, hidden states in and an MSE "
                                        "loss out (no embeddings, final norm or LM head)",
                         "false"}},
