@@ -98,6 +98,35 @@ TEST(FirstUse, TheA100PresetsShareOneTimeModel) {
   EXPECT_EQ(a40["devices"]["gpu0"]["efficiency"]["default"].as<double>(), 0.859);  // mamf-finder's A100 SXM
 }
 
+TEST(FirstUse, TheH100PresetsCarryTheA100TimeModelWithTheirOwnGemmRate) {
+  // docs/time-model.md, "The H100 presets": every GPU of dgx-h100, dgx-h100-superpod and
+  // h100-80gb has dgx-a100's memory-bound efficiency, launch and host times, the H100's
+  // measured GEMM rate over its 132 SMs; the DGX presets have dgx-a100's NCCL protocols with
+  // their own SM share. A refit of dgx-a100 that forgets them fails here.
+  const std::string root = std::string(MEMSIM_SOURCE_DIR) + "/configs/devices/";
+  const YAML::Node a100 = YAML::LoadFile(root + "dgx-a100.yaml");
+  const YAML::Node& a100_gpu = a100["devices"]["gpu0"];
+  for (const char* preset : {"dgx-h100", "dgx-h100-superpod", "h100-80gb"}) {
+    const YAML::Node h = YAML::LoadFile(root + preset + ".yaml");
+    int gpus = 0;
+    for (const auto& device : h["devices"]) {
+      if (device.second["kind"].as<std::string>() != "gpu") continue;
+      ++gpus;
+      const std::string at = std::string(preset) + "." + device.first.as<std::string>();
+      for (const char* key : {"launch_overhead", "memory_efficiency", "host_overhead"})
+        EXPECT_EQ(YAML::Dump(device.second[key]), YAML::Dump(a100_gpu[key])) << at << "." << key;
+      EXPECT_EQ(device.second["efficiency"]["default"].as<double>(), 0.801) << at;  // mamf-finder's H100 SXM
+      EXPECT_EQ(device.second["gemm"]["sms"].as<int>(), 132) << at;
+      EXPECT_EQ(YAML::Dump(device.second["gemm"]["tile"]), YAML::Dump(a100_gpu["gemm"]["tile"])) << at;
+    }
+    EXPECT_GE(gpus, 1) << preset;
+    if (std::string(preset) == "h100-80gb") continue;  // one GPU: no collectives
+    for (const char* key : {"floor_per_step", "ring_fill", "protocols"})
+      EXPECT_EQ(YAML::Dump(h["collectives"][key]), YAML::Dump(a100["collectives"][key])) << preset << "." << key;
+    EXPECT_EQ(h["collectives"]["sm_share"].as<double>(), 0.242) << preset;  // 32 of 132 SMs
+  }
+}
+
 TEST(FirstUse, TooFewDevicesSaysHowToGetMore) {
   // One GPU, four ranks: the presets with enough devices, and the clusters that grow.
   CliResult r = run_memsim("run a100-80gb mlp --set parallel.dp=4 --no-advice --out " + temp_dir("few"));
