@@ -20,7 +20,9 @@ with micro-batch 1, dp 2, global batch 8. The measured step is the median of the
 steps after the second (the first two hold the start-up); the measured peak is
 mem-max-allocated-bytes, which Megatron logs from the last rank (the last pipeline stage),
 against memsim's peak on that stage less the platform's reserved memory (CUDA context and
-NCCL, outside torch's allocator). The rows were not used to fit anything.
+NCCL, outside torch's allocator); the first stage's is printed too (the pipeline rows' measured
+peak behaves like a stage with four micro-batches in flight: docs/time-model.md). The rows
+were not used to fit anything.
 """
 import argparse
 import csv
@@ -57,10 +59,11 @@ def run(args, r, tmp):
     if s["status"] != "ok":
         return None, s["status"]
     # The last stage's first rank: rank = tp_rank + tp x (dp_rank + dp x stage), rank r on gpu r.
-    last = r["tp"] * r["dp"] * (r["pp"] - 1)
-    tier = s["tiers"][f"gpu{last}.hbm"]
-    peak = tier["peak_allocated_bytes"] - tier["peak_by_category"].get("runtime", 0)
-    return (s["iteration_time_s"], peak, s.get("exposed_comm_time_s")), None
+    def peak(rank):
+        tier = s["tiers"][f"gpu{rank}.hbm"]
+        return tier["peak_allocated_bytes"] - tier["peak_by_category"].get("runtime", 0)
+    return (s["iteration_time_s"], peak(r["tp"] * r["dp"] * (r["pp"] - 1)), peak(0),
+            s.get("exposed_comm_time_s")), None
 
 
 def main():
@@ -84,27 +87,30 @@ def main():
                 failed += 1
                 print(f"row {r['row']} {r['id']}: {err}", file=sys.stderr)
                 continue
-            step, peak, exposed = res
-            out.append(dict(r, memsim_step_s=step, memsim_peak_bytes=peak, exposed_comm_s=exposed,
+            step, peak, first_peak, exposed = res
+            out.append(dict(r, memsim_step_s=step, memsim_peak_bytes=peak, memsim_first_stage_peak_bytes=first_peak,
+                            exposed_comm_s=exposed,
                             step_error_pct=100 * (step - r["measured_step_s"]) / r["measured_step_s"],
                             peak_error_pct=100 * (peak - r["measured_peak_bytes"]) / r["measured_peak_bytes"]))
     if args.format == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         keys = ["row", "id", "platform", "tp", "pp", "dp", "micro_batch", "global_batch", "measured_step_s",
                 "memsim_step_s", "step_error_pct", "exposed_comm_s", "measured_peak_bytes", "memsim_peak_bytes",
-                "peak_error_pct"]
+                "peak_error_pct", "memsim_first_stage_peak_bytes"]
         w.writerow(keys)
         for o in out:
             w.writerow([f"{o[k]:.6g}" if isinstance(o[k], float) else o[k] for k in keys])
     else:
-        print("| row | platform | layout | measured step | memsim | error | exposed comm | measured peak | memsim peak | error |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+        print("| row | platform | layout | measured step | memsim | error | exposed comm | measured peak | memsim peak "
+              "(last stage) | error | memsim, first stage |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
         for o in out:
             layout = f"tp {o['tp']} pp {o['pp']} dp {o['dp']}, micro-batch {o['micro_batch']}"
             print(f"| {o['row']} {o['id']} | {o['platform']} | {layout} | {o['measured_step_s']:.3f} s | "
                   f"{o['memsim_step_s']:.3f} s | {o['step_error_pct']:+.1f}% | {o['exposed_comm_s']:.3f} s | "
                   f"{o['measured_peak_bytes'] / 2**30:.2f} GiB | {o['memsim_peak_bytes'] / 2**30:.2f} GiB | "
-                  f"{o['peak_error_pct']:+.1f}% |")
+                  f"{o['peak_error_pct']:+.1f}% | "
+                  f"{o['memsim_first_stage_peak_bytes'] / 2**30:.2f} GiB |")
         if out:
             mae = sum(abs(o["step_error_pct"]) for o in out) / len(out)
             pmae = sum(abs(o["peak_error_pct"]) for o in out) / len(out)
