@@ -32,6 +32,19 @@ constexpr double kNormStats = 16 * s * b;
 
 double relative(double got, double want) { return std::abs(got - want) / want; }
 
+// Each op of `phase` that reads an output of `op` waits for `waited`; how many there are.
+std::size_t readers_waiting(const Trace& tr, const Op& op, OpId waited, Phase phase) {
+  std::size_t n = 0;
+  for (const Op& reader : tr.ops)
+    for (BufferId in : reader.inputs)
+      if (reader.phase == phase && std::find(op.outputs.begin(), op.outputs.end(), in) != op.outputs.end()) {
+        EXPECT_NE(std::find(reader.waits_for.begin(), reader.waits_for.end(), waited), reader.waits_for.end())
+            << reader.name;
+        ++n;
+      }
+  return n;
+}
+
 std::map<std::string, int> comm_ops(const Trace& tr, Phase phase) {
   std::map<std::string, int> n;
   for (const Op& op : tr.ops)
@@ -122,14 +135,7 @@ TEST(TensorParallel, OverlappedCommunicationSplitsTheForwardCollectivesAroundThe
     if (reads_gathered) {
       ++gemm;
       EXPECT_TRUE(op.waits_for.empty()) << op.name;
-      for (const Op& reader : tr.ops)
-        for (BufferId in : reader.inputs)
-          if (std::find(op.outputs.begin(), op.outputs.end(), in) != op.outputs.end() &&
-              reader.phase == Phase::forward) {
-            EXPECT_NE(std::find(reader.waits_for.begin(), reader.waits_for.end(), rest.id), reader.waits_for.end())
-                << reader.name;
-            ++gated;
-          }
+      gated += readers_waiting(tr, op, rest.id, Phase::forward);
     }
   }
   EXPECT_GE(gemm, 1u);
@@ -151,16 +157,7 @@ TEST(TensorParallel, OverlappedCommunicationSplitsTheForwardCollectivesAroundThe
   const Op& dgrad = op_named(tr, "transformer.h.1.mlp.c_proj.backward");
   EXPECT_NE(std::find(dgrad.inputs.begin(), dgrad.inputs.end(), grad_head.outputs[0]), dgrad.inputs.end());
   EXPECT_EQ(std::find(dgrad.waits_for.begin(), dgrad.waits_for.end(), grad_rest.id), dgrad.waits_for.end());
-  std::size_t gated_backward = 0;
-  for (const Op& reader : tr.ops)
-    for (BufferId in : reader.inputs)
-      if (reader.phase == Phase::backward &&
-          std::find(dgrad.outputs.begin(), dgrad.outputs.end(), in) != dgrad.outputs.end()) {
-        EXPECT_NE(std::find(reader.waits_for.begin(), reader.waits_for.end(), grad_rest.id), reader.waits_for.end())
-            << reader.name;
-        ++gated_backward;
-      }
-  EXPECT_GE(gated_backward, 1u);
+  EXPECT_GE(readers_waiting(tr, dgrad, grad_rest.id, Phase::backward), 1u);
   // The first MLP GEMM's input gradient: (t - 1)/t issued when the GEMM starts, a tail of 1/t
   // reading its output.
   const Op& rs_rest = op_named(tr, "transformer.h.1.mlp.sp_gather.backward.overlapped");

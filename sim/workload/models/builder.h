@@ -528,6 +528,14 @@ class ModelBuilder {
   /// that makes its input, as the forward's are.
   void comm_backward(const std::string& name, Value x, Value y, std::string_view kind, std::uint64_t message_bytes,
                      const char* group = "tp", bool overlap = false);
+  /// tp_comm_overlap's all-gather of `bytes` making `out` from `in`: a head of 1/tp that makes
+  /// `out`, then the rest in flight beside the GEMMs reading it (whose outputs' readers wait).
+  void overlapped_all_gather(const std::string& name, BufferId in, BufferId out, std::uint64_t bytes,
+                             const char* group);
+  /// tp_comm_overlap's reduce-scatter of `bytes` from `in` into `out`: (tp - 1)/tp issued when
+  /// the GEMM making `in` starts, then a tail of 1/tp reading `in`.
+  void overlapped_reduce_scatter(const std::string& name, BufferId in, BufferId out, std::uint64_t bytes,
+                                 const char* group);
   /// The backward op of a weighted sum of y (combine, unpermute): the gradients of y and of
   /// the weights (kNoBuffer for one that needs none) from the output's gradient g.
   std::pair<BufferId, BufferId> weighted_backward(const std::string& name, BufferId g, Value y, Value weights,

@@ -57,31 +57,37 @@ void ModelBuilder::comm_backward(const std::string& name, Value x, Value y, std:
     const BufferId g = take_grad(y);
     if (!values_[x.id].requires_grad) return;
     const BufferId gi = grad_buffer(name, x);
-    const auto t = static_cast<std::uint64_t>(settings_.tp);
-    const OpId producer = trace_.buffers[g].producer;
-    if (overlap && kind == "all_gather") {
-      // The output gradient of a row-parallel linear, gathered in t chunks pipelined with its
-      // backward GEMM: a head of 1/t makes the gathered gradient, the rest runs beside the GEMM.
-      const std::uint64_t head = message_bytes / t;
-      emit_comm(name + ".backward", kind, {g}, {gi}, {}, head, group);
-      overlapped_gather_[gi] = emit_comm(name + ".backward.overlapped", kind, {}, {}, {}, message_bytes - head, group);
-    } else if (overlap && kind == "reduce_scatter" && producer != kNoOp) {
-      // The input gradient of a column-parallel linear, reduce-scattered while the backward GEMM
-      // that makes it computes the weight gradient: (t - 1)/t issued when the GEMM starts, a
-      // tail of 1/t after it.
-      const std::uint64_t tail = message_bytes / t;
-      const OpId head = emit_comm(name + ".backward.overlapped", kind, {}, {}, {}, message_bytes - tail, group);
-      for (OpId before = producer; before-- > 0;)
-        if (trace_.ops[before].group.empty()) {
-          trace_.ops[head].waits_for.push_back(before);
-          break;
-        }
-      emit_comm(name + ".backward", kind, {g}, {gi}, {}, tail, group);
-    } else {
+    if (overlap && kind == "all_gather")
+      // The output gradient of a row-parallel linear, pipelined with its backward GEMM.
+      overlapped_all_gather(name + ".backward", g, gi, message_bytes, group);
+    else if (overlap && kind == "reduce_scatter" && trace_.buffers[g].producer != kNoOp)
+      // The input gradient of a column-parallel linear, beside the backward GEMM that makes it
+      // as that GEMM computes the weight gradient.
+      overlapped_reduce_scatter(name + ".backward", g, gi, message_bytes, group);
+    else
       emit_comm(name + ".backward", kind, {g}, {gi}, {}, message_bytes, group);
-    }
     contribute(x, gi, name);
   });
+}
+
+void ModelBuilder::overlapped_all_gather(const std::string& name, BufferId in, BufferId out, std::uint64_t bytes,
+                                         const char* group) {
+  const std::uint64_t head = bytes / static_cast<std::uint64_t>(settings_.tp);
+  emit_comm(name, "all_gather", {in}, {out}, {}, head, group);
+  overlapped_gather_[out] = emit_comm(name + ".overlapped", "all_gather", {}, {}, {}, bytes - head, group);
+}
+
+void ModelBuilder::overlapped_reduce_scatter(const std::string& name, BufferId in, BufferId out, std::uint64_t bytes,
+                                             const char* group) {
+  // Issued when the GEMM making `in` starts: after the compute op before it.
+  const std::uint64_t tail = bytes / static_cast<std::uint64_t>(settings_.tp);
+  const OpId head = emit_comm(name + ".overlapped", "reduce_scatter", {}, {}, {}, bytes - tail, group);
+  for (OpId before = trace_.buffers[in].producer; before-- > 0;)
+    if (trace_.ops[before].group.empty()) {
+      trace_.ops[head].waits_for.push_back(before);
+      break;
+    }
+  emit_comm(name, "reduce_scatter", {in}, {out}, {}, tail, group);
 }
 
 Value ModelBuilder::tp_copy(const std::string& name, Value x) {
@@ -114,9 +120,7 @@ Value ModelBuilder::sp_gather(const std::string& name, Value x) {
   const Value y = new_value(name + ".out", {s[0] * t, s[1]}, values_[x.id].requires_grad);
   const std::uint64_t bytes = trace_.buffers[buffer(y)].bytes;
   if (settings_.tp_comm_overlap && phase_ == Phase::forward) {
-    const std::uint64_t head = bytes / static_cast<std::uint64_t>(t);
-    emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, head);
-    overlapped_gather_[buffer(y)] = emit_comm(name + ".overlapped", "all_gather", {}, {}, {}, bytes - head);
+    overlapped_all_gather(name, buffer(x), buffer(y), bytes, "tp");
   } else {
     emit_comm(name, "all_gather", {buffer(x)}, {buffer(y)}, {}, bytes);
   }
@@ -130,17 +134,8 @@ Value ModelBuilder::sp_scatter(const std::string& name, Value x) {
   const std::int64_t t = settings_.tp;
   const Value y = new_value(name + ".out", {s[0] / t, s[1]}, values_[x.id].requires_grad);
   const std::uint64_t bytes = trace_.buffers[buffer(x)].bytes;
-  const OpId producer = trace_.buffers[buffer(x)].producer;
-  if (settings_.tp_comm_overlap && phase_ == Phase::forward && producer != kNoOp) {
-    // Issued when the GEMM making x starts: after the compute op before it.
-    const std::uint64_t tail = bytes / static_cast<std::uint64_t>(t);
-    const OpId head = emit_comm(name + ".overlapped", "reduce_scatter", {}, {}, {}, bytes - tail);
-    for (OpId before = producer; before-- > 0;)
-      if (trace_.ops[before].group.empty()) {
-        trace_.ops[head].waits_for.push_back(before);
-        break;
-      }
-    emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, tail);
+  if (settings_.tp_comm_overlap && phase_ == Phase::forward && trace_.buffers[buffer(x)].producer != kNoOp) {
+    overlapped_reduce_scatter(name, buffer(x), buffer(y), bytes, "tp");
   } else {
     emit_comm(name, "reduce_scatter", {buffer(x)}, {buffer(y)}, {}, bytes);
   }

@@ -169,9 +169,7 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
     // One projection (GPT-2's c_attn, Megatron's linear_qkv), split into q and the narrower
     // k and v under grouped-query attention.
     const Value qkv = project(m, p + n.q, "qkv", h, (a.hidden + 2 * kv_width) / t, a.bias);
-    const std::vector<Value> parts = kv_width == a.hidden
-                                         ? m.split(p + n.q + ".split", qkv, 3)
-                                         : m.split(p + n.q + ".split", qkv, {a.hidden / t, kv_width / t, kv_width / t});
+    const std::vector<Value> parts = m.split(p + n.q + ".split", qkv, {a.hidden / t, kv_width / t, kv_width / t});
     q = parts[0], k = parts[1], v = parts[2];
   } else {
     q = project(m, p + n.q, "q", h, a.hidden / t, a.bias || a.qkv_bias);
