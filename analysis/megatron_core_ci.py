@@ -15,14 +15,14 @@ The model: Megatron-core's GPT (TransformerEngine, LayerNorm, GeLU, learned posi
 embeddings, dropout 0.1, bf16 (so fp32 gradient accumulation and reduction: Megatron turns
 --accumulate-allreduce-grads-in-fp32 on with --bf16), the distributed optimizer with
 --overlap-grad-reduce and --overlap-param-gather (DDP buckets of max(40M, 1M x dp) = 40M fp32
-gradients, 160 MB), no gradient-accumulation fusion; tp 4 with micro-batch 2, or pp 4 (1F1B)
-with micro-batch 1, dp 2, global batch 8. The measured step is the median of the recorded
-steps after the second (the first two hold the start-up); the measured peak is
-mem-max-allocated-bytes, which Megatron logs from the last rank (the last pipeline stage),
-against memsim's peak on that stage less the platform's reserved memory (CUDA context and
-NCCL, outside torch's allocator); the first stage's is printed too (the pipeline rows' measured
-peak behaves like a stage with four micro-batches in flight: docs/time-model.md). The rows
-were not used to fit anything.
+gradients, 160 MB), no gradient-accumulation fusion; tp 4 with micro-batch 2, or pp 4 with
+micro-batch 1 and --num-layers-per-virtual-pipeline-stage 1 (Megatron's interleaved schedule,
+eight one-layer chunks per stage: the CSV's virtual_stages), dp 2, global batch 8. The
+measured step is the median of the recorded steps after the second (the first two hold the
+start-up); the measured peak is mem-max-allocated-bytes, which Megatron logs from the last rank
+(the last pipeline stage), against memsim's peak on that stage less the platform's reserved
+memory (CUDA context and NCCL, outside torch's allocator); the first stage's is printed too.
+The rows were not used to fit anything.
 """
 import argparse
 import csv
@@ -42,7 +42,9 @@ def workload(r):
             f"batch: {r['micro_batch']}\nattention_impl: fused\ndropout: 0.1\ndtype: bf16\nmixed_precision: true\n"
             "main_grads: fp32\noptimizer: adam\n"
             f"parallel: {{tp: {r['tp']}, pp: {r['pp']}, dp: {r['dp']}, global_batch: {r['global_batch']}, zero: 1, "
-            "overlap_param_gather: true, bucket: 160MB}\n")
+            "overlap_param_gather: true, bucket: 160MB"
+            + (f", schedule: interleaved, virtual_stages: {r['virtual_stages']}" if r["virtual_stages"] > 1 else "")
+            + "}\n")
 
 
 def run(args, r, tmp):
@@ -76,7 +78,7 @@ def main():
     with open(args.data, newline="") as f:
         rows = list(csv.DictReader(f))
     for r in rows:
-        for k in ("row", "tp", "pp", "dp", "micro_batch", "global_batch", "measured_peak_bytes"):
+        for k in ("row", "tp", "pp", "dp", "virtual_stages", "micro_batch", "global_batch", "measured_peak_bytes"):
             r[k] = int(r[k])
         r["measured_step_s"] = float(r["measured_step_s"])
     out, failed = [], 0
@@ -94,7 +96,7 @@ def main():
                             peak_error_pct=100 * (peak - r["measured_peak_bytes"]) / r["measured_peak_bytes"]))
     if args.format == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
-        keys = ["row", "id", "platform", "tp", "pp", "dp", "micro_batch", "global_batch", "measured_step_s",
+        keys = ["row", "id", "platform", "tp", "pp", "dp", "virtual_stages", "micro_batch", "global_batch", "measured_step_s",
                 "memsim_step_s", "step_error_pct", "exposed_comm_s", "measured_peak_bytes", "memsim_peak_bytes",
                 "peak_error_pct", "memsim_first_stage_peak_bytes"]
         w.writerow(keys)
@@ -105,7 +107,8 @@ def main():
               "(last stage) | error | memsim, first stage |")
         print("|---|---|---|---|---|---|---|---|---|---|---|")
         for o in out:
-            layout = f"tp {o['tp']} pp {o['pp']} dp {o['dp']}, micro-batch {o['micro_batch']}"
+            layout = (f"tp {o['tp']} pp {o['pp']}" + (f" (interleaved x{o['virtual_stages']})" if o["virtual_stages"] > 1
+                                                     else "") + f" dp {o['dp']}, micro-batch {o['micro_batch']}")
             print(f"| {o['row']} {o['id']} | {o['platform']} | {layout} | {o['measured_step_s']:.3f} s | "
                   f"{o['memsim_step_s']:.3f} s | {o['step_error_pct']:+.1f}% | {o['exposed_comm_s']:.3f} s | "
                   f"{o['measured_peak_bytes'] / 2**30:.2f} GiB | {o['memsim_peak_bytes'] / 2**30:.2f} GiB | "
