@@ -21,7 +21,7 @@ def test_the_ci_rows_stay_where_the_doc_puts_them():
     step = {k: float(v["step_error_pct"]) for k, v in rows.items()}
     peak = {k: float(v["peak_error_pct"]) for k, v in rows.items()}
     for k in rows:
-        assert -30.0 <= step[k] <= -20.0, step
+        assert -30.0 <= step[k] <= -15.0, step
         assert abs(peak[k]) <= 3.0, peak
     # Both layouts take about the same time on each machine, measured and simulated.
     for gpu in ("H100", "A100"):

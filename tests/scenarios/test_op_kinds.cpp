@@ -91,7 +91,8 @@ TEST(OpKinds, WithADeviceEachKindShowsTheEntryThatTimesIt) {
     EXPECT_TRUE(has(unused, key)) << key;
   const CliResult text = run_memsim("info dgx-a100 gpt2-small --op-kinds");
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_NE(text.out.find("gpu0's efficiency keys conv2d, conv2d_backward, matmul, matmul_backward match no kind"),
+  EXPECT_NE(text.out.find("gpu0's efficiency keys conv2d, conv2d_backward, flash_attention, flash_attention_backward, "
+                          "matmul, matmul_backward match no kind"),
             std::string::npos)
       << text.out;
 }
@@ -108,8 +109,8 @@ TEST(OpKinds, ARunListsTheEfficiencyKeysNoOpReached) {
   EXPECT_TRUE(has(unused, "gpu0.efficiency.matmul")) << s["unused_efficiency_keys"];
   EXPECT_TRUE(has(unused, "gpu7.efficiency.matmul")) << s["unused_efficiency_keys"];
   EXPECT_FALSE(has(unused, "gpu0.efficiency.default"));
-  EXPECT_NE(r.err.find("memsim: gpu0-7: efficiency keys conv2d, conv2d_backward, matmul, matmul_backward match no "
-                       "op of this run (its kinds: memsim info dgx-a100 gpt2-small --set workload.batch=1 "
+  EXPECT_NE(r.err.find("memsim: gpu0-7: efficiency keys conv2d, conv2d_backward, flash_attention, "
+                       "flash_attention_backward, matmul, matmul_backward match no op of this run (its kinds: memsim info dgx-a100 gpt2-small --set workload.batch=1 "
                        "--set workload.seq_len=128 --op-kinds)\n"),
             std::string::npos)
       << r.err;
@@ -124,12 +125,40 @@ TEST(OpKinds, ResNetTakesTheConvolutionEntries) {
   EXPECT_FALSE(has(unused, "gpu0.efficiency.conv2d"));
   EXPECT_FALSE(has(unused, "gpu0.efficiency.conv2d_backward"));
   EXPECT_TRUE(has(unused, "gpu0.efficiency.matmul"));  // its classifier is `linear`
-  EXPECT_EQ(unused.size(), 2u) << json(unused);
-  EXPECT_NE(r.err.find("memsim: gpu0: efficiency keys matmul, matmul_backward match no op"), std::string::npos)
+  EXPECT_EQ(unused.size(), 4u) << json(unused);  // and the FlashAttention entries
+  EXPECT_NE(r.err.find("memsim: gpu0: efficiency keys flash_attention, flash_attention_backward, matmul, "
+                       "matmul_backward match no op"),
+            std::string::npos)
       << r.err;
   const json kinds = json::parse(run_memsim("info dgx-a100 resnet50 --op-kinds --json").out);
   for (const json& k : kinds["op_kinds"])
     if (k["kind"] == "conv2d") EXPECT_EQ(k["efficiency"]["key"], "efficiency.conv2d");
+}
+
+// FlashAttention takes its own entries, from the published kernel rates (docs/time-model.md):
+// FlashAttention-2 on the A100 presets, cuDNN's fused attention on the H100 ones.
+TEST(OpKinds, FusedAttentionTakesTheFlashAttentionEntries) {
+  for (const auto& [platform, forward, backward] :
+       {std::tuple{"dgx-a100", 0.583, 0.583}, std::tuple{"dgx-h100", 0.535, 0.524}}) {
+    const CliResult r = run_memsim(std::string("info ") + platform +
+                                   " llama-7b --set workload.layers=2 --set workload.attention_impl=fused --op-kinds --json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const json j = json::parse(r.out);
+    int seen = 0;
+    for (const json& k : j["op_kinds"]) {
+      if (k["kind"] == "flash_attention") {
+        EXPECT_EQ(k["efficiency"]["key"], "efficiency.flash_attention");
+        EXPECT_EQ(k["efficiency"]["value"], forward) << platform;
+        ++seen;
+      } else if (k["kind"] == "flash_attention_backward") {
+        EXPECT_EQ(k["efficiency"]["key"], "efficiency.flash_attention_backward");
+        EXPECT_EQ(k["efficiency"]["value"], backward) << platform;
+        ++seen;
+      }
+    }
+    EXPECT_EQ(seen, 2) << platform;
+    EXPECT_FALSE(has(unused_of(j), "gpu0.efficiency.flash_attention")) << platform;
+  }
 }
 
 TEST(OpKinds, UsageErrors) {
