@@ -38,6 +38,23 @@ double gemm_wave_factor(const Trace& trace, const Op& op, const GemmModel& gemm)
   return gemm.wave_factor(std::round(m), std::round(n), 1.0);
 }
 
+double flash_factor(const Trace& trace, const Op& op, const FlashModel& flash) {
+  const std::string_view kind = op.kind;
+  const bool backward = kind == "flash_attention_backward";
+  if (!backward && kind != "flash_attention") return 1.0;
+  // The attention's output has the query's shape (the query itself may be a view of a fused
+  // q/k/v projection): the forward's first output (or, where it adds into a running output,
+  // as context parallelism's later steps do, its first update), the backward's first input,
+  // the output's gradient.
+  if (op.flops <= 0) return 1.0;
+  const auto& holder = backward ? op.inputs : !op.outputs.empty() ? op.outputs : op.updates;
+  if (holder.empty()) return 1.0;
+  const BufferId out = holder[0];
+  const double elements = static_cast<double>(trace.buffers[out].bytes) / dtype_bytes(op.dtype);
+  if (elements <= 0) return 1.0;
+  return flash.factor(op.flops / ((backward ? 10.0 : 4.0) * elements), backward);
+}
+
 std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platform) {
   const auto devices = platform.op_devices();
   const bool measured_here = !trace.measured_on.empty() && trace.measured_on == platform.name;
@@ -66,7 +83,7 @@ std::vector<double> op_durations(const Trace& trace, const PlatformSpec& platfor
     if (d.exchange_Bps > 0)
       for (BufferId b : op.inputs) input_bytes += static_cast<double>(trace.buffers[b].bytes);
     out.push_back(roofline_s(op, d, platform.tiers[*d.operand_tier()], input_bytes,
-                             gemm_wave_factor(trace, op, d.gemm)));
+                             gemm_wave_factor(trace, op, d.gemm) * flash_factor(trace, op, d.flash)));
   }
   return out;
 }

@@ -5,7 +5,8 @@
 //              + launch overhead
 //
 // where a GEMM on a device with `gemm:` (SM count, tile) divides its compute term by the
-// wave quantization of its output tiles (gemm_wave_factor). The host's time to issue each op
+// wave quantization of its output tiles (gemm_wave_factor), and a FlashAttention kernel on a
+// device with `flash_attention:` by its short sequence's fixed work (flash_factor). The host's time to issue each op
 // (`host_overhead:`) is not in the duration: the engine keeps a host clock per device
 // (docs/time-model.md).
 //
@@ -35,6 +36,11 @@ double roofline_s(const Op& op, const DeviceSpec& device, const TierSpec& comput
 /// GemmModel::wave_factor.
 double gemm_wave_factor(const Trace& trace, const Op& op, const GemmModel& gemm);
 
+/// A FlashAttention kernel's (`flash_attention`, `flash_attention_backward`) share of its
+/// efficiency on a device with `flash_attention:` (1 for other ops and devices): the keys a
+/// query attends to, FLOPs / (4 x the query's elements, the output's), a backward's FLOPs as
+/// 2.5 forwards, then FlashModel::factor.
+double flash_factor(const Trace& trace, const Op& op, const FlashModel& flash);
 
 /// Durations of every op of the trace on the platform, checking that each op's device
 /// exists and has a rate for its dtype (InputError otherwise, naming op and device).

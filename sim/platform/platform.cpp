@@ -188,7 +188,8 @@ CollectiveModel load_collectives(const ConfigNode& n) {
 
 void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, std::uint32_t node) {
   n.allow_only({"kind", "compute", "launch_overhead", "streams", "copy_engines", "efficiency",
-                "memory_efficiency", "exchange", "tiers", "reserved", "host_overhead", "gemm"});
+                "memory_efficiency", "exchange", "tiers", "reserved", "host_overhead", "gemm",
+                "flash_attention"});
   if (name.find('.') != std::string::npos) n.fail("a device name may not contain '.'");
   DeviceSpec d;
   d.name = name;
@@ -224,6 +225,18 @@ void load_device(PlatformSpec& p, const std::string& name, const ConfigNode& n, 
       if (dims.size() != 2) t->fail_expected("[tile_m, tile_n], two sizes of the output tile");
       d.gemm.tile_m = static_cast<std::uint32_t>(dims[0].as_int_in(1, 1 << 16));
       d.gemm.tile_n = static_cast<std::uint32_t>(dims[1].as_int_in(1, 1 << 16));
+    }
+  }
+  if (auto f = n.find("flash_attention")) {
+    f->allow_only({"fixed_keys"});
+    const auto keys = f->at("fixed_keys").items();
+    if (keys.size() != 2)
+      f->at("fixed_keys").fail_expected("[forward, backward], the keys' worth of work a block of queries pays "
+                                        "once in each pass");
+    for (std::size_t i = 0; i < 2; ++i) {
+      const double k = keys[i].as_double();
+      if (!(k >= 0 && k <= 1e9)) keys[i].fail_expected("a number of keys from 0 to 1e9");
+      (i == 0 ? d.flash.fixed_keys_forward : d.flash.fixed_keys_backward) = k;
     }
   }
   d.node = node;
@@ -357,6 +370,12 @@ double GemmModel::wave_factor(double m, double n, double batch) const {
   const double tiles = std::ceil(m / tile_m) * std::ceil(n / tile_n) * batch;
   const double waves = std::ceil(tiles / sms);
   return tiles / (waves * sms);
+}
+
+double FlashModel::factor(double keys, bool backward) const {
+  const double fixed = backward ? fixed_keys_backward : fixed_keys_forward;
+  if (fixed <= 0 || keys <= 0) return 1.0;
+  return keys / (keys + fixed);
 }
 
 double DeviceSpec::efficiency_for(const std::string& op_kind) const {
@@ -576,7 +595,7 @@ std::optional<std::string> platform_override_problem(const ConfigNode& root, con
   const auto dev = devices->at(device);
   static const std::vector<std::string> kDeviceKeys{"kind", "compute", "launch_overhead", "streams", "copy_engines",
                                                     "efficiency", "memory_efficiency", "exchange", "tiers",
-                                                    "host_overhead", "gemm", "reserved"};
+                                                    "host_overhead", "gemm", "flash_attention", "reserved"};
   if (!dev.is_map() || std::find(kDeviceKeys.begin(), kDeviceKeys.end(), tier) != kDeviceKeys.end()) return std::nullopt;
   auto tiers = dev.find("tiers");
   if (!tiers || !tiers->is_map() || tiers->has(tier)) return std::nullopt;

@@ -115,6 +115,18 @@ struct GemmModel {
   double wave_factor(double m, double n, double batch) const;
 };
 
+/// FlashAttention's rate by the work of a query block (`flash_attention: {fixed_keys: [forward,
+/// backward]}`): a kernel whose queries attend to w keys on average (w = FLOPs / (4 x the
+/// query's elements), a backward's FLOPs counted as 2.5 forwards: the sequence, halved under
+/// a causal mask) runs at w / (w + fixed_keys) of its `efficiency` entry, which is then the rate
+/// of a long sequence. Each block of queries pays a fixed part (loading it, the masked
+/// diagonal block, writing its output) that a short sequence does not amortize. 0: off.
+struct FlashModel {
+  double fixed_keys_forward = 0, fixed_keys_backward = 0;
+  /// The fraction of the efficiency entry a kernel of `keys` keys per query reaches.
+  double factor(double keys, bool backward) const;
+};
+
 struct DeviceSpec {
   std::string name;  // "gpu0"
   DeviceKind kind = DeviceKind::gpu;
@@ -149,6 +161,8 @@ struct DeviceSpec {
   /// Shape-aware GEMMs (`gemm:`): the output is cut into tiles, run in waves over the
   /// streaming multiprocessors; a last wave that fills only part of them wastes the rest.
   GemmModel gemm;
+  /// FlashAttention's short-sequence cost (`flash_attention:`).
+  FlashModel flash;
 
   /// The reserved bytes of a step that communicates (`communicates`) or not.
   std::uint64_t reserved_bytes(bool communicates) const;
