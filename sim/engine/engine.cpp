@@ -247,6 +247,10 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   // device freely, except after an op it waits for.
   std::vector<double> issued_s_;
   std::vector<double> host_at_, host_sum_at_;
+  // Per device: the latest op (in program order) the host has issued. A re-run to remake a
+  // dropped buffer is issued by the host too (Megatron's checkpointed layer runs its forward
+  // again from Python), right after it: its host time moves every later op's issue time.
+  std::vector<OpId> host_cursor_;
   bool host_clock_ = false;
   // The host's synchronizing calls: a run of consecutive ops of `sync_after` kinds in a
   // device's program order is one call (Megatron's batch_isend_irecv of a step's sends and
@@ -257,9 +261,14 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   std::vector<std::uint32_t> sync_gate_;
   std::vector<std::uint32_t> sync_from_;
   std::vector<OpId> sync_ops_;
+  std::vector<std::uint32_t> call_of_;  // per op: the call it belongs to (kNoCall: none)
   std::vector<std::uint8_t> ended_;  // per op: ended (its first run)
+  std::vector<std::uint8_t> issued_;  // per op: its host has issued it (its first run)
   bool call_ended(std::uint32_t call) const;
+  bool call_issued(std::uint32_t call) const;
   void wait_for_host(const Op& op);
+  void wait_for_host_recompute(const Op& op);
+  void host_sleep_until(double issued, OpId op);
   void setup_host_clock();
   void host_after(const Op& op);
 
@@ -875,12 +884,15 @@ void Simulation::setup_host_clock() {
   if (!host_clock_) return;
   host_at_.assign(compute_devices_.size(), 0.0);
   host_sum_at_.assign(compute_devices_.size(), 0.0);
+  host_cursor_.assign(compute_devices_.size(), kNoOp);
   for (std::size_t slot = 0; slot < compute_devices_.size(); ++slot)
     host_at_[slot] = platform_.devices[compute_devices_[slot]].host.per_step_s;
   std::vector<double> sum(compute_devices_.size(), 0.0);
   issued_s_.assign(trace_.ops.size(), 0.0);
   sync_gate_.assign(trace_.ops.size(), kNoCall);
+  call_of_.assign(trace_.ops.size(), kNoCall);
   ended_.assign(trace_.ops.size(), 0);
+  issued_.assign(trace_.ops.size(), 0);
   // Per device: the call its last op belongs to (kNoCall: that op synchronizes nothing), and
   // the last call before that.
   std::vector<std::uint32_t> open(compute_devices_.size(), kNoCall), gate(compute_devices_.size(), kNoCall);
@@ -892,6 +904,7 @@ void Simulation::setup_host_clock() {
     if (syncs && call != kNoCall) {
       // Issued in the call the op before it opened: no host time of its own.
       sync_ops_.push_back(op.id);
+      call_of_[op.id] = call;
       sync_gate_[op.id] = gate[op.device];
       issued_s_[op.id] = sum[op.device];
       continue;
@@ -903,11 +916,18 @@ void Simulation::setup_host_clock() {
       call = static_cast<std::uint32_t>(sync_from_.size());
       sync_from_.push_back(static_cast<std::uint32_t>(sync_ops_.size()));
       sync_ops_.push_back(op.id);
+      call_of_[op.id] = call;
     }
     sum[op.device] += host_time(host, op.kind);
     issued_s_[op.id] = sum[op.device];
   }
   sync_from_.push_back(static_cast<std::uint32_t>(sync_ops_.size()));
+}
+
+bool Simulation::call_issued(std::uint32_t call) const {
+  for (std::uint32_t i = sync_from_[call]; i < sync_from_[call + 1]; ++i)
+    if (!issued_[sync_ops_[i]]) return false;
+  return true;
 }
 
 bool Simulation::call_ended(std::uint32_t call) const {
@@ -921,10 +941,33 @@ void Simulation::wait_for_host(const Op& op) {
   // The host issues nothing after a synchronizing call before every op of it has ended.
   if (const std::uint32_t call = sync_gate_[op.id]; call != kNoCall)
     while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); }, op.device);
-  const double issued = host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]);
+  issued_[op.id] = 1;
+  OpId& cursor = host_cursor_[op.device];
+  if (cursor == kNoOp || op.id > cursor) cursor = op.id;
+  host_sleep_until(host_at_[op.device] + (issued_s_[op.id] - host_sum_at_[op.device]), op.id);
+}
+
+void Simulation::wait_for_host_recompute(const Op& op) {
+  if (!host_clock_ || op.device >= host_at_.size()) return;
+  // Issued right after the latest op the host has issued: once that op's synchronizing call
+  // (if it is one) has ended, at the host's position there plus the re-run's own host time,
+  // which every later op of the device waits for too. A call with an op not yet issued is not
+  // waited for: the re-run remakes what that op reads.
+  const OpId cursor = host_cursor_[op.device];
+  if (cursor != kNoOp && call_of_[cursor] != kNoCall && call_issued(call_of_[cursor])) {
+    const std::uint32_t call = call_of_[cursor];
+    while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); }, op.device);
+  }
+  const HostOverhead& host = platform_.devices[compute_devices_[op.device]].host;
+  host_at_[op.device] += host_time(host, op.kind);
+  const double at = cursor == kNoOp ? host_sum_at_[op.device] : issued_s_[cursor];
+  host_sleep_until(host_at_[op.device] + (at - host_sum_at_[op.device]), op.id);
+}
+
+void Simulation::host_sleep_until(double issued, OpId id) {
   const double now = now_s();
   if (!(issued > now)) return;
-  if (!(issued <= kHorizonS)) past_horizon(issued, op.id);
+  if (!(issued <= kHorizonS)) past_horizon(issued, id);
   if (can_defer(issued)) {
     lane().deferred_s += issued - now;
   } else {
@@ -948,7 +991,10 @@ void Simulation::host_after(const Op& op) {
 }
 
 void Simulation::execute(const Op& op, const exec::Site& site, bool recompute) {
-  if (!recompute) wait_for_host(op);
+  if (recompute)
+    wait_for_host_recompute(op);
+  else
+    wait_for_host(op);
   if (collectives_->runs(op.id)) {
     const double t0 = collectives_->run(op, sg_, *this);
     emit({EventKind::comm, t0, now_s(), site.device, site.stream, op.id, kNoId, op.message_bytes, kNoId, kNoId});

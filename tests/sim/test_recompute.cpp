@@ -13,7 +13,8 @@ using memsim::test::FixedPlan;
 namespace {
 
 // 1 TFLOPS, 1 us launch: an op of 1e9 FLOPs takes 1.001 ms.
-PlatformSpec gpu() {
+// `host`: a host_overhead: line for the GPU, or none.
+PlatformSpec gpu(const std::string& host = "") {
   return load_platform(ConfigNode::parse_text(R"(
 name: gpu
 devices:
@@ -21,7 +22,8 @@ devices:
     kind: gpu
     compute: {fp32: 1TFLOPS}
     launch_overhead: 1us
-    tiers:
+)" + (host.empty() ? "" : "    host_overhead: " + host + "\n") +
+                                                  R"(    tiers:
       hbm: {role: compute, capacity: 1GiB, bandwidth: 1000GB/s}
 )",
                                               "gpu.yaml"));
@@ -168,6 +170,38 @@ TEST(Recompute, AStepAheadOfUseRecomputesEarly) {
   Summary s = simulate(gpu(), t, p, rec);
   EXPECT_NEAR(s.recompute_time_s, 1.001e-3, 1e-15);
   EXPECT_EQ(s.tiers[0].usage.peak_allocated_bytes, 2200u);
+}
+
+TEST(Recompute, TheHostIssuesARerunAsItIssuesEveryOp) {
+  // 5 ms of host time per op, 1.001 ms of GPU: f, g and h are issued at 5, 10 and 15 ms. k
+  // reads a, dropped after g: the host issues f again after h, at 20 ms, and k at 25 ms, so
+  // the step ends at 26.001 ms (without the re-run's host time, f would run at once after h
+  // and k at 20 ms: 21.001 ms).
+  Trace t = saved_for_later();
+  FixedPlan p(with_frees(t, {{StepKind::drop, 1, 0}}));
+  Recorder rec;
+  Summary s = simulate(gpu("{per_op: {default: 5ms}}"), t, p, rec);
+  EXPECT_NEAR(s.iteration_time_s, 26.001e-3, 1e-12);
+  ASSERT_EQ(rec.events().size(), 5u);
+  EXPECT_EQ(rec.events()[3].kind, EventKind::recompute);
+  EXPECT_NEAR(rec.events()[3].start_s, 20e-3, 1e-12);
+  EXPECT_NEAR(rec.events()[4].start_s, 25e-3, 1e-12);
+}
+
+TEST(Recompute, TheHostIssuesAPlannedRerunInItsPlace) {
+  // As above, with the re-run a plan step of its own just before k: the same 26.001 ms.
+  Trace t = saved_for_later();
+  Plan plan = with_frees(t, {{StepKind::drop, 1, 0}});
+  for (std::size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].kind == StepKind::compute && plan.steps[i].id == 3) {
+      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i), {StepKind::recompute, 0, 0});
+      break;
+    }
+  FixedPlan p(plan);
+  Recorder rec;
+  Summary s = simulate(gpu("{per_op: {default: 5ms}}"), t, p, rec);
+  EXPECT_NEAR(s.iteration_time_s, 26.001e-3, 1e-12);
+  EXPECT_NEAR(s.recompute_time_s, 1.001e-3, 1e-15);
 }
 
 TEST(Recompute, DroppingABufferWithNoProducerIsAPolicyError) {
