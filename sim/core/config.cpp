@@ -193,7 +193,8 @@ std::string ConfigNode::where() const {
 std::string ConfigNode::describe() const {
   if (!node_.IsDefined() || node_.IsNull()) return "nothing";
   if (node_.IsMap()) return "a map";
-  if (node_.IsSequence()) return "a list";
+  if (node_.IsSequence())
+    return node_.size() == 1 ? std::string("a list of 1 item") : fmt::format("a list of {} items", node_.size());
   // A message quotes what is there, not all of it: a value of a megabyte stays one line.
   constexpr std::size_t kMostQuoted = 200;
   const std::string& s = node_.Scalar();

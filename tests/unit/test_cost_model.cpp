@@ -156,6 +156,13 @@ TEST(CostModel, FlashAttentionFixedKeysAreCheckedWhereTheyAreRead) {
       EXPECT_EQ(std::string(e.what()).rfind("box.yaml:8:", 0), 0u) << e.what();  // the flash_attention line
     }
   }
+  // A list of the wrong length says how long it is.
+  try {
+    flash_device("    flash_attention: {fixed_keys: [250]}\n");
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("expected [forward, backward]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("got a list of 1 item"), std::string::npos) << e.what();
+  }
 }
 
 // The presets' FlashAttention reproduces the published curves it was fitted to: FlashAttention-2
