@@ -28,6 +28,8 @@ const std::vector<std::string>& known_op_kinds() {
       "select_backward", "lstm_cell_backward", "gru_cell_backward",
       // Megatron's fused SwiGLU (issue 27): forward, backward
       "swiglu", "swiglu_backward",
+      // Megatron's fused bias-dropout-add (its backward is dropout_backward)
+      "dropout_add",
       // Gist-style stashing (policy compress, issue 7)
       "encode", "decode",
       // imported traces (issue 5): aten ops with no kind of their own above

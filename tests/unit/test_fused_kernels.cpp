@@ -1,5 +1,5 @@
 // Megatron-LM's fused kernels as options of the transformer generators (fused_layer_norm,
-// fused_softmax, fused_bias_gelu, fused_swiglu): with each on and off, the bytes a layer
+// fused_softmax, fused_bias_gelu, fused_swiglu, fused_dropout_add): with each on and off, the bytes a layer
 // saves for the backward against a formula worked out by hand from what the fused kernel or
 // autograd keeps, and the ops and bytes moved of the kernels each replaces. Spelling the
 // defaults out changes no trace; a key that has nothing to act on is a located error.
@@ -89,7 +89,7 @@ void expect_same_trace(const Trace& x, const Trace& y) {
 
 TEST(FusedKernels, DefaultsSpelledOutChangeNothing) {
   expect_same_trace(generate(kGpt), generate(kGpt + "fused_layer_norm: true\nfused_softmax: true\n"
-                                                    "fused_bias_gelu: true\n"));
+                                                    "fused_bias_gelu: true\nfused_dropout_add: false\n"));
   expect_same_trace(generate(kLlama), generate(kLlama + "fused_layer_norm: true\nfused_softmax: true\n"
                                                         "fused_swiglu: false\n"));
   EXPECT_EQ(generate(kGpt).description.find("fused"), std::string::npos);
@@ -287,6 +287,42 @@ TEST(FusedKernels, UnfusedBiasGeluAddsTheBiasInAKernelOfItsOwn) {
                    tf * 2);
 }
 
+TEST(FusedKernels, FusedDropoutAddIsOneKernelKeepingTheMask) {
+  // Megatron's bias_dropout_add_fusion: after each sublayer one kernel reads the sublayer's
+  // output and the residual and writes the sum and the bool mask, where the dropout wrote a
+  // dropped-out copy (T h in, T h + T h/2 out, as bytes of fp16: T = s b tokens) and the add
+  // read it with the residual. The mask is what either keeps; the backward is the same.
+  const Trace t = generate(kGpt), fused = generate(kGpt + "fused_dropout_add: true\n");
+  EXPECT_EQ(saved_activation_bytes(fused), saved_activation_bytes(t));
+  EXPECT_NO_THROW(validate(fused, "x"));
+  EXPECT_NE(fused.description.find(", fused dropout-add"), std::string::npos) << fused.description;
+  EXPECT_EQ(op_named(fused, "transformer.h.0.attn.residual").kind, "dropout_add");
+  EXPECT_EQ(op_named(fused, "transformer.h.0.mlp.residual").kind, "dropout_add");
+  EXPECT_EQ(op_named(fused, "transformer.h.0.attn.residual.backward").kind, "dropout_backward");
+  EXPECT_EQ(ops_of_kind(fused, "dropout_add"), 2 * L);
+  EXPECT_EQ(ops_of_kind(t, "add") - ops_of_kind(fused, "add"), 2 * L);
+  EXPECT_EQ(t.ops.size() - fused.ops.size(), 2 * L);
+  const double th = s * b * h;
+  const Ops fwd = ops_under(t, "transformer.h.0", Phase::forward);
+  const Ops fwd_fused = ops_under(fused, "transformer.h.0", Phase::forward);
+  EXPECT_EQ(fwd.count - fwd_fused.count, 2u);
+  // Unfused per sublayer: dropout 2 + 2 + 1, add 2 + 2 + 2 bytes a token's element (11);
+  // fused: 2 + 2 in, 2 + 1 out (7).
+  EXPECT_DOUBLE_EQ(fwd.bytes - fwd_fused.bytes, 2 * 4 * th);
+  const Ops bwd = ops_under(t, "transformer.h.0", Phase::backward);
+  const Ops bwd_fused = ops_under(fused, "transformer.h.0", Phase::backward);
+  EXPECT_EQ(bwd.count, bwd_fused.count);
+  EXPECT_DOUBLE_EQ(bwd.bytes, bwd_fused.bytes);
+  // Without dropout the kernel is the add: the ops are the unfused ones.
+  const Trace plain = generate(kGpt + "dropout: 0\n"), plain_fused = generate(kGpt + "dropout: 0\nfused_dropout_add: true\n");
+  EXPECT_EQ(ops_of_kind(plain_fused, "dropout_add"), 0u);
+  ASSERT_EQ(plain.ops.size(), plain_fused.ops.size());
+  for (std::size_t i = 0; i < plain.ops.size(); ++i) {
+    EXPECT_EQ(plain.ops[i].kind, plain_fused.ops[i].kind) << plain.ops[i].name;
+    EXPECT_EQ(plain.ops[i].bytes_moved, plain_fused.ops[i].bytes_moved) << plain.ops[i].name;
+  }
+}
+
 TEST(FusedKernels, MegatronSoftmaxRunsItsKernelOnlyWhereTheKernelTakesTheShape) {
   // FusedScaleMaskSoftmax.is_kernel_available: fp16 or bf16, 16 < seq <= 4096, seq a
   // multiple of 4, batch x heads a multiple of 4 and, causal, of the kernel's rows per block
@@ -335,6 +371,8 @@ TEST(FusedKernels, KeysWithNothingToActOnAreLocated) {
             "t.yaml:2:15: fused_swiglu: expected true or false, got 'yes'");
   const std::string swiglu = error_of("model: gpt\nfused_swiglu: true\n");
   EXPECT_EQ(swiglu.rfind("t.yaml:2:1: fused_swiglu: unknown key 'fused_swiglu'", 0), 0u) << swiglu;
+  const std::string dropout_add = error_of("model: llama\nfused_dropout_add: true\n");
+  EXPECT_EQ(dropout_add.rfind("t.yaml:2:1: fused_dropout_add: unknown key 'fused_dropout_add'", 0), 0u) << dropout_add;
   const std::string gelu = error_of("model: llama\nfused_bias_gelu: false\n");
   EXPECT_EQ(gelu.rfind("t.yaml:2:1: fused_bias_gelu: unknown key 'fused_bias_gelu'", 0), 0u) << gelu;
 }
@@ -347,6 +385,10 @@ TEST(FusedKernels, HuggingFaceConfigsTakeTheirFamilysOptions) {
   EXPECT_NE(find_buffer(workload(qwen2 + "fused_swiglu: true\n"), "model.layers.0.mlp.gate_up_proj.weight"), nullptr);
   EXPECT_EQ(workload_error(gpt2 + "fused_swiglu: true\n"),
             "w.yaml:5:15: fused_swiglu: applies only to the Llama family's SwiGLU, not GPT2LMHeadModel");
+  EXPECT_EQ(op_named(workload(gpt2 + "fused_dropout_add: true\n"), "transformer.h.0.mlp.residual").kind,
+            "dropout_add");
+  EXPECT_EQ(workload_error(qwen2 + "fused_dropout_add: true\n"),
+            "w.yaml:5:20: fused_dropout_add: applies only to the dropouts of GPT-2 and BERT, not Qwen2ForCausalLM");
   EXPECT_EQ(workload_error(qwen2 + "fused_bias_gelu: false\n"),
             "w.yaml:5:18: fused_bias_gelu: applies only to the GeLU MLP of GPT-2 and BERT, not Qwen2ForCausalLM");
   // hf's attention is FlashAttention unless told otherwise.

@@ -86,6 +86,7 @@ std::string TrainingSettings::summary() const {
   if (fused.softmax_shape_rules) s += ", Megatron's softmax kernel where it fits";
   if (fused.bias_gelu != usual.bias_gelu) s += ", unfused bias-gelu";
   if (fused.swiglu != usual.swiglu) s += ", fused swiglu";
+  if (fused.dropout_add != usual.dropout_add) s += ", fused dropout-add";
   if (finetune.freeze != FineTune::Freeze::none || finetune.lora()) s += ", " + finetune.summary();
   return s;
 }
@@ -171,6 +172,7 @@ TrainingSettings read_training_settings(const Params& params) {
     }
     if (spec.name == "fused_bias_gelu") s.fused.bias_gelu = params.get(spec.name).as_bool();
     if (spec.name == "fused_swiglu") s.fused.swiglu = params.get(spec.name).as_bool();
+    if (spec.name == "fused_dropout_add") s.fused.dropout_add = params.get(spec.name).as_bool();
     if (spec.name == "finetune") s.finetune = read_finetune(params.get(spec.name));
   }
   if (auto section = params.extra("parallel"); section && section->is_map()) {

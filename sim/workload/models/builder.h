@@ -72,6 +72,9 @@ struct FusedKernels {
   /// SwiGLU as one kernel over a 2 x ffn projection (Megatron's bias_swiglu_impl, swiglu);
   /// false: gate and up projections, silu and a product, as Hugging Face runs it.
   bool swiglu = false;
+  /// The dropout after each sublayer and the residual add as one kernel (Megatron's
+  /// bias_dropout_add_fusion, dropout_add); false: two kernels, as Hugging Face runs them.
+  bool dropout_add = false;
 };
 
 /// Whether Megatron-LM's fused scale-mask-softmax kernel takes scores of `dtype`, `batch` x
@@ -255,6 +258,10 @@ class ModelBuilder {
   Value add_(const std::string& name, Value self, Value other);
   /// `a + b` into a new buffer (MobileNetV2's `x + self.conv(x)`).
   Value add(const std::string& name, Value a, Value b);
+  /// `residual + dropout(x)` as one kernel (kind dropout_add: Megatron-LM's
+  /// bias_dropout_add_fused_train), keeping the bool mask as dropout does; the backward is
+  /// dropout's, and the residual takes the output's gradient as it is.
+  Value dropout_add(const std::string& name, Value x, Value residual);
   /// torch.cat along the channels into a new buffer (also for a single tensor). Backward
   /// hands each input a view of the one gradient buffer: no op, no new buffer.
   Value cat(const std::string& name, const std::vector<Value>& xs);

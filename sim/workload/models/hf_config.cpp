@@ -228,6 +228,8 @@ Trace generate_hf(const Params& params) {
   const bool llama_family = arch != "GPT2LMHeadModel" && arch.rfind("Bert", 0) != 0;
   if (!llama_family && params.given("fused_swiglu"))
     params.get("fused_swiglu").fail(fmt::format("applies only to the Llama family's SwiGLU, not {}", arch));
+  if (llama_family && params.given("fused_dropout_add"))
+    params.get("fused_dropout_add").fail(fmt::format("applies only to the dropouts of GPT-2 and BERT, not {}", arch));
   if (llama_family && params.given("fused_bias_gelu"))
     params.get("fused_bias_gelu").fail(fmt::format("applies only to the GeLU MLP of GPT-2 and BERT, not {}", arch));
   if (arch != "MixtralForCausalLM" && arch != "DeepseekForCausalLM" &&

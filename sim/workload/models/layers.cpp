@@ -310,6 +310,29 @@ Value ModelBuilder::add(const std::string& name, Value a, Value b) {
   return y;
 }
 
+Value ModelBuilder::dropout_add(const std::string& name, Value x, Value residual) {
+  if (shape(x) != shape(residual))
+    throw std::invalid_argument(fmt::format("layer '{}': operands differ in shape", name));
+  const auto elements = static_cast<std::uint64_t>(element_count(shape(x)));
+  const bool rg = values_[x.id].requires_grad || values_[residual.id].requires_grad;
+  const Value y = new_value(name + ".out", shape(x), rg);
+  const BufferId mask = activation_buffer(name + ".mask", elements, DType::boolean);
+  emit(name, "dropout_add", {buffer(x), buffer(residual)}, {buffer(y), mask}, {},
+       (kDropoutForwardFlops + kEltwiseFlops) * static_cast<double>(elements));
+  record_backward([=, this] {
+    if (!has_grad(y)) return;
+    const BufferId g = take_grad(y);
+    if (values_[x.id].requires_grad) {
+      const BufferId gi = grad_buffer(name, x);
+      emit(name + ".backward", "dropout_backward", {g, mask}, {gi}, {},
+           kEltwiseFlops * static_cast<double>(elements));
+      contribute(x, gi, name);
+    }
+    if (values_[residual.id].requires_grad) contribute(residual, g, name);
+  });
+  return y;
+}
+
 Value ModelBuilder::cat(const std::string& name, const std::vector<Value>& xs) {
   if (xs.empty())
     throw std::invalid_argument(fmt::format("layer '{}': nothing to concatenate", name));

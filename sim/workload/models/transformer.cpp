@@ -101,6 +101,16 @@ Value drop(ModelBuilder& m, const std::string& name, Value x, double p) {
   return p > 0 ? m.dropout(name, x) : x;
 }
 
+// A sublayer's output h back into the residual stream x: its dropout (where the arch has one
+// and p > 0), then the add; with fused_dropout_add one kernel under the add's name, as
+// Megatron's bias_dropout_add_fusion (at p = 0 that kernel is the add).
+Value residual(ModelBuilder& m, const std::string& prefix, const char* dropout, const char* add, Value h, Value x,
+               double p) {
+  if (dropout != nullptr && p > 0 && m.settings().fused.dropout_add) return m.dropout_add(prefix + add, h, x);
+  if (dropout != nullptr) h = drop(m, prefix + dropout, h, p);
+  return m.add(prefix + add, h, x);
+}
+
 // Megatron's f and g around a tensor-parallel pair of linears (tensor_parallel.cpp): with
 // tp 1 nothing; with sequence parallelism the gather and scatter of the token shards.
 Value tp_enter(ModelBuilder& m, const std::string& name, Value x) {
@@ -183,8 +193,7 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
   h = m.attention(p + n.attn, q, k, v, s.batch, a.heads / t, a.causal, s.impl, a.dropout);
   h = project(m, p + n.out, "o", h, a.hidden, a.bias);
   h = tp_leave(m, p + n.out, h);
-  if (n.attn_dropout != nullptr) h = drop(m, p + n.attn_dropout, h, a.dropout);
-  x = m.add(p + n.attn_residual, h, x);
+  x = residual(m, p, n.attn_dropout, n.attn_residual, h, x, a.dropout);
   if (!a.pre_norm) x = norm(n.norm_attn, x);
 
   h = a.pre_norm ? norm(n.norm_mlp, x) : x;
@@ -205,8 +214,7 @@ Value block(const Stack& s, const std::string& p, Value x, bool moe = false) {
     h = project(m, p + n.down, "down", h, a.hidden, a.bias);
   }
   h = tp_leave(m, p + (moe ? "moe" : n.down), h);
-  if (n.mlp_dropout != nullptr) h = drop(m, p + n.mlp_dropout, h, a.dropout);
-  x = m.add(p + n.mlp_residual, h, x);
+  x = residual(m, p, n.mlp_dropout, n.mlp_residual, h, x, a.dropout);
   if (!a.pre_norm) x = norm(n.norm_mlp, x);
   return x;
 }
@@ -331,6 +339,14 @@ std::vector<ParamSpec> fused_kernel_specs(FusedFor family) {
                          "GEMM, which keeps the GeLU input; false: Megatron-LM without the fusion, the GEMM "
                          "without bias, then a bias add and the GeLU as two kernels",
                      "true"});
+  if (gelu)
+    specs.push_back({"fused_dropout_add",
+                     std::string(swiglu ? "GPT-2, BERT: " : "") +
+                         "true (as Megatron-LM's bias_dropout_add_fusion, on by default there): the dropout "
+                         "after each sublayer and the residual add as one kernel (dropout_add), which keeps the "
+                         "dropout's bool mask and writes no dropped-out copy; false (default, as Hugging Face "
+                         "runs it): the dropout, then the add, two kernels",
+                     "false"});
   if (swiglu)
     specs.push_back({"fused_swiglu",
                      std::string(gelu ? "the Llama family: " : "") +
