@@ -266,6 +266,7 @@ class Simulation final : public RuntimeView, private exec::Memory, private Colle
   std::vector<std::uint8_t> issued_;  // per op: its host has issued it (its first run)
   bool call_ended(std::uint32_t call) const;
   bool call_issued(std::uint32_t call) const;
+  void wait_for_call(std::uint32_t call, std::uint32_t device);
   void wait_for_host(const Op& op);
   void wait_for_host_recompute(const Op& op);
   void host_sleep_until(double issued, OpId op);
@@ -930,6 +931,10 @@ bool Simulation::call_issued(std::uint32_t call) const {
   return true;
 }
 
+void Simulation::wait_for_call(std::uint32_t call, std::uint32_t device) {
+  while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); }, device);
+}
+
 bool Simulation::call_ended(std::uint32_t call) const {
   for (std::uint32_t i = sync_from_[call]; i < sync_from_[call + 1]; ++i)
     if (!ended_[sync_ops_[i]]) return false;
@@ -939,8 +944,7 @@ bool Simulation::call_ended(std::uint32_t call) const {
 void Simulation::wait_for_host(const Op& op) {
   if (!host_clock_ || op.device >= host_at_.size()) return;
   // The host issues nothing after a synchronizing call before every op of it has ended.
-  if (const std::uint32_t call = sync_gate_[op.id]; call != kNoCall)
-    while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); }, op.device);
+  if (const std::uint32_t call = sync_gate_[op.id]; call != kNoCall) wait_for_call(call, op.device);
   issued_[op.id] = 1;
   OpId& cursor = host_cursor_[op.device];
   if (cursor == kNoOp || op.id > cursor) cursor = op.id;
@@ -954,10 +958,8 @@ void Simulation::wait_for_host_recompute(const Op& op) {
   // which every later op of the device waits for too. A call with an op not yet issued is not
   // waited for: the re-run remakes what that op reads.
   const OpId cursor = host_cursor_[op.device];
-  if (cursor != kNoOp && call_of_[cursor] != kNoCall && call_issued(call_of_[cursor])) {
-    const std::uint32_t call = call_of_[cursor];
-    while (!stopped_ && !call_ended(call)) wait_until([&] { return call_ended(call); }, op.device);
-  }
+  if (cursor != kNoOp && call_of_[cursor] != kNoCall && call_issued(call_of_[cursor]))
+    wait_for_call(call_of_[cursor], op.device);
   const HostOverhead& host = platform_.devices[compute_devices_[op.device]].host;
   host_at_[op.device] += host_time(host, op.kind);
   const double at = cursor == kNoOp ? host_sum_at_[op.device] : issued_s_[cursor];

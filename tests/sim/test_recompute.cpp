@@ -72,6 +72,16 @@ Plan with_frees(const Trace& t, std::vector<Step> extra_after_g) {
   return p;
 }
 
+// `plan` with a step re-running op `rerun` just before `reader`'s compute step.
+Plan recompute_before(Plan plan, OpId reader, OpId rerun) {
+  for (std::size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].kind == StepKind::compute && plan.steps[i].id == reader) {
+      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i), {StepKind::recompute, rerun, 0});
+      break;
+    }
+  return plan;
+}
+
 }  // namespace
 
 TEST(Recompute, KeepingEverythingAsTheBaseline) {
@@ -158,14 +168,8 @@ TEST(Recompute, InPlaceUpdatesAreReplayed) {
 TEST(Recompute, AStepAheadOfUseRecomputesEarly) {
   // A plan may recompute f itself before k needs a: same cost, no wait inside k.
   Trace t = saved_for_later();
-  Plan plan = with_frees(t, {{StepKind::drop, 1, 0}});
-  // Put "recompute f" just before k's compute step.
-  for (std::size_t i = 0; i < plan.steps.size(); ++i)
-    if (plan.steps[i].kind == StepKind::compute && plan.steps[i].id == 3) {
-      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i), {StepKind::recompute, 0, 0});
-      break;
-    }
-  FixedPlan p(plan);
+  // "recompute f" just before k's compute step.
+  FixedPlan p(recompute_before(with_frees(t, {{StepKind::drop, 1, 0}}), 3, 0));
   Recorder rec;
   Summary s = simulate(gpu(), t, p, rec);
   EXPECT_NEAR(s.recompute_time_s, 1.001e-3, 1e-15);
@@ -191,13 +195,7 @@ TEST(Recompute, TheHostIssuesARerunAsItIssuesEveryOp) {
 TEST(Recompute, TheHostIssuesAPlannedRerunInItsPlace) {
   // As above, with the re-run a plan step of its own just before k: the same 26.001 ms.
   Trace t = saved_for_later();
-  Plan plan = with_frees(t, {{StepKind::drop, 1, 0}});
-  for (std::size_t i = 0; i < plan.steps.size(); ++i)
-    if (plan.steps[i].kind == StepKind::compute && plan.steps[i].id == 3) {
-      plan.steps.insert(plan.steps.begin() + static_cast<std::ptrdiff_t>(i), {StepKind::recompute, 0, 0});
-      break;
-    }
-  FixedPlan p(plan);
+  FixedPlan p(recompute_before(with_frees(t, {{StepKind::drop, 1, 0}}), 3, 0));
   Recorder rec;
   Summary s = simulate(gpu("{per_op: {default: 5ms}}"), t, p, rec);
   EXPECT_NEAR(s.iteration_time_s, 26.001e-3, 1e-12);

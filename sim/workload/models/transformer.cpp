@@ -331,22 +331,23 @@ std::vector<ParamSpec> fused_kernel_specs(FusedFor family) {
        "where Megatron's FusedScaleMaskSoftmax takes the shape (fp16 or bf16, 16 < seq <= 4096, seq a multiple "
        "of 4, micro-batch x heads per rank a multiple of 4, of 8 at seq <= 128), the unfused path elsewhere",
        "true"}};
-  if (gelu)
+  if (gelu) {
+    const std::string family = swiglu ? "GPT-2, BERT: " : "";
     specs.push_back({"fused_bias_gelu",
-                     std::string(swiglu ? "GPT-2, BERT: " : "") +
+                     family +
                          "true (default, as Megatron-LM's bias_gelu_fusion and Hugging Face's nn.Linear then "
                          "GELU run it): the MLP's bias added in the GEMM or with the GeLU, one kernel after the "
                          "GEMM, which keeps the GeLU input; false: Megatron-LM without the fusion, the GEMM "
                          "without bias, then a bias add and the GeLU as two kernels",
                      "true"});
-  if (gelu)
     specs.push_back({"fused_dropout_add",
-                     std::string(swiglu ? "GPT-2, BERT: " : "") +
+                     family +
                          "true (as Megatron-LM's bias_dropout_add_fusion, on by default there): the dropout "
                          "after each sublayer and the residual add as one kernel (dropout_add), which keeps the "
                          "dropout's bool mask and writes no dropped-out copy; false (default, as Hugging Face "
                          "runs it): the dropout, then the add, two kernels",
                      "false"});
+  }
   if (swiglu)
     specs.push_back({"fused_swiglu",
                      std::string(gelu ? "the Llama family: " : "") +
